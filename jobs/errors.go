@@ -1,0 +1,50 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is a job failure with a stable code, kept per attempt in the job's events.
+type Error struct {
+	// Code is a short machine-readable reason, such as "bad_params" or "upstream".
+	Code string
+	// Permanent errors fail the job at once; others are retried with backoff.
+	Permanent bool
+	// Err is the underlying cause.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Code
+	}
+	return e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as a failure that no retry can fix (bad report, bad parameters).
+func Permanent(code string, err error) error {
+	return &Error{Code: code, Permanent: true, Err: err}
+}
+
+// Retryable marks err as a passing failure (upstream error, I/O) worth another attempt.
+func Retryable(code string, err error) error {
+	return &Error{Code: code, Err: err}
+}
+
+// Permanentf is Permanent with a formatted message.
+func Permanentf(code, format string, args ...any) error {
+	return Permanent(code, fmt.Errorf(format, args...))
+}
+
+// classify turns any handler error into a code, a message and whether it is permanent.
+// An unmarked error is retryable: most unknown failures are I/O or an upstream hiccup.
+func classify(err error) (code, msg string, permanent bool) {
+	var je *Error
+	if errors.As(err, &je) {
+		return je.Code, err.Error(), je.Permanent
+	}
+	return "error", err.Error(), false
+}

@@ -1,0 +1,67 @@
+package jobs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// hashingWriter counts and hashes what is written to the part file, so publishing does
+// not read the file back.
+type hashingWriter struct {
+	w    io.Writer
+	h    hash.Hash
+	size int64
+}
+
+func newHashingWriter(w io.Writer) *hashingWriter {
+	return &hashingWriter{w: w, h: sha256.New()}
+}
+
+func (hw *hashingWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	hw.size += int64(n)
+	return n, err
+}
+
+func (hw *hashingWriter) sum() string { return hex.EncodeToString(hw.h.Sum(nil)) }
+
+// hashFile returns the size and sha256 of a file, for completing a job from a file that
+// was published before a crash.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// syncDir fsyncs a directory so that a rename into it survives a power cut.
+// Windows cannot open a directory for sync; there the rename is already durable enough.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !isUnsupportedSync(err) {
+		return err
+	}
+	return nil
+}
+
+// FilePath returns where a job's published file lives under exportsDir.
+func FilePath(exportsDir, id string) string {
+	return filepath.Join(exportsDir, id+".xlsx")
+}

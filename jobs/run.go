@@ -1,0 +1,115 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Handler runs one attempt of a job kind. It returns nil on success, or an error made
+// with Permanent or Retryable (an unmarked error counts as retryable). It must return
+// soon after ctx is done.
+type Handler interface {
+	Run(ctx context.Context, run *Run) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, run *Run) error
+
+// Run calls f.
+func (f HandlerFunc) Run(ctx context.Context, run *Run) error { return f(ctx, run) }
+
+// Run is what one attempt of a job sees: its identity, its arguments, a place to write
+// its file and a way to report progress.
+type Run struct {
+	// JobID is the job's opaque id.
+	JobID string
+	// Kind is the registered job kind.
+	Kind string
+	// Args is the job's JSON arguments as accepted.
+	Args json.RawMessage
+	// Attempt counts from 1; MaxAttempts is the job's budget.
+	Attempt, MaxAttempts int
+
+	partPath string
+
+	rows, total atomic.Int64 // total < 0: unknown
+	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
+
+	mu   sync.Mutex
+	out  *os.File
+	hash *hashingWriter
+}
+
+func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts int) *Run {
+	r := &Run{
+		JobID: id, Kind: kind, Args: args, Attempt: attempt, MaxAttempts: maxAttempts,
+		partPath: filepath.Join(tmpDir, fmt.Sprintf("%s.%d.part", id, attempt)),
+	}
+	r.total.Store(-1)
+	return r
+}
+
+// Output returns the writer for the attempt's result file. The engine creates
+// tmp/<id>.<attempt>.part on the first call and, when the handler returns nil, fsyncs
+// it and publishes it as the job's file. A handler that never calls Output publishes
+// no file.
+func (r *Run) Output() (io.Writer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.out != nil {
+		return r.hash, nil
+	}
+	f, err := os.OpenFile(r.partPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, Retryable("io", fmt.Errorf("create part file: %w", err))
+	}
+	r.out = f
+	r.hash = newHashingWriter(f)
+	return r.hash, nil
+}
+
+// Progress records rows written so far and the total when known (total < 0: unknown).
+// It is cheap: the heartbeat carries the latest figures to the store.
+func (r *Run) Progress(rows, total int64) {
+	if old := r.rows.Swap(rows); old != rows {
+		r.progressed.Add(1)
+		if rows > 0 {
+			faultPoint("while-writing")
+		}
+	}
+	r.total.Store(total)
+}
+
+// progress returns the latest figures for a heartbeat.
+func (r *Run) progress() (rows, total int64) { return r.rows.Load(), r.total.Load() }
+
+// closePart fsyncs and closes the part file, if the handler opened one.
+func (r *Run) closePart() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.out == nil {
+		return nil
+	}
+	f := r.out
+	r.out = nil
+	// The file must be on disk before the rename publishes it (rule 7).
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync part file: %w", err)
+	}
+	return nil
+}
+
+// removePart deletes the attempt's part file; a missing file is fine.
+func (r *Run) removePart() {
+	_ = os.Remove(r.partPath)
+}

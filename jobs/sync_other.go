@@ -1,0 +1,5 @@
+//go:build !windows
+
+package jobs
+
+func isUnsupportedSync(error) bool { return false }

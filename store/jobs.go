@@ -1,0 +1,620 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is a job's place in the state machine.
+type Status string
+
+// The job states (DESIGN.md, "The job table is the queue").
+const (
+	StatusPending    Status = "PENDING"
+	StatusProcessing Status = "PROCESSING"
+	StatusSucceeded  Status = "SUCCEEDED"
+	StatusFailed     Status = "FAILED"
+	StatusCanceled   Status = "CANCELED"
+	StatusExpired    Status = "EXPIRED"
+)
+
+// Final reports whether no further transition but expiry can happen.
+func (s Status) Final() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCanceled || s == StatusExpired
+}
+
+// Valid reports whether s is one of the known states.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusProcessing, StatusSucceeded, StatusFailed, StatusCanceled, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Event types written to job_events.
+const (
+	EventAccepted          = "accepted"
+	EventStarted           = "started"
+	EventSucceeded         = "succeeded"
+	EventAttemptFailed     = "attempt_failed" // will be retried
+	EventFailed            = "failed"         // final
+	EventRecovered         = "recovered"      // heartbeat lost; back to PENDING (or FAILED when out of attempts)
+	EventCompletedFromFile = "completed_from_file"
+	EventCancelRequested   = "cancel_requested"
+	EventCanceled          = "canceled"
+	EventRequeued          = "requeued" // shutdown; attempt not spent
+)
+
+// ErrIdempotencyMismatch is returned when an idempotency key is reused with another body.
+var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+
+// ErrFinished is returned when an action needs an unfinished job.
+var ErrFinished = errors.New("job already finished")
+
+// Job is one row of the jobs table. Zero times mean "not yet".
+type Job struct {
+	ID              string
+	Kind            string
+	Args            json.RawMessage
+	Status          Status
+	Priority        int
+	RunAt           time.Time
+	Attempt         int
+	MaxAttempts     int
+	Worker          string
+	CreatedAt       time.Time
+	StartedAt       time.Time
+	HeartbeatAt     time.Time
+	FinishedAt      time.Time
+	ProgressRows    int64
+	ProgressTotal   int64 // -1 when unknown
+	CancelRequested bool
+	ErrorCode       string
+	ErrorMessage    string
+	FileName        string
+	FileSize        int64
+	FileSHA256      string
+	IdempotencyKey  string
+	RequestHash     string
+}
+
+// Event is one row of the append-only job_events log.
+type Event struct {
+	ID      int64
+	JobID   string
+	At      time.Time
+	Type    string
+	Status  Status
+	Attempt int
+	Data    json.RawMessage // nil when the event carries no details
+}
+
+const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
+	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
+	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
+	idempotency_key, request_hash`
+
+type scanner interface{ Scan(...any) error }
+
+func scanJob(row scanner) (Job, error) {
+	var (
+		j                                       Job
+		args                                    string
+		runAt, createdAt                        int64
+		started, heartbeat, finished, total     sql.NullInt64
+		worker, code, msg, fname, fsha, key, rh sql.NullString
+		fsize                                   sql.NullInt64
+		cancel                                  int
+	)
+	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
+		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, ErrNotFound
+	}
+	if err != nil {
+		return Job{}, err
+	}
+	j.Args = json.RawMessage(args)
+	j.RunAt = time.UnixMilli(runAt).UTC()
+	j.CreatedAt = time.UnixMilli(createdAt).UTC()
+	j.StartedAt, j.HeartbeatAt, j.FinishedAt = fromMS(started), fromMS(heartbeat), fromMS(finished)
+	j.ProgressTotal = -1
+	if total.Valid {
+		j.ProgressTotal = total.Int64
+	}
+	j.Worker, j.ErrorCode, j.ErrorMessage = worker.String, code.String, msg.String
+	j.FileName, j.FileSize, j.FileSHA256 = fname.String, fsize.Int64, fsha.String
+	j.IdempotencyKey, j.RequestHash = key.String, rh.String
+	j.CancelRequested = cancel != 0
+	return j, nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// addEvent appends to job_events inside tx; every state change calls it (rule 10).
+func (s *Store) addEvent(ctx context.Context, tx *sql.Tx, jobID, typ string, status Status, attempt int, data any) error {
+	var payload sql.NullString
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return fmt.Errorf("event data: %w", err)
+		}
+		payload = sql.NullString{String: string(b), Valid: true}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`,
+		jobID, ms(s.now()), typ, status, attempt, payload)
+	if err != nil {
+		return fmt.Errorf("add event %s: %w", typ, err)
+	}
+	return nil
+}
+
+// NewJob is what Enqueue needs to create a job.
+type NewJob struct {
+	ID          string // required; opaque and unguessable, chosen by the caller
+	Kind        string
+	Args        json.RawMessage
+	Priority    int       // lower runs first
+	RunAt       time.Time // zero: now
+	MaxAttempts int       // zero: 3
+	// IdempotencyKey, when set, makes the insert happen at most once per key (rule 11);
+	// RequestHash is compared to tell a replay from a reused key.
+	IdempotencyKey string
+	RequestHash    string
+}
+
+// Enqueue inserts a PENDING job and its "accepted" event in one transaction and returns
+// it once committed. With an idempotency key that already has a job, it returns that job
+// and existed=true, or ErrIdempotencyMismatch (with the existing job) when the request
+// hash differs.
+func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, err error) {
+	now := s.now()
+	if nj.RunAt.IsZero() {
+		nj.RunAt = now
+	}
+	if nj.MaxAttempts <= 0 {
+		nj.MaxAttempts = 3
+	}
+	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
+		return Job{}, false, errors.New("enqueue: id, kind and args are required")
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if nj.IdempotencyKey != "" {
+			// BEGIN IMMEDIATE holds the write lock, so this lookup and the insert below
+			// are atomic; the unique index is the backstop.
+			j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = ?`, nj.IdempotencyKey))
+			if err == nil {
+				job, existed = j, true
+				if j.RequestHash != nj.RequestHash {
+					return ErrIdempotencyMismatch
+				}
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		job, err = scanJob(tx.QueryRowContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
+			created_at, idempotency_key, request_hash) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?) RETURNING `+jobColumns,
+			nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
+			nullString(nj.IdempotencyKey), nullString(nj.RequestHash)))
+		if err != nil {
+			if isUnique(err) {
+				return ErrConflict
+			}
+			return err
+		}
+		return s.addEvent(ctx, tx, job.ID, EventAccepted, StatusPending, 0, nil)
+	})
+	if errors.Is(err, ErrIdempotencyMismatch) {
+		return job, true, err
+	}
+	if err != nil {
+		return Job{}, false, fmt.Errorf("enqueue: %w", err)
+	}
+	return job, existed, nil
+}
+
+// Claim atomically takes the next runnable PENDING job (priority, then run_at, then
+// insertion order), sets it PROCESSING, increments attempt (the fencing token) and stamps
+// worker and heartbeat. It returns ErrNotFound when nothing is runnable.
+func (s *Store) Claim(ctx context.Context, worker string) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := ms(s.now())
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
+			worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
+			error_code = NULL, error_message = NULL
+			WHERE rowid = (SELECT rowid FROM jobs WHERE status = 'PENDING' AND run_at <= ?
+				ORDER BY priority, run_at, rowid LIMIT 1)
+			RETURNING `+jobColumns, worker, now, now, now))
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, job.ID, EventStarted, StatusProcessing, job.Attempt, map[string]any{"worker": worker})
+	})
+	if errors.Is(err, ErrNotFound) {
+		return Job{}, ErrNotFound
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("claim: %w", err)
+	}
+	return job, nil
+}
+
+// fence is the WHERE clause every update of a running execution carries (rule 3).
+const fence = ` WHERE id = ? AND attempt = ? AND status = 'PROCESSING'`
+
+// Heartbeat stamps heartbeat_at and progress for a running attempt. It reports whether a
+// cancel was requested, and returns ErrLeaseLost when the attempt no longer owns the job.
+func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error) {
+	var cancel int
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?`+fence+
+			` RETURNING cancel_requested`, ms(s.now()), rows, nullTotal(total), id, attempt).Scan(&cancel)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrLeaseLost
+	}
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return cancel != 0, nil
+}
+
+func nullTotal(total int64) sql.NullInt64 { return sql.NullInt64{Int64: total, Valid: total >= 0} }
+
+// FileResult describes a published file.
+type FileResult struct {
+	Name   string
+	Size   int64
+	SHA256 string
+	Rows   int64
+}
+
+// Succeed marks a running attempt SUCCEEDED. publish (the rename of the part file into
+// place) runs inside the write transaction after the fence has matched, so a lost lease
+// never publishes, and nothing can recover or re-claim the job between the check and the
+// rename. If publish fails nothing is committed. A crash after publish and before commit
+// leaves a PROCESSING row with its file in place, which recovery completes from the file.
+func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileResult, publish func() error) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = s.finishTx(ctx, tx, id, attempt, StatusSucceeded, res)
+		if err != nil {
+			return err
+		}
+		if publish != nil {
+			if err := publish(); err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+		}
+		return s.addEvent(ctx, tx, id, EventSucceeded, StatusSucceeded, attempt, fileData(res))
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("succeed %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// CompleteFromFile marks a running (orphaned) attempt SUCCEEDED from a file that was
+// published before a crash, without running it again (rule 5).
+func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, res FileResult) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if job, err = s.finishTx(ctx, tx, id, attempt, StatusSucceeded, res); err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, EventCompletedFromFile, StatusSucceeded, attempt, fileData(res))
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("complete %s from file: %w", id, err)
+	}
+	return job, nil
+}
+
+func fileData(res FileResult) map[string]any {
+	return map[string]any{"file": res.Name, "size": res.Size, "sha256": res.SHA256, "rows": res.Rows}
+}
+
+func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status Status, res FileResult) (Job, error) {
+	now := ms(s.now())
+	job, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
+		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
+		file_name = ?, file_size = ?, file_sha256 = ?, worker = NULL`+fence+` RETURNING `+jobColumns,
+		status, now, now, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), id, attempt))
+	if errors.Is(err, ErrNotFound) {
+		return Job{}, ErrLeaseLost
+	}
+	return job, err
+}
+
+// AttemptError is the outcome of a failed attempt.
+type AttemptError struct {
+	Code      string
+	Message   string
+	Permanent bool
+}
+
+// Fail records a failed attempt. A permanent error, or an attempt that used the last of
+// max_attempts, makes the job FAILED; otherwise it goes back to PENDING to run at retryAt.
+func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryAt time.Time) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := ms(s.now())
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
+			status = CASE WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN ? OR attempt >= max_attempts THEN ? ELSE NULL END,
+			run_at = ?, worker = NULL, error_code = ?, error_message = ?`+fence+` RETURNING `+jobColumns,
+			e.Permanent, e.Permanent, now, ms(retryAt), e.Code, e.Message, id, attempt))
+		if errors.Is(err, ErrNotFound) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		data := map[string]any{"code": e.Code, "message": e.Message, "permanent": e.Permanent}
+		typ := EventFailed
+		if job.Status == StatusPending {
+			typ = EventAttemptFailed
+			data["retry_at"] = retryAt.UTC().Format(time.RFC3339Nano)
+		}
+		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, data)
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("fail %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
+// puts the job back to PENDING to run at retryAt; the lost attempt counts as spent, so a
+// job that keeps crashing its worker ends FAILED after max_attempts.
+func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryAt time.Time) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := ms(s.now())
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
+			status = CASE WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN attempt >= max_attempts THEN ? ELSE NULL END,
+			run_at = ?, worker = NULL, error_code = 'lost', error_message = ?`+fence+` RETURNING `+jobColumns,
+			now, ms(retryAt), reason, id, attempt))
+		if errors.Is(err, ErrNotFound) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		typ := EventRecovered
+		if job.Status == StatusFailed {
+			typ = EventFailed
+		}
+		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason})
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("recover %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Requeue puts a running attempt back to PENDING without spending it, for shutdown
+// (rule 9). attempt is decremented so the next claim reuses the number; this is safe
+// because the execution that held it has stopped.
+func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason string) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PENDING', attempt = attempt - 1,
+			run_at = ?, worker = NULL, heartbeat_at = NULL`+fence+` RETURNING `+jobColumns, ms(s.now()), id, attempt))
+		if errors.Is(err, ErrNotFound) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, map[string]any{"reason": reason})
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("requeue %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Cancel cancels a job. A PENDING job becomes CANCELED at once; a PROCESSING job gets
+// cancel_requested, which its worker sees through the engine or its next heartbeat.
+// It returns ErrFinished for a job that already ended.
+func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		switch job.Status {
+		case StatusPending:
+			job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = ?
+				WHERE id = ? AND status = 'PENDING' RETURNING `+jobColumns, ms(s.now()), id))
+			if err != nil {
+				return err
+			}
+			return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, job.Attempt, nil)
+		case StatusProcessing:
+			if job.CancelRequested {
+				return nil
+			}
+			job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET cancel_requested = 1
+				WHERE id = ? AND status = 'PROCESSING' RETURNING `+jobColumns, id))
+			if err != nil {
+				return err
+			}
+			return s.addEvent(ctx, tx, id, EventCancelRequested, StatusProcessing, job.Attempt, nil)
+		default:
+			return ErrFinished
+		}
+	})
+	if err != nil {
+		return job, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// FinishCanceled ends a running attempt that stopped because it was cancelled.
+func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = ?, worker = NULL`+
+			fence+` RETURNING `+jobColumns, ms(s.now()), id, attempt))
+		if errors.Is(err, ErrNotFound) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, nil)
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("finish canceled %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Running returns PROCESSING jobs whose heartbeat is older than before; a zero before
+// returns every PROCESSING job (the startup sweep, when all of them are orphans).
+func (s *Store) Running(ctx context.Context, before time.Time) ([]Job, error) {
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE status = 'PROCESSING'`
+	var args []any
+	if !before.IsZero() {
+		q += ` AND heartbeat_at < ?`
+		args = append(args, ms(before))
+	}
+	return s.queryJobs(ctx, s.w, q+` ORDER BY heartbeat_at`, args...)
+}
+
+// NextRunAt returns the earliest run_at among PENDING jobs, or ErrNotFound.
+func (s *Store) NextRunAt(ctx context.Context) (time.Time, error) {
+	var v sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING'`).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("next run_at: %w", err)
+	}
+	if !v.Valid {
+		return time.Time{}, ErrNotFound
+	}
+	return time.UnixMilli(v.Int64).UTC(), nil
+}
+
+// Get returns one job.
+func (s *Store) Get(ctx context.Context, id string) (Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Job{}, fmt.Errorf("get job: %w", err)
+	}
+	return j, err
+}
+
+// ListOptions filters List.
+type ListOptions struct {
+	Status Status // empty: any
+	Limit  int    // default 50, at most 1000
+	// Before lists jobs created strictly before this (created_at, id) position: the cursor.
+	BeforeCreated time.Time
+	BeforeID      string
+}
+
+// List returns jobs newest first.
+func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
+	if o.Limit <= 0 {
+		o.Limit = 50
+	}
+	o.Limit = min(o.Limit, 1000)
+	var where []string
+	var args []any
+	if o.Status != "" {
+		where = append(where, `status = ?`)
+		args = append(args, o.Status)
+	}
+	if !o.BeforeCreated.IsZero() {
+		where = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`)
+		args = append(args, ms(o.BeforeCreated), ms(o.BeforeCreated), o.BeforeID)
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return s.queryJobs(ctx, s.r, q, append(args, o.Limit)...)
+}
+
+// Counts returns the number of jobs in each state.
+func (s *Store) Counts(ctx context.Context) (map[Status]int, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[Status]int{}
+	for rows.Next() {
+		var st Status
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) queryJobs(ctx context.Context, db *sql.DB, q string, args ...any) ([]Job, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// Events returns a job's events in order.
+func (s *Store) Events(ctx context.Context, jobID string) ([]Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, job_id, at, type, status, attempt, data FROM job_events
+		WHERE job_id = ? ORDER BY id`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at int64
+		var data sql.NullString
+		if err := rows.Scan(&e.ID, &e.JobID, &at, &e.Type, &e.Status, &e.Attempt, &data); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		e.At = time.UnixMilli(at).UTC()
+		if data.Valid {
+			e.Data = json.RawMessage(data.String)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

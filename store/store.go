@@ -1,0 +1,204 @@
+// Package store owns the SQLite file: opening it, migrating it and every SQL statement
+// the app runs against it.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// ErrNotFound is returned when a row asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrLeaseLost is returned by fenced updates when the execution no longer owns the job:
+// another attempt claimed it, it was recovered, or it left PROCESSING.
+var ErrLeaseLost = errors.New("lease lost")
+
+// ErrConflict is returned when a unique constraint refuses a write.
+var ErrConflict = errors.New("conflict")
+
+// Options tunes Open. The zero value is the production setting.
+type Options struct {
+	// Now is the clock used to stamp rows; time.Now when nil.
+	Now func() time.Time
+	// BusyTimeout is how long a statement waits for another connection's lock (default 10 s).
+	BusyTimeout time.Duration
+	// ReadConns bounds the read pool (default 4).
+	ReadConns int
+}
+
+// Store is the app database: one writer connection and a pool of readers.
+type Store struct {
+	w   *sql.DB // exactly one connection; transactions start with BEGIN IMMEDIATE
+	r   *sql.DB // query_only readers; WAL lets them run beside the writer
+	now func() time.Time
+}
+
+// Open opens (creating if needed) the SQLite file at path and applies pending migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 10 * time.Second
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	// synchronous=FULL: in WAL mode every commit fsyncs the WAL, so a 202 means the row is
+	// on disk (rule 1). foreign_keys is per connection, hence in the DSN.
+	pragmas := []string{
+		"busy_timeout(" + busy + ")",
+		"journal_mode(WAL)",
+		"synchronous(FULL)",
+		"foreign_keys(1)",
+	}
+	w, err := sql.Open("sqlite", dsn(path, pragmas, "_txlock=immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// SQLite takes one writer at a time; one connection turns lock contention inside
+	// this process into a Go-side queue instead of busy retries.
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	s := &Store{w: w, now: opts.Now}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn(path, append(pragmas[:1:1], "query_only(1)", "foreign_keys(1)"), ""))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	s.r = r
+	return s, nil
+}
+
+func dsn(path string, pragmas []string, extra string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	s := "file:" + path + "?" + q.Encode()
+	if extra != "" {
+		s += "&" + extra
+	}
+	return s
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Now returns the store's clock reading.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Check runs PRAGMA integrity_check and returns an error unless it says ok.
+func (s *Store) Check(ctx context.Context) error {
+	var res string
+	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	if res != "ok" {
+		return fmt.Errorf("integrity check: %s", res)
+	}
+	return nil
+}
+
+// Ping checks that the database answers a read, for liveness probes.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.r.PingContext(ctx)
+}
+
+// migrate applies each embedded migration not yet recorded, one transaction each.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return fmt.Errorf("migrate: bad migration name %q", base)
+		}
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if err := s.tx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				version, base, s.now().UnixMilli())
+			return err
+		}); err != nil {
+			return fmt.Errorf("migrate %s: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// tx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// isUnique reports whether err is a UNIQUE constraint violation.
+func isUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64).UTC()
+}
