@@ -1,0 +1,125 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gofrs/flock"
+)
+
+// DataDir is the layout of a data directory.
+type DataDir struct {
+	Root string
+}
+
+// DB is the SQLite file.
+func (d DataDir) DB() string { return filepath.Join(d.Root, "sheetq.db") }
+
+// Tmp holds part files being written.
+func (d DataDir) Tmp() string { return filepath.Join(d.Root, "tmp") }
+
+// Exports holds published files.
+func (d DataDir) Exports() string { return filepath.Join(d.Root, "exports") }
+
+// Reports holds report files.
+func (d DataDir) Reports() string { return filepath.Join(d.Root, "reports") }
+
+func (d DataDir) lockPath() string { return filepath.Join(d.Root, "sheetq.lock") }
+func (d DataDir) pidPath() string  { return filepath.Join(d.Root, "sheetq.pid") }
+
+// DefaultDataDir is the user's data folder for sheetq: $XDG_DATA_HOME/sheetq (or
+// ~/.local/share/sheetq) on Unix, ~/Library/Application Support/sheetq on macOS and
+// %AppData%\sheetq on Windows.
+func DefaultDataDir() (string, error) {
+	switch runtime.GOOS {
+	case "windows", "darwin", "ios":
+		dir, err := os.UserConfigDir() // %AppData%; ~/Library/Application Support
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, "sheetq"), nil
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "sheetq"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find data directory: %w (set --data)", err)
+	}
+	return filepath.Join(home, ".local", "share", "sheetq"), nil
+}
+
+// ErrDirInUse is returned by Lock when another process owns the data directory.
+var ErrDirInUse = errors.New("data directory in use")
+
+// Owner is what the owning process records about itself beside the lock.
+type Owner struct {
+	PID int
+	URL string
+}
+
+// dirLock is the exclusive lock that makes one process own a data directory.
+type dirLock struct {
+	fl  *flock.Flock
+	dir DataDir
+}
+
+// lock takes the data directory for this process. The OS drops the lock when the
+// process dies, however it dies, so a crash never leaves the directory locked.
+func (d DataDir) lock() (*dirLock, error) {
+	if err := os.MkdirAll(d.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	fl := flock.New(d.lockPath())
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("lock data directory %s: %w", d.Root, err)
+	}
+	if !ok {
+		o, _ := d.ReadOwner()
+		who := "another sheetq process"
+		if o.PID > 0 {
+			who = fmt.Sprintf("sheetq process %d", o.PID)
+			if o.URL != "" {
+				who += " serving " + o.URL
+			}
+		}
+		return nil, fmt.Errorf("%w: %s is held by %s", ErrDirInUse, d.Root, who)
+	}
+	return &dirLock{fl: fl, dir: d}, nil
+}
+
+// setOwner records this process's pid and URL for a second process's error message.
+func (l *dirLock) setOwner(url string) error {
+	body := fmt.Sprintf("%d\n%s\n", os.Getpid(), url)
+	tmp := l.dir.pidPath() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, l.dir.pidPath())
+}
+
+func (l *dirLock) unlock() error {
+	_ = os.Remove(l.dir.pidPath())
+	return l.fl.Unlock()
+}
+
+// ReadOwner reads the pid file of the process that owns (or last owned) the directory.
+func (d DataDir) ReadOwner() (Owner, error) {
+	b, err := os.ReadFile(d.pidPath())
+	if err != nil {
+		return Owner{}, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(lines[0]))
+	o := Owner{PID: pid}
+	if len(lines) > 1 {
+		o.URL = strings.TrimSpace(lines[1])
+	}
+	return o, nil
+}

@@ -1,0 +1,158 @@
+package app
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"sheetq/jobs/export"
+	"sheetq/store"
+)
+
+// maxBody bounds a request body; an export request is a report id and a few params.
+const maxBody = 64 << 10
+
+type createRequest struct {
+	Report string         `json:"report"`
+	Params map[string]any `json:"params"`
+}
+
+// createExport accepts an export request: validate, store durably, then 202.
+func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			writeProblem(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"send the request body as application/json")
+			return
+		}
+	}
+	key, ok := idempotencyKey(r.Header)
+	if !ok {
+		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key",
+			"Idempotency-Key must be 1 to 255 visible ASCII characters, bare or as a quoted string")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeProblem(w, http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("the request body is larger than %d bytes", maxBody))
+			return
+		}
+		writeProblem(w, http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+		return
+	}
+	var req createRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		writeProblem(w, http.StatusBadRequest, "malformed_json", "the body is not a valid export request: "+err.Error())
+		return
+	}
+	if dec.More() {
+		writeProblem(w, http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
+		return
+	}
+	if req.Report == "" {
+		writeProblemValue(w, problem{Status: http.StatusUnprocessableEntity, Code: "missing_report",
+			Detail: `the body needs "report": the id of a report (see GET /api/v1/reports)`})
+		return
+	}
+	args, err := s.exports.Validate(req.Report, req.Params)
+	if err != nil {
+		var pe *export.ParamError
+		switch {
+		case errors.As(err, &pe):
+			writeProblemValue(w, problem{Status: http.StatusUnprocessableEntity, Code: "invalid_param",
+				Detail: pe.Error(), Param: pe.Param})
+		case errors.Is(err, export.ErrUnknownReport):
+			writeProblem(w, http.StatusUnprocessableEntity, "unknown_report", err.Error())
+		default:
+			writeProblem(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
+		}
+		return
+	}
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		s.serverError(w, r, err)
+		return
+	}
+	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts}
+	if key != "" {
+		// The canonical form of the validated request: map keys are sorted by
+		// encoding/json, and params are normalised, so equal requests hash equal.
+		sum := sha256.Sum256(argsJSON)
+		nj.IdempotencyKey, nj.RequestHash = key, hex.EncodeToString(sum[:])
+	}
+	job, existed, err := s.engine.Enqueue(r.Context(), nj)
+	switch {
+	case errors.Is(err, store.ErrIdempotencyMismatch):
+		writeProblemValue(w, problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+			Detail: "this Idempotency-Key was used for a different request (job " + job.ID + ")", Job: job.ID})
+		return
+	case err != nil:
+		s.serverError(w, r, err)
+		return
+	}
+	if existed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if job.Status.Final() {
+		writeJSON(w, http.StatusOK, toJobJSON(job))
+		return
+	}
+	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
+	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
+	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+}
+
+// idempotencyKey reads the Idempotency-Key header, bare or as a structured-field string
+// ("..."). ok is false for a malformed key; an absent header gives "", true.
+func idempotencyKey(h http.Header) (string, bool) {
+	vals := h.Values("Idempotency-Key")
+	if len(vals) == 0 {
+		return "", true
+	}
+	if len(vals) > 1 {
+		return "", false
+	}
+	k := strings.TrimSpace(vals[0])
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+		if strings.ContainsAny(k, `"\`) {
+			return "", false
+		}
+	}
+	if k == "" || len(k) > 255 {
+		return "", false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", false
+		}
+	}
+	return k, true
+}
+
+// retryAfter suggests when to poll again, in seconds: soon for a running or queued job,
+// at its next attempt for one waiting out a retry backoff.
+func (s *server) retryAfter(j store.Job) int {
+	if j.Status == store.StatusPending && j.Attempt > 0 {
+		if d := int(math.Ceil(j.RunAt.Sub(s.store.Now()).Seconds())); d > 2 {
+			return min(d, 60)
+		}
+	}
+	return 2
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sheetq/store"
+)
+
+// getExport shows one job.
+func (s *server) getExport(w http.ResponseWriter, r *http.Request) {
+	job, ok := s.loadJob(w, r)
+	if !ok {
+		return
+	}
+	if !job.Status.Final() {
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
+	}
+	writeJSON(w, http.StatusOK, toJobJSON(job))
+}
+
+// loadJob fetches the {id} job or answers 404.
+func (s *server) loadJob(w http.ResponseWriter, r *http.Request) (store.Job, bool) {
+	id := r.PathValue("id")
+	job, err := s.store.Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeProblem(w, http.StatusNotFound, "not_found", "no export with id "+strconv.Quote(id))
+		return job, false
+	}
+	if err != nil {
+		s.serverError(w, r, err)
+		return job, false
+	}
+	return job, true
+}
+
+type listJSON struct {
+	Exports    []jobJSON `json:"exports"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// listExports lists jobs newest first, with ?status=, ?limit= and an opaque ?cursor=.
+func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	opts := store.ListOptions{Limit: 50}
+	if v := q.Get("status"); v != "" {
+		st := store.Status(strings.ToUpper(v))
+		if !st.Valid() {
+			writeProblem(w, http.StatusBadRequest, "bad_status",
+				"status must be one of PENDING, PROCESSING, SUCCEEDED, FAILED, CANCELED, EXPIRED")
+			return
+		}
+		opts.Status = st
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeProblem(w, http.StatusBadRequest, "bad_limit", "limit must be a whole number from 1 to 1000")
+			return
+		}
+		opts.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		created, id, ok := decodeCursor(v)
+		if !ok {
+			writeProblem(w, http.StatusBadRequest, "bad_cursor", "cursor is not one this server gave out")
+			return
+		}
+		opts.BeforeCreated, opts.BeforeID = created, id
+	}
+	jobs, err := s.store.List(r.Context(), opts)
+	if err != nil {
+		s.serverError(w, r, err)
+		return
+	}
+	out := listJSON{Exports: make([]jobJSON, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Exports = append(out.Exports, toJobJSON(j))
+	}
+	if len(jobs) == opts.Limit {
+		last := jobs[len(jobs)-1]
+		out.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// A cursor is the (created_at, id) of the last job shown, encoded so clients treat it
+// as opaque.
+func encodeCursor(created time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created.UnixMilli(), 10) + "." + id))
+}
+
+func decodeCursor(c string) (time.Time, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	msStr, id, ok := strings.Cut(string(b), ".")
+	ms, err := strconv.ParseInt(msStr, 10, 64)
+	if !ok || err != nil || id == "" {
+		return time.Time{}, "", false
+	}
+	return time.UnixMilli(ms), id, true
+}

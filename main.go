@@ -1,0 +1,204 @@
+// Command sheetq turns slow data pulls into spreadsheets: a durable job queue on SQLite,
+// a bounded worker pool, and an HTTP API and pages to request and collect .xlsx exports.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"sheetq/app"
+	"sheetq/jobs"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; build info fills in
+// the rest.
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ue usageError
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "sheetq:", err)
+		}
+		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError struct{ error }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		// A double-click: serve on the defaults and open the browser.
+		args = []string{"serve", "--open"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usageError{fmt.Errorf("unknown command %q (try: sheetq help)", args[0])}
+	}
+}
+
+const usage = `sheetq turns slow data pulls into spreadsheets.
+
+Usage:
+  sheetq                 serve on 127.0.0.1:8080 and open the browser
+  sheetq serve [flags]   serve the API and pages (sheetq serve --help lists the flags)
+  sheetq version         print the version
+
+Every flag can also be set with SHEETQ_<NAME>, for example SHEETQ_WORKERS=4.
+`
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg      app.Config
+		eng      jobs.Config
+		logLevel string
+		logJSON  bool
+		open     bool
+	)
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
+	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
+	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer (mandatory off loopback)")
+	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
+	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")
+	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
+	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
+	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGINT/SIGTERM, how long running exports may finish")
+	fs.IntVar(&maxAttemptsFlag, "max-attempts", 3, "attempts per export before it fails")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\nFlags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m):\n")
+		fs.PrintDefaults()
+	}
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	switch {
+	case eng.Workers < 1 || eng.Workers > 256:
+		return usageError{errors.New("--workers must be from 1 to 256")}
+	case eng.Heartbeat <= 0:
+		return usageError{errors.New("--heartbeat must be positive")}
+	case eng.StaleAfter < 2*eng.Heartbeat:
+		return usageError{fmt.Errorf("--stale-after (%s) must be at least twice --heartbeat (%s)", eng.StaleAfter, eng.Heartbeat)}
+	case eng.StallAfter < 0 || eng.ShutdownGrace < 0:
+		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
+	case maxAttemptsFlag < 1:
+		return usageError{errors.New("--max-attempts must be at least 1")}
+	}
+	if eng.ShutdownGrace == 0 {
+		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if logJSON {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(h)
+	if cfg.DataDir == "" {
+		dir, err := app.DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir = dir
+	}
+	cfg.Engine, cfg.Logger, cfg.Version = eng, log, versionString()
+	cfg.MaxAttempts = maxAttemptsFlag
+	if open {
+		cfg.Ready = func(url string) {
+			if err := app.OpenBrowser(url); err != nil {
+				log.Warn("could not open a browser; open the URL yourself", "url", url, "err", err)
+			}
+		}
+	}
+	return app.Run(ctx, cfg)
+}
+
+var maxAttemptsFlag int
+
+// parseWithEnv parses args, then fills every flag not given on the command line from
+// SHEETQ_<NAME> (dashes become underscores), so flags beat the environment.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := "SHEETQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = usageError{fmt.Errorf("%s=%q: %w", env, v, e)}
+			}
+		}
+	})
+	return err
+}
+
+// versionString is the version plus the commit and build date from build info.
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, at, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			v += " (" + rev + dirty + ", " + at + ")"
+		}
+	}
+	return v
+}
