@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
 	eng := jobs.New(st, ecfg)
-	kind := export.New(export.Config{})
+	kind := export.New(export.Config{TmpDir: dir.Tmp()})
 	eng.Register(export.Name, kind)
 	if err := eng.Start(ctx); err != nil {
 		return err
