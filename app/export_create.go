@@ -61,7 +61,8 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "malformed_json", "the body is not a valid export request: "+err.Error())
 		return
 	}
-	if dec.More() {
+	// Not dec.More(): it reports false for a stray '}' or ']' after the object.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		writeProblem(w, http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
 		return
 	}
@@ -93,7 +94,14 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		// The canonical form of the validated request: map keys are sorted by
 		// encoding/json, and params are normalised, so equal requests hash equal.
-		sum := sha256.Sum256(argsJSON)
+		// The spec snapshot is left out: a report edited between two retries of one
+		// request is still the same request.
+		canon, err := json.Marshal(export.Args{Report: args.Report, Params: args.Params})
+		if err != nil {
+			s.serverError(w, r, err)
+			return
+		}
+		sum := sha256.Sum256(canon)
 		nj.IdempotencyKey, nj.RequestHash = key, hex.EncodeToString(sum[:])
 	}
 	job, existed, err := s.engine.Enqueue(r.Context(), nj)

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"sheetq/jobs"
 )
@@ -22,6 +20,9 @@ const Name = "export"
 type Args struct {
 	Report string         `json:"report"`
 	Params map[string]any `json:"params"`
+	// Spec is the report as it was when the job was accepted, so that editing or
+	// removing its file never changes a queued or running job.
+	Spec *Report `json:"spec,omitempty"`
 }
 
 // Config configures the export kind.
@@ -29,16 +30,31 @@ type Config struct {
 	// TmpDir is where the xlsx writer spills large sheets before the file is assembled;
 	// empty means the system's temporary directory.
 	TmpDir string
+	// Library finds reports by id; nil means only the built-in demo report.
+	Library Library
+	// Sources maps source names to sources; the built-in "demo" source is always present.
+	Sources map[string]Source
+}
+
+// Library finds reports by id: the watched reports folder and the built-ins. Report
+// returns an error wrapping ErrUnknownReport for an id it does not know, and the load
+// error for a report whose file is broken.
+type Library interface {
+	Report(id string) (Report, error)
 }
 
 // Report is a named, parameterised query over one source, written to one sheet.
 type Report struct {
-	ID     string
-	Title  string
-	Source string // name of the Source that runs it
-	Sheet  string // base name of the sheet(s) the rows go to
-	Params []Param
-	Query  string // the source's query text; built-in reports leave it empty
+	ID     string  `json:"id"`
+	Title  string  `json:"title"`
+	Source string  `json:"source"` // name of the Source that runs it
+	Sheet  string  `json:"sheet"`  // base name of the sheet(s) the rows go to
+	Params []Param `json:"params"`
+	Query  string  `json:"query,omitempty"` // the source's query text; built-in reports leave it empty
+	// Count asks the source to count the rows first, so progress has a total.
+	Count bool `json:"count,omitempty"`
+	// File is the path the report was loaded from; empty for built-ins.
+	File string `json:"file,omitempty"`
 }
 
 // ReportInfo describes a report for listing (GET /api/v1/reports).
@@ -51,24 +67,25 @@ type ReportInfo struct {
 // Kind runs exports.
 type Kind struct {
 	cfg     Config
-	reports map[string]Report
 	sources map[string]Source
 }
 
-// New returns the export kind with the built-in demo report and source.
+// Builtin returns the reports compiled into sheetq (the demo report).
+func Builtin() []Report { return []Report{demoReport} }
+
+// New returns the export kind over cfg's library and sources plus the built-in demo.
 func New(cfg Config) *Kind {
-	return &Kind{
-		cfg:     cfg,
-		reports: map[string]Report{demoReport.ID: demoReport},
-		sources: map[string]Source{demoReport.Source: demoSource{}},
+	sources := map[string]Source{demoReport.Source: demoSource{}}
+	for name, src := range cfg.Sources {
+		sources[name] = src
 	}
+	return &Kind{cfg: cfg, sources: sources}
 }
 
 // Reports lists the known reports, sorted by id.
 func (k *Kind) Reports() []ReportInfo {
-	out := make([]ReportInfo, 0, len(k.reports))
-	for _, id := range slices.Sorted(maps.Keys(k.reports)) {
-		r := k.reports[id]
+	out := []ReportInfo{}
+	for _, r := range Builtin() {
 		out = append(out, ReportInfo{ID: r.ID, Title: cmp.Or(r.Title, r.ID), Params: append([]Param{}, r.Params...)})
 	}
 	return out
@@ -86,19 +103,24 @@ func (k *Kind) Validate(report string, params map[string]any) (Args, error) {
 	if err != nil {
 		return Args{}, err
 	}
-	return Args{Report: rep.ID, Params: canon}, nil
+	return Args{Report: rep.ID, Params: canon, Spec: &rep}, nil
 }
 
 // Run implements jobs.Handler.
 func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
-	var a Args
+	var (
+		a   Args
+		err error
+	)
 	dec := json.NewDecoder(bytes.NewReader(run.Args))
 	dec.UseNumber() // keep large ints exact until validation converts them
-	if err := dec.Decode(&a); err != nil {
+	if err = dec.Decode(&a); err != nil {
 		return jobs.Permanent("bad_args", fmt.Errorf("decode export args: %w", err))
 	}
-	rep, err := k.report(a.Report)
-	if err != nil {
+	var rep Report
+	if a.Spec != nil {
+		rep = *a.Spec
+	} else if rep, err = k.report(a.Report); err != nil {
 		return jobs.Permanent("unknown_report", err)
 	}
 	// Stored args were valid when accepted, but the report may have changed since.
@@ -118,11 +140,15 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 }
 
 func (k *Kind) report(id string) (Report, error) {
-	rep, ok := k.reports[id]
-	if !ok {
-		return Report{}, fmt.Errorf("%w %q", ErrUnknownReport, id)
+	if k.cfg.Library != nil {
+		return k.cfg.Library.Report(id)
 	}
-	return rep, nil
+	for _, r := range Builtin() {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return Report{}, fmt.Errorf("%w %q", ErrUnknownReport, id)
 }
 
 // lazyWriter opens its destination on the first write.
