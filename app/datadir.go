@@ -54,7 +54,7 @@ func DefaultDataDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "sheetq"), nil
 }
 
-// ErrDirInUse is returned by Lock when another process owns the data directory.
+// ErrDirInUse is returned when another process owns the data directory.
 var ErrDirInUse = errors.New("data directory in use")
 
 // Owner is what the owning process records about itself beside the lock.

@@ -49,7 +49,7 @@ func (s *server) checkHost(next http.Handler) http.Handler {
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h
 			}
-			host = strings.Trim(host, "[]")
+			host = strings.ToLower(strings.Trim(host, "[]"))
 			if !isLoopbackHost(host) {
 				writeProblem(w, http.StatusMisdirectedRequest, "bad_host",
 					"this server only answers to localhost, 127.0.0.1 or [::1]")
@@ -72,8 +72,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+		// The auth scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sheetq"`)
 			writeProblem(w, http.StatusUnauthorized, "unauthorized", "send the access token as Authorization: Bearer <token>")
 			return

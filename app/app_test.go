@@ -1,0 +1,165 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunRefusesBadConfig: validation comes first, so nothing is created.
+func TestRunRefusesBadConfig(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name   string
+		cfg    Config
+		noData bool
+		want   string
+	}{
+		{"any address without token", Config{Addr: "0.0.0.0:0"}, false, "--token"},
+		{"IPv6 any address without token", Config{Addr: "[::]:0"}, false, "--token"},
+		{"empty host without token", Config{Addr: ":0"}, false, "--token"},
+		{"LAN address without token", Config{Addr: "192.168.1.10:8080"}, false, "--token"},
+		{"host name without token", Config{Addr: "example.com:8080"}, false, "--token"},
+		{"bad address", Config{Addr: "127.0.0.1"}, false, "--addr"},
+		{"no data directory", Config{Addr: "127.0.0.1:0"}, true, "--data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			if !tt.noData {
+				tt.cfg.DataDir = dir
+			}
+			err := Run(ctx, tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run: %v, want an error mentioning %s", err, tt.want)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("refused config created %s (stat: %v)", dir, err)
+			}
+		})
+	}
+}
+
+// TestRunServesAndStops runs the whole server on a free port: it answers, a second
+// process on the same data directory is refused, and cancelling ctx stops it cleanly.
+func TestRunServesAndStops(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			Addr: "127.0.0.1:0", DataDir: dir, Version: "test",
+			Logger: slog.New(slog.DiscardHandler),
+			Ready:  func(url string) { ready <- url },
+		})
+	}()
+	var url string
+	select {
+	case url = <-ready:
+	case err := <-done:
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run never became ready")
+	}
+
+	res, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ok"`) {
+		t.Errorf("/healthz: %d %s", res.StatusCode, body)
+	}
+
+	owner, err := DataDir{Root: dir}.ReadOwner()
+	if err != nil || owner.PID != os.Getpid() || owner.URL != url {
+		t.Errorf("owner %+v (%v), want pid %d and url %s", owner, err, os.Getpid(), url)
+	}
+	err = Run(ctx, Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, ErrDirInUse) || !strings.Contains(err.Error(), url) {
+		t.Errorf("second Run on the directory: %v, want ErrDirInUse naming %s", err, url)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+	if _, err := os.Stat(DataDir{Root: dir}.pidPath()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pid file left after stop (stat: %v)", err)
+	}
+	// The directory is free again.
+	lk, err := DataDir{Root: dir}.lock()
+	if err != nil {
+		t.Fatalf("lock after stop: %v", err)
+	}
+	lk.unlock()
+}
+
+func TestDataDirLock(t *testing.T) {
+	d := DataDir{Root: filepath.Join(t.TempDir(), "nested", "data")}
+	first, err := d.lock()
+	if err != nil {
+		t.Fatalf("first lock: %v", err)
+	}
+
+	// Before the owner is recorded, the refusal still says why.
+	if _, err := d.lock(); !errors.Is(err, ErrDirInUse) {
+		t.Fatalf("second lock without owner: %v, want ErrDirInUse", err)
+	}
+
+	const url = "http://127.0.0.1:4321"
+	if err := first.setOwner(url); err != nil {
+		t.Fatalf("setOwner: %v", err)
+	}
+	second, err := d.lock()
+	if second != nil || !errors.Is(err, ErrDirInUse) {
+		t.Fatalf("second lock: %v, %v; want ErrDirInUse", second, err)
+	}
+	if pid := strconv.Itoa(os.Getpid()); !strings.Contains(err.Error(), pid) || !strings.Contains(err.Error(), url) {
+		t.Errorf("error %q does not name pid %s and %s", err, pid, url)
+	}
+	if !strings.Contains(err.Error(), d.Root) {
+		t.Errorf("error %q does not name the directory", err)
+	}
+
+	if err := first.unlock(); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	third, err := d.lock()
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	if err := third.unlock(); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+}
+
+func TestDataDirLayout(t *testing.T) {
+	d := DataDir{Root: filepath.FromSlash("/srv/sheetq")}
+	for got, want := range map[string]string{
+		d.DB(): "/srv/sheetq/sheetq.db", d.Tmp(): "/srv/sheetq/tmp",
+		d.Exports(): "/srv/sheetq/exports", d.Reports(): "/srv/sheetq/reports",
+	} {
+		if got != filepath.FromSlash(want) {
+			t.Errorf("%s, want %s", got, want)
+		}
+	}
+}

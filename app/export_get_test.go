@@ -1,0 +1,254 @@
+package app
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// fixedTime is late in a UTC day, so a date shown in another zone would differ.
+var fixedTime = time.Date(2025, 3, 4, 23, 30, 0, 0, time.UTC)
+
+func encodeB64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func TestUnknownExport(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	checkProblem(t, ts.get("/api/v1/exports/nosuchjob"), http.StatusNotFound, "not_found")
+	checkProblem(t, ts.get("/api/v1/exports/nosuchjob/file"), http.StatusNotFound, "not_found")
+}
+
+func TestUnknownAPIRoute(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
+	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusNotFound, "no_route")
+}
+
+// TestFileOfUnfinishedJob: 409 not_finished while the job runs; 409 no_file once canceled.
+func TestFileOfUnfinishedJob(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	j := ts.create(`{"report":"demo","params":{"rows":1000,"seconds":30}}`)
+
+	res := ts.get("/api/v1/exports/" + j.ID + "/file")
+	p := checkProblem(t, res, http.StatusConflict, "not_finished")
+	if p["job"] != j.ID {
+		t.Errorf("problem job %v, want %s", p["job"], j.ID)
+	}
+	if res.Header.Get("Retry-After") == "" {
+		t.Error("not_finished without Retry-After")
+	}
+	cur, curRes := ts.job(j.ID)
+	if cur.Status.Final() {
+		t.Fatalf("a 30-second job is already %s", cur.Status)
+	}
+	if curRes.Header.Get("Retry-After") == "" {
+		t.Error("GET of an unfinished job without Retry-After")
+	}
+
+	// Once it runs, still not finished.
+	ts.waitStatus(j.ID, store.StatusProcessing)
+	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "not_finished")
+
+	ts.cancel(j.ID)
+	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
+}
+
+// TestFileOfFailedJob: a job out of attempts is FAILED with its error, and has no file.
+func TestFileOfFailedJob(t *testing.T) {
+	ts := newTestServer(t, testOpts{MaxAttempts: 1})
+	j := ts.create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`)
+	if j.MaxAttempts != 1 {
+		t.Errorf("max_attempts %d, want the server's 1", j.MaxAttempts)
+	}
+	done, res := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
+	if done.Status != store.StatusFailed {
+		t.Fatalf("job ended %s, want FAILED", done.Status)
+	}
+	if done.Error == nil || done.Error.Code != "upstream" || done.Error.Message == "" {
+		t.Errorf("error %+v, want code upstream with a message", done.Error)
+	}
+	if done.DownloadURL != "" || done.File != nil || res.Header.Get("Retry-After") != "" {
+		t.Errorf("failed job: download_url %q, file %+v, Retry-After %q", done.DownloadURL, done.File, res.Header.Get("Retry-After"))
+	}
+	p := checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
+	if p["job"] != j.ID {
+		t.Errorf("problem job %v, want %s", p["job"], j.ID)
+	}
+}
+
+// TestFileRemovedFromDisk: a SUCCEEDED job whose file is gone answers 410, not 500.
+func TestFileRemovedFromDisk(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
+	ts.waitStatus(j.ID, store.StatusSucceeded)
+	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID)); err != nil {
+		t.Fatalf("remove file: %v", err)
+	}
+	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "file_missing")
+}
+
+// listPage is GET /api/v1/exports decoded.
+type listPage struct {
+	Exports    []jobJSON `json:"exports"`
+	NextCursor string    `json:"next_cursor"`
+}
+
+func (ts *testServer) list(query string) listPage {
+	ts.t.Helper()
+	res := ts.get("/api/v1/exports" + query)
+	if res.StatusCode != http.StatusOK {
+		ts.t.Fatalf("list %s: status %d; body %s", query, res.StatusCode, res.body)
+	}
+	var page listPage
+	if err := json.Unmarshal(res.body, &page); err != nil {
+		ts.t.Fatalf("list %s: %v; body %s", query, err, res.body)
+	}
+	return page
+}
+
+func ids(js []jobJSON) []string {
+	out := make([]string, 0, len(js))
+	for _, j := range js {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+func TestListExports(t *testing.T) {
+	// Distinct created_at readings make "newest first" the reverse creation order.
+	ts := newTestServer(t, testOpts{MaxAttempts: 1, Now: tickClock()})
+	var created, failed []string
+	for i := range 7 {
+		body := `{"report":"demo","params":{"rows":3}}`
+		if i%3 == 0 {
+			body = `{"report":"demo","params":{"rows":3,"fail_first":1}}`
+		}
+		j := ts.create(body)
+		created = append(created, j.ID)
+		if i%3 == 0 {
+			failed = append(failed, j.ID)
+		}
+	}
+	for _, id := range created {
+		ts.waitStatus(id, store.StatusSucceeded, store.StatusFailed)
+	}
+	newestFirst := slices.Clone(created)
+	slices.Reverse(newestFirst)
+
+	all := ts.list("")
+	if got := ids(all.Exports); !slices.Equal(got, newestFirst) {
+		t.Errorf("list order\n got %v\nwant %v", got, newestFirst)
+	}
+	if all.NextCursor != "" {
+		t.Errorf("a complete list has next_cursor %q", all.NextCursor)
+	}
+
+	slices.Reverse(failed)
+	for _, status := range []string{"FAILED", "failed"} {
+		got := ts.list("?status=" + status)
+		if !slices.Equal(ids(got.Exports), failed) {
+			t.Errorf("?status=%s gave %v, want %v", status, ids(got.Exports), failed)
+		}
+		for _, j := range got.Exports {
+			if j.Status != store.StatusFailed {
+				t.Errorf("?status=%s listed a %s job", status, j.Status)
+			}
+		}
+	}
+	if got := ts.list("?status=SUCCEEDED"); len(got.Exports) != len(created)-len(failed) {
+		t.Errorf("?status=SUCCEEDED gave %d jobs, want %d", len(got.Exports), len(created)-len(failed))
+	}
+	if got := ts.list("?status=EXPIRED"); len(got.Exports) != 0 {
+		t.Errorf("?status=EXPIRED gave %v", ids(got.Exports))
+	}
+
+	// Pages of two follow the cursor through every job once, in order.
+	var paged []string
+	query := "?limit=2"
+	for pages := 0; ; pages++ {
+		if pages > len(created) {
+			t.Fatalf("cursor does not end: %v", paged)
+		}
+		page := ts.list(query)
+		if len(page.Exports) > 2 {
+			t.Fatalf("limit=2 gave %d jobs", len(page.Exports))
+		}
+		paged = append(paged, ids(page.Exports)...)
+		if page.NextCursor == "" {
+			break
+		}
+		query = "?limit=2&cursor=" + url.QueryEscape(page.NextCursor)
+	}
+	if !slices.Equal(paged, newestFirst) {
+		t.Errorf("paged\n got %v\nwant %v", paged, newestFirst)
+	}
+
+	// The cursor also combines with a status filter.
+	first := ts.list("?status=failed&limit=1")
+	if len(first.Exports) != 1 || first.NextCursor == "" {
+		t.Fatalf("?status=failed&limit=1: %v, cursor %q", ids(first.Exports), first.NextCursor)
+	}
+	rest := ts.list("?status=failed&limit=10&cursor=" + url.QueryEscape(first.NextCursor))
+	if got := append(ids(first.Exports), ids(rest.Exports)...); !slices.Equal(got, failed) {
+		t.Errorf("failed jobs paged %v, want %v", got, failed)
+	}
+}
+
+func TestListExportsBadQuery(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	tests := []struct{ query, code string }{
+		{"?status=DONE", "bad_status"},
+		{"?limit=0", "bad_limit"},
+		{"?limit=-1", "bad_limit"},
+		{"?limit=1001", "bad_limit"},
+		{"?limit=ten", "bad_limit"},
+		{"?cursor=!!!", "bad_cursor"},
+		{"?cursor=" + encodeB64("no-dot"), "bad_cursor"},
+		{"?cursor=" + encodeB64("abc.id"), "bad_cursor"},
+		{"?cursor=" + encodeB64("123."), "bad_cursor"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.TrimPrefix(tt.query, "?"), func(t *testing.T) {
+			checkProblem(t, ts.get("/api/v1/exports"+tt.query), http.StatusBadRequest, tt.code)
+		})
+	}
+}
+
+func TestCursorRoundTrip(t *testing.T) {
+	j := store.Job{ID: "abc123", CreatedAt: fixedTime}
+	created, id, ok := decodeCursor(encodeCursor(j.CreatedAt, j.ID))
+	if !ok || id != j.ID || !created.Equal(j.CreatedAt) {
+		t.Errorf("round trip gave %v %q %v, want %v %q", created, id, ok, j.CreatedAt, j.ID)
+	}
+	if c := encodeCursor(j.CreatedAt, j.ID); strings.ContainsAny(c, "+/=") {
+		t.Errorf("cursor %q is not URL-safe", c)
+	}
+}
+
+func TestDownloadName(t *testing.T) {
+	j := store.Job{ID: "0123456789abcdef", CreatedAt: fixedTime, FinishedAt: fixedTime.AddDate(0, 0, 1)}
+	tests := []struct{ report, want string }{
+		{"demo", "demo-2025-03-05-01234567.xlsx"},
+		{"orders by/month", "orders-by-month-2025-03-05-01234567.xlsx"},
+		{"ünïcode", "-n-code-2025-03-05-01234567.xlsx"},
+		{"", "export-2025-03-05-01234567.xlsx"},
+	}
+	for _, tt := range tests {
+		if got := downloadName(tt.report, j); got != tt.want {
+			t.Errorf("downloadName(%q) = %q, want %q", tt.report, got, tt.want)
+		}
+	}
+	unfinished := store.Job{ID: "short", CreatedAt: fixedTime}
+	if got, want := downloadName("demo", unfinished), fmt.Sprintf("demo-%s-short.xlsx", fixedTime.Format("2006-01-02")); got != want {
+		t.Errorf("unfinished: %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,174 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestToken(t *testing.T) {
+	ts := newTestServer(t, testOpts{Token: "s3cret"})
+	bearer := func(v string) http.Header { return http.Header{"Authorization": {v}} }
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+	}{
+		{"no token", nil},
+		{"wrong token", bearer("Bearer nope")},
+		{"token prefix", bearer("Bearer s3cre")},
+		{"not bearer", bearer("Basic s3cret")},
+		{"bare token", bearer("s3cret")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/api/v1/exports", "/api/v1/reports", "/api/v1/exports/x/file", "/"} {
+				res := ts.request(http.MethodGet, path, nil, tt.header)
+				checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+				if !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
+					t.Errorf("GET %s: WWW-Authenticate %q", path, res.Header.Get("WWW-Authenticate"))
+				}
+			}
+			h := tt.header.Clone()
+			if h == nil {
+				h = http.Header{}
+			}
+			h.Set("Content-Type", "application/json")
+			res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
+			checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+			if n := ts.jobCount(); n != 0 {
+				t.Errorf("an unauthenticated POST made %d jobs", n)
+			}
+		})
+	}
+
+	ok := bearer("Bearer s3cret")
+	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, ok); res.StatusCode != http.StatusOK {
+		t.Errorf("with the token: status %d; body %s", res.StatusCode, res.body)
+	}
+	h := ok.Clone()
+	h.Set("Content-Type", "application/json")
+	if res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h); res.StatusCode != http.StatusAccepted {
+		t.Errorf("POST with the token: status %d; body %s", res.StatusCode, res.body)
+	}
+	if res := ts.get("/healthz"); res.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a token: status %d; body %s", res.StatusCode, res.body)
+	}
+}
+
+func TestHostCheck(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	for _, host := range []string{"evil.example", "evil.example:8080", "127.0.0.1.nip.io", "10.0.0.1"} {
+		res := ts.request(http.MethodGet, "/api/v1/exports", nil, http.Header{"Host": {host}})
+		checkProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
+	}
+	res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
+		http.Header{"Host": {"evil.example"}, "Content-Type": {"application/json"}})
+	checkProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
+	if n := ts.jobCount(); n != 0 {
+		t.Errorf("a refused host made %d jobs", n)
+	}
+	for _, host := range []string{"localhost", "localhost:1234", "127.0.0.1", "[::1]:8080"} {
+		if res := ts.request(http.MethodGet, "/healthz", nil, http.Header{"Host": {host}}); res.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: status %d; body %s", host, res.StatusCode, res.body)
+		}
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	res := ts.get("/healthz")
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	var body struct {
+		Status  string `json:"status"`
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(res.body, &body); err != nil || body.Status != "ok" || body.Version != "test" {
+		t.Errorf("body %s (%v), want status ok and version test", res.body, err)
+	}
+	if res.Header.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+}
+
+func TestReports(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	res := ts.get("/api/v1/reports")
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d; body %s", res.StatusCode, res.body)
+	}
+	var body struct {
+		Reports []struct {
+			ID     string `json:"id"`
+			Params []struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal(res.body, &body); err != nil {
+		t.Fatalf("decode: %v; body %s", err, res.body)
+	}
+	if len(body.Reports) == 0 || body.Reports[0].ID != "demo" || len(body.Reports[0].Params) != 3 {
+		t.Errorf("reports %s, want demo with 3 params", res.body)
+	}
+}
+
+func TestHomePage(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	res := ts.get("/")
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	page := string(res.body)
+	if !strings.Contains(page, `data-testid="no-exports"`) || strings.Contains(page, `data-testid="exports"`) {
+		t.Errorf("empty home page lacks no-exports or shows exports:\n%s", page)
+	}
+
+	j := ts.create(`{"report":"demo","params":{"rows":5}}`)
+	ts.waitStatus(j.ID, "SUCCEEDED")
+	page = string(ts.get("/").body)
+	for _, want := range []string{`data-testid="exports"`, `data-id="` + j.ID + `"`, `href="/api/v1/exports/` + j.ID + `/file"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("home page lacks %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `data-testid="no-exports"`) {
+		t.Error("home page still says no exports")
+	}
+	if res := ts.get("/nope"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nope: status %d", res.StatusCode)
+	}
+}
+
+func TestIdempotencyKeyHeader(t *testing.T) {
+	tests := []struct {
+		vals []string
+		want string
+		ok   bool
+	}{
+		{nil, "", true},
+		{[]string{"abc"}, "abc", true},
+		{[]string{`"abc"`}, "abc", true},
+		{[]string{"  abc  "}, "abc", true},
+		{[]string{"a b~!"}, "a b~!", true},
+		{[]string{strings.Repeat("k", 255)}, strings.Repeat("k", 255), true},
+		{[]string{strings.Repeat("k", 256)}, "", false},
+		{[]string{""}, "", false},
+		{[]string{`""`}, "", false},
+		{[]string{`"a\"b"`}, "", false},
+		{[]string{"tab\there"}, "", false},
+		{[]string{"naïve"}, "", false},
+		{[]string{"a", "a"}, "", false},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for _, v := range tt.vals {
+			h.Add("Idempotency-Key", v)
+		}
+		got, ok := idempotencyKey(h)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("idempotencyKey(%q) = %q, %v; want %q, %v", tt.vals, got, ok, tt.want, tt.ok)
+		}
+	}
+}
