@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -35,6 +36,9 @@ type Config struct {
 	// Sources maps source names to sources; the built-in "demo" source is always present.
 	Sources map[string]Source
 }
+
+// ErrUnknownSource is returned when a report names a source that is not configured.
+var ErrUnknownSource = errors.New("unknown source")
 
 // Library finds reports by id: the watched reports folder and the built-ins. Report
 // returns an error wrapping ErrUnknownReport for an id it does not know, and the load
@@ -98,6 +102,10 @@ func (k *Kind) Validate(report string, params map[string]any) (Args, error) {
 	rep, err := k.report(report)
 	if err != nil {
 		return Args{}, err
+	}
+	if _, ok := k.sources[rep.Source]; !ok {
+		return Args{}, fmt.Errorf("%w: report %q uses source %q, which the config file does not name",
+			ErrUnknownSource, rep.ID, rep.Source)
 	}
 	canon, err := validateParams(rep.Params, params)
 	if err != nil {
