@@ -75,6 +75,24 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// validate rejects settings the engine cannot keep its rules with.
+func (c Config) validate() error {
+	switch {
+	case c.TmpDir == "" || c.ExportsDir == "":
+		return errors.New("TmpDir and ExportsDir are required")
+	case c.Workers < 1:
+		return fmt.Errorf("workers must be at least 1, not %d", c.Workers)
+	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 ||
+		c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.StallAfter < 0:
+		return errors.New("durations must be positive, and backoff max at least backoff base")
+	case c.StaleAfter <= c.Heartbeat:
+		// Otherwise every running job looks stale between two heartbeats and is recovered
+		// (and run again) while it is still running.
+		return fmt.Errorf("stale_after (%s) must be longer than the heartbeat interval (%s)", c.StaleAfter, c.Heartbeat)
+	}
+	return nil
+}
+
 // Why an execution's context was cancelled; the outcome follows from the cause.
 var (
 	errLeaseLost = errors.New("lease lost")
@@ -120,7 +138,7 @@ func New(st *store.Store, cfg Config) *Engine {
 		log:       cfg.Logger,
 		handlers:  map[string]Handler{},
 		wake:      make(chan struct{}, 1),
-		slots:     make(chan struct{}, cfg.Workers),
+		slots:     make(chan struct{}, max(cfg.Workers, 0)), // Start refuses Workers < 1
 		running:   map[string]*execution{},
 		stopClaim: make(chan struct{}),
 	}
@@ -140,6 +158,9 @@ func (e *Engine) Config() Config { return e.cfg }
 // Start recovers orphans left by a previous process, then starts claiming. The caller
 // must own the data directory (rule 5): every PROCESSING row is then an orphan.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := e.cfg.validate(); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
 	for _, dir := range []string{e.cfg.TmpDir, e.cfg.ExportsDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("start engine: %w", err)
@@ -176,6 +197,7 @@ func (e *Engine) Stop() {
 		go func() { e.execs.Wait(); close(done) }()
 		select {
 		case <-done:
+			e.cancelRuns(errShutdown) // nothing runs any more; releases the context
 			return
 		case <-time.After(e.cfg.ShutdownGrace):
 		}
@@ -347,7 +369,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 
 	var err error
 	if h, ok := e.handlers[job.Kind]; ok {
-		err = safeRun(ctx, h, run)
+		err = safeRun(ctx, log, h, run)
 	} else {
 		err = Permanentf("unknown_kind", "no handler for job kind %q", job.Kind)
 	}
@@ -365,12 +387,14 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 	case errors.Is(cause, errLeaseLost):
 		run.removePart()
 		log.WarnContext(wctx, "lease lost; attempt abandoned without publishing")
-	case err == nil && partErr == nil:
-		e.succeed(wctx, log, x, began)
 	case errors.Is(cause, errCanceled):
+		// Checked before success: a cancelled attempt publishes nothing (rule 7), even
+		// if its handler ignored the cancel and returned nil.
 		run.removePart()
 		e.finish(wctx, log, x, func() (store.Job, error) { return e.st.FinishCanceled(wctx, job.ID, job.Attempt) })
 		log.InfoContext(wctx, "job canceled")
+	case err == nil && partErr == nil:
+		e.succeed(wctx, log, x, began)
 	case errors.Is(cause, errShutdown):
 		e.requeue(x, "shutdown")
 	default:
@@ -576,11 +600,13 @@ func (e *Engine) backoff(attempt int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
-// safeRun runs the handler, turning a panic into a retryable failed attempt.
-func safeRun(ctx context.Context, h Handler, run *Run) (err error) {
+// safeRun runs the handler, turning a panic into a retryable failed attempt. The stack
+// goes to the log only: the job's error is shown to API clients.
+func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = Retryable("panic", fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack()))
+			log.ErrorContext(ctx, "job handler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = Retryable("panic", fmt.Errorf("handler panicked: %v", p))
 		}
 	}()
 	return h.Run(ctx, run)

@@ -41,9 +41,10 @@ type Run struct {
 	rows, total atomic.Int64 // total < 0: unknown
 	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
 
-	mu   sync.Mutex
-	out  *os.File
-	hash *hashingWriter
+	mu       sync.Mutex
+	out      *os.File
+	hash     *hashingWriter
+	warnings []string
 }
 
 func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts int) *Run {
@@ -112,4 +113,28 @@ func (r *Run) closePart() error {
 // removePart deletes the attempt's part file; a missing file is fine.
 func (r *Run) removePart() {
 	_ = os.Remove(r.partPath)
+}
+
+// maxWarnings bounds what one attempt records; a source with a million over-long cells
+// must not turn its job row into a log.
+const maxWarnings = 20
+
+// Warn records something the user should know about a successful result, such as text
+// cut at a cell limit. Warnings are kept with the job when it succeeds.
+func (r *Run) Warn(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case len(r.warnings) < maxWarnings:
+		r.warnings = append(r.warnings, msg)
+	case len(r.warnings) == maxWarnings:
+		r.warnings = append(r.warnings, "more warnings were left out")
+	}
+}
+
+// Warnings returns the warnings recorded so far.
+func (r *Run) Warnings() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.warnings...)
 }

@@ -348,14 +348,16 @@ type AttemptError struct {
 
 // Fail records a failed attempt. A permanent error, or an attempt that used the last of
 // max_attempts, makes the job FAILED; otherwise it goes back to PENDING to run at retryAt.
+// A job whose cancel was requested while it ran becomes CANCELED instead of running again.
 func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryAt time.Time) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		var err error
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
-			status = CASE WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-			finished_at = CASE WHEN ? OR attempt >= max_attempts THEN ? ELSE NULL END,
+			status = CASE WHEN cancel_requested THEN 'CANCELED'
+				WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN cancel_requested OR ? OR attempt >= max_attempts THEN ? ELSE NULL END,
 			run_at = ?, worker = NULL, error_code = ?, error_message = ?`+fence+` RETURNING `+jobColumns,
 			e.Permanent, e.Permanent, now, ms(retryAt), e.Code, e.Message, id, attempt))
 		if errors.Is(err, ErrNotFound) {
@@ -366,9 +368,12 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 		}
 		data := map[string]any{"code": e.Code, "message": e.Message, "permanent": e.Permanent}
 		typ := EventFailed
-		if job.Status == StatusPending {
+		switch job.Status {
+		case StatusPending:
 			typ = EventAttemptFailed
 			data["retry_at"] = retryAt.UTC().Format(time.RFC3339Nano)
+		case StatusCanceled:
+			typ = EventCanceled
 		}
 		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, data)
 	})
@@ -380,15 +385,17 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 
 // Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
 // puts the job back to PENDING to run at retryAt; the lost attempt counts as spent, so a
-// job that keeps crashing its worker ends FAILED after max_attempts.
+// job that keeps crashing its worker ends FAILED after max_attempts. A job whose cancel
+// was requested becomes CANCELED.
 func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryAt time.Time) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := ms(s.now())
 		var err error
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
-			status = CASE WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-			finished_at = CASE WHEN attempt >= max_attempts THEN ? ELSE NULL END,
+			status = CASE WHEN cancel_requested THEN 'CANCELED'
+				WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN ? ELSE NULL END,
 			run_at = ?, worker = NULL, error_code = 'lost', error_message = ?`+fence+` RETURNING `+jobColumns,
 			now, ms(retryAt), reason, id, attempt))
 		if errors.Is(err, ErrNotFound) {
@@ -398,8 +405,11 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 			return err
 		}
 		typ := EventRecovered
-		if job.Status == StatusFailed {
+		switch job.Status {
+		case StatusFailed:
 			typ = EventFailed
+		case StatusCanceled:
+			typ = EventCanceled
 		}
 		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason})
 	})
@@ -411,18 +421,26 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 
 // Requeue puts a running attempt back to PENDING without spending it, for shutdown
 // (rule 9). attempt is decremented so the next claim reuses the number; this is safe
-// because the execution that held it has stopped.
+// because the execution that held it has stopped. A job whose cancel was requested
+// becomes CANCELED instead (its attempt stays spent).
 func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason string) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := ms(s.now())
 		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PENDING', attempt = attempt - 1,
-			run_at = ?, worker = NULL, heartbeat_at = NULL`+fence+` RETURNING `+jobColumns, ms(s.now()), id, attempt))
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
+			status = CASE WHEN cancel_requested THEN 'CANCELED' ELSE 'PENDING' END,
+			attempt = CASE WHEN cancel_requested THEN attempt ELSE attempt - 1 END,
+			finished_at = CASE WHEN cancel_requested THEN ? ELSE NULL END,
+			run_at = ?, worker = NULL, heartbeat_at = NULL`+fence+` RETURNING `+jobColumns, now, now, id, attempt))
 		if errors.Is(err, ErrNotFound) {
 			return ErrLeaseLost
 		}
 		if err != nil {
 			return err
+		}
+		if job.Status == StatusCanceled {
+			return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, map[string]any{"reason": reason})
 		}
 		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, map[string]any{"reason": reason})
 	})

@@ -61,15 +61,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
 	}
-	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
-	// synchronous=FULL: in WAL mode every commit fsyncs the WAL, so a 202 means the row is
-	// on disk (rule 1). foreign_keys is per connection, hence in the DSN.
-	pragmas := []string{
-		"busy_timeout(" + busy + ")",
-		"journal_mode(WAL)",
-		"synchronous(FULL)",
-		"foreign_keys(1)",
-	}
+	pragmas := writerPragmas(opts.BusyTimeout)
 	w, err := sql.Open("sqlite", dsn(path, pragmas, "_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -95,12 +87,30 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// uriPath escapes the characters that end or encode the path part of an SQLite "file:"
+// URI, so that a data directory named like "reports #2" or "100%" opens the file it names
+// (the driver also splits the DSN at the first '?').
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// writerPragmas are the writer connection's settings; BenchmarkRawCommit measures the
+// disk with the same ones.
+func writerPragmas(busyTimeout time.Duration) []string {
+	// synchronous=FULL: in WAL mode every commit fsyncs the WAL, so a 202 means the row is
+	// on disk (rule 1). foreign_keys is per connection, hence in the DSN.
+	return []string{
+		"busy_timeout(" + strconv.FormatInt(busyTimeout.Milliseconds(), 10) + ")",
+		"journal_mode(WAL)",
+		"synchronous(FULL)",
+		"foreign_keys(1)",
+	}
+}
+
 func dsn(path string, pragmas []string, extra string) string {
 	q := url.Values{}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
-	s := "file:" + path + "?" + q.Encode()
+	s := "file:" + uriPath.Replace(path) + "?" + q.Encode()
 	if extra != "" {
 		s += "&" + extra
 	}
@@ -188,10 +198,14 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-// isUnique reports whether err is a UNIQUE constraint violation.
+// isUnique reports whether err is a UNIQUE or PRIMARY KEY constraint violation (the
+// driver turns on extended result codes, so the two are told apart).
 func isUnique(err error) bool {
 	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
