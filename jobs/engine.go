@@ -425,7 +425,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, began time.Time) {
 	job, run := x.job, x.run
 	rows, _ := run.progress()
-	res := store.FileResult{Rows: rows}
+	res := store.FileResult{Rows: rows, Warnings: run.Warnings()}
 	var publish func() error
 	if run.hash != nil {
 		res.Name, res.Size, res.SHA256 = job.ID+".xlsx", run.hash.size, run.hash.sum()

@@ -82,6 +82,8 @@ type Job struct {
 	FileSHA256      string
 	IdempotencyKey  string
 	RequestHash     string
+	// Warnings are what a successful attempt wants the user to know.
+	Warnings []string
 }
 
 // Event is one row of the append-only job_events log.
@@ -98,7 +100,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash`
+	idempotency_key, request_hash, warnings`
 
 type scanner interface{ Scan(...any) error }
 
@@ -111,10 +113,11 @@ func scanJob(row scanner) (Job, error) {
 		worker, code, msg, fname, fsha, key, rh sql.NullString
 		fsize                                   sql.NullInt64
 		cancel                                  int
+		warnings                                sql.NullString
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -132,6 +135,11 @@ func scanJob(row scanner) (Job, error) {
 	j.Worker, j.ErrorCode, j.ErrorMessage = worker.String, code.String, msg.String
 	j.FileName, j.FileSize, j.FileSHA256 = fname.String, fsize.Int64, fsha.String
 	j.IdempotencyKey, j.RequestHash = key.String, rh.String
+	if warnings.Valid {
+		if err := json.Unmarshal([]byte(warnings.String), &j.Warnings); err != nil {
+			return Job{}, fmt.Errorf("job %s warnings: %w", j.ID, err)
+		}
+	}
 	j.CancelRequested = cancel != 0
 	return j, nil
 }
@@ -274,10 +282,11 @@ func nullTotal(total int64) sql.NullInt64 { return sql.NullInt64{Int64: total, V
 
 // FileResult describes a published file.
 type FileResult struct {
-	Name   string
-	Size   int64
-	SHA256 string
-	Rows   int64
+	Name     string
+	Size     int64
+	SHA256   string
+	Rows     int64
+	Warnings []string
 }
 
 // Succeed marks a running attempt SUCCEEDED. publish (the rename of the part file into
@@ -324,15 +333,27 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 }
 
 func fileData(res FileResult) map[string]any {
-	return map[string]any{"file": res.Name, "size": res.Size, "sha256": res.SHA256, "rows": res.Rows}
+	d := map[string]any{"file": res.Name, "size": res.Size, "sha256": res.SHA256, "rows": res.Rows}
+	if len(res.Warnings) > 0 {
+		d["warnings"] = res.Warnings
+	}
+	return d
 }
 
 func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status Status, res FileResult) (Job, error) {
 	now := ms(s.now())
+	var warnings sql.NullString
+	if len(res.Warnings) > 0 {
+		b, err := json.Marshal(res.Warnings)
+		if err != nil {
+			return Job{}, err
+		}
+		warnings = sql.NullString{String: string(b), Valid: true}
+	}
 	job, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
-		file_name = ?, file_size = ?, file_sha256 = ?, worker = NULL`+fence+` RETURNING `+jobColumns,
-		status, now, now, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), id, attempt))
+		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL`+fence+` RETURNING `+jobColumns,
+		status, now, now, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, ErrLeaseLost
 	}
