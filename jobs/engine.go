@@ -51,6 +51,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OnChange, if set, is called after every state change the engine commits.
 	OnChange func(store.Job)
+	// OnProgress, if set, is called when a running job reports progress. It is called
+	// from the handler's goroutine on every report: it must be cheap and never block.
+	OnProgress func(jobID string, rows, total int64)
 }
 
 func (c Config) withDefaults() Config {
@@ -333,6 +336,7 @@ func (e *Engine) start(job store.Job) {
 		run:    newRun(e.cfg.TmpDir, job.ID, job.Kind, job.Args, job.Attempt, job.MaxAttempts),
 		cancel: cancel,
 	}
+	x.run.onProgress = e.cfg.OnProgress
 	e.mu.Lock()
 	e.running[job.ID] = x
 	e.mu.Unlock()
@@ -408,7 +412,11 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		default:
 			code, msg, permanent = classify(err)
 		}
-		retryAt := e.cfg.Now().Add(e.backoff(job.Attempt))
+		delay := e.backoffFor(job.Kind, job.Attempt)
+		if d := retryAfter(err); d > 0 {
+			delay = d
+		}
+		retryAt := e.cfg.Now().Add(delay)
 		j, ferr := e.st.Fail(wctx, job.ID, job.Attempt, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, retryAt)
 		if ferr != nil {
 			log.ErrorContext(wctx, "record failure", "err", ferr)
@@ -451,7 +459,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	case err != nil:
 		run.removePart()
 		log.ErrorContext(ctx, "publish failed", "err", err)
-		retryAt := e.cfg.Now().Add(e.backoff(job.Attempt))
+		retryAt := e.cfg.Now().Add(e.backoffFor(job.Kind, job.Attempt))
 		if j, ferr := e.st.Fail(ctx, job.ID, job.Attempt, store.AttemptError{Code: "io", Message: err.Error()}, retryAt); ferr == nil {
 			e.notify(j)
 		}
@@ -586,6 +594,20 @@ func (e *Engine) reap(ctx context.Context, before time.Time) error {
 		e.Wake()
 	}
 	return nil
+}
+
+// Backoffer is implemented by a Handler whose kind retries on its own schedule (webhook
+// deliveries retry over hours, exports over minutes).
+type Backoffer interface {
+	Backoff(attempt int) time.Duration
+}
+
+// backoffFor is the delay before retrying a kind's failed attempt.
+func (e *Engine) backoffFor(kind string, attempt int) time.Duration {
+	if b, ok := e.handlers[kind].(Backoffer); ok {
+		return b.Backoff(attempt)
+	}
+	return e.backoff(attempt)
 }
 
 // backoff is base*2^(attempt-1) capped at max, with equal jitter so that many failed

@@ -3,6 +3,7 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error is a job failure with a stable code, kept per attempt in the job's events.
@@ -13,6 +14,9 @@ type Error struct {
 	Permanent bool
 	// Err is the underlying cause.
 	Err error
+	// RetryAfter, when positive, is how long to wait before the next attempt instead of
+	// the engine's backoff (an upstream's Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -34,6 +38,11 @@ func Retryable(code string, err error) error {
 	return &Error{Code: code, Err: err}
 }
 
+// RetryableAfter is Retryable with the delay the upstream asked for.
+func RetryableAfter(code string, err error, after time.Duration) error {
+	return &Error{Code: code, Err: err, RetryAfter: after}
+}
+
 // Permanentf is Permanent with a formatted message.
 func Permanentf(code, format string, args ...any) error {
 	return Permanent(code, fmt.Errorf(format, args...))
@@ -47,4 +56,13 @@ func classify(err error) (code, msg string, permanent bool) {
 		return je.Code, err.Error(), je.Permanent
 	}
 	return "error", err.Error(), false
+}
+
+// retryAfter returns the delay an error asks for, or 0.
+func retryAfter(err error) time.Duration {
+	var je *Error
+	if errors.As(err, &je) {
+		return je.RetryAfter
+	}
+	return 0
 }

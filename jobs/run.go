@@ -36,7 +36,8 @@ type Run struct {
 	// Attempt counts from 1; MaxAttempts is the job's budget.
 	Attempt, MaxAttempts int
 
-	partPath string
+	partPath   string
+	onProgress func(id string, rows, total int64)
 
 	rows, total atomic.Int64 // total < 0: unknown
 	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
@@ -85,6 +86,9 @@ func (r *Run) Progress(rows, total int64) {
 		}
 	}
 	r.total.Store(total)
+	if r.onProgress != nil {
+		r.onProgress(r.JobID, rows, total)
+	}
 }
 
 // progress returns the latest figures for a heartbeat.
