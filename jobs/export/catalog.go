@@ -1,0 +1,406 @@
+package export
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Reload timing: a reload waits for the folder to be quiet for catalogDebounce, so an
+// editor's save-by-rename or a burst of writes makes one reload, but never waits more
+// than catalogMaxWait after the first event, so a file written non-stop still shows up.
+const (
+	catalogDebounce = 150 * time.Millisecond
+	catalogMaxWait  = 2 * time.Second
+)
+
+// Entry is one report of a Catalog: a loaded report, or a file that failed to load.
+type Entry struct {
+	// Report is the loaded report; for a broken file only ID (from the file name) and
+	// File are set.
+	Report Report
+	// Err is nil if the report loaded, and a *ParseError if its file is broken.
+	Err error
+	// File is the report's file; empty for a built-in report.
+	File string
+}
+
+// Catalog is the set of reports: the built-ins (export.Builtin()) plus the .sql files of
+// a folder, kept current by watching the folder with fsnotify. It implements Library.
+type Catalog struct {
+	dir      string
+	builtin  []Report
+	log      *slog.Logger
+	debounce time.Duration // tests shorten it
+	maxWait  time.Duration
+
+	mu      sync.RWMutex
+	entries []Entry        // built-ins and files, sorted by id then file
+	byID    map[string]int // id -> index in entries of the entry Report answers with
+
+	// seen is each file's content hash and error at the last reload, so a broken file
+	// is logged once per change rather than on every reload. Only the reload path
+	// (Start, then the watch goroutine) touches it.
+	seen map[string]fileState
+
+	subMu sync.Mutex
+	subs  map[chan struct{}]struct{}
+
+	runMu  sync.Mutex // serialises Start and Stop
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the watch goroutine has returned; nil when not started
+}
+
+type fileState struct {
+	hash [sha256.Size]byte
+	err  string
+}
+
+// loaded is one file's outcome in a folder scan.
+type loaded struct {
+	entry Entry
+	state fileState
+}
+
+// NewCatalog returns a catalog of builtin plus the reports in dir. Until Start it
+// holds the built-ins only. A nil log discards.
+func NewCatalog(dir string, builtin []Report, log *slog.Logger) *Catalog {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Catalog{
+		dir:      dir,
+		builtin:  slices.Clone(builtin),
+		log:      log,
+		debounce: catalogDebounce,
+		maxWait:  catalogMaxWait,
+		seen:     map[string]fileState{},
+		subs:     map[chan struct{}]struct{}{},
+	}
+	c.publish(nil)
+	return c
+}
+
+// Start creates the folder if it is missing, loads it and watches it until ctx is done
+// or Stop is called. The reports are loaded when Start returns.
+func (c *Catalog) Start(ctx context.Context) error {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.done != nil {
+		return errors.New("report catalog: already started")
+	}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return fmt.Errorf("create reports folder: %w", err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch reports folder: %w", err)
+	}
+	// Watch before the first scan, so that a change made during it is not missed.
+	if err := w.Add(c.dir); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("watch reports folder %s: %w", c.dir, err)
+	}
+	c.reload(ctx)
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go c.watch(ctx, w, c.done)
+	return nil
+}
+
+// Stop stops watching and waits for the watcher to finish. The catalog keeps answering
+// with the reports it last loaded.
+func (c *Catalog) Stop() {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.done == nil {
+		return
+	}
+	c.cancel()
+	<-c.done
+	c.cancel, c.done = nil, nil
+}
+
+// Report implements Library: it returns an error wrapping ErrUnknownReport for an
+// unknown id, and the *ParseError of a report whose file is broken.
+func (c *Catalog) Report(id string) (Report, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i, ok := c.byID[id]
+	if !ok {
+		return Report{}, fmt.Errorf("%w %q", ErrUnknownReport, id)
+	}
+	if e := c.entries[i]; e.Err != nil {
+		return Report{}, e.Err
+	}
+	return cloneReport(c.entries[i].Report), nil
+}
+
+// Entries returns every report, built-in or file, loaded or broken, sorted by id. A
+// file whose id is a built-in's sorts after it and carries an error.
+func (c *Catalog) Entries() []Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]Entry, len(c.entries))
+	for i, e := range c.entries {
+		e.Report = cloneReport(e.Report)
+		out[i] = e
+	}
+	return out
+}
+
+// Subscribe returns a channel that receives after each reload, and a func that ends
+// the subscription. Notifications coalesce: a slow reader gets one for many reloads,
+// so it should re-read Entries. The channel is never closed.
+func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	c.subMu.Lock()
+	c.subs[ch] = struct{}{}
+	c.subMu.Unlock()
+	return ch, sync.OnceFunc(func() {
+		c.subMu.Lock()
+		delete(c.subs, ch)
+		c.subMu.Unlock()
+	})
+}
+
+// CheckDir parses every report file in dir once, without watching, and returns them
+// sorted by id (the built-ins are not listed, but their ids are reserved). The error
+// is for a folder that cannot be read; broken files are entries with Err set.
+func CheckDir(dir string) ([]Entry, error) {
+	files, err := scanDir(dir, reservedIDs(Builtin()))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(files))
+	for i, f := range files {
+		out[i] = f.entry
+	}
+	return out, nil
+}
+
+// watch turns the folder's events into debounced reloads until ctx is done.
+func (c *Catalog) watch(ctx context.Context, w *fsnotify.Watcher, done chan<- struct{}) {
+	defer close(done)
+	defer w.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		fire  <-chan time.Time // nil while no reload is due
+		first time.Time        // the first event since the last reload
+	)
+	schedule := func() {
+		now := time.Now()
+		if fire == nil {
+			first = now
+		}
+		timer.Reset(max(0, min(c.debounce, first.Add(c.maxWait).Sub(now))))
+		fire = timer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if filepath.Clean(ev.Name) == filepath.Clean(c.dir) {
+				if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+					c.log.WarnContext(ctx, "reports folder removed or renamed: its reports are gone until a restart", "dir", c.dir)
+					schedule()
+				}
+				continue
+			}
+			// Chmod alone changes no content; indexers and backup tools cause a stream of them.
+			if ev.Op == fsnotify.Chmod || !isReportFileName(filepath.Base(ev.Name)) {
+				continue
+			}
+			schedule()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			// An overflow loses events; a reload re-reads the whole folder anyway.
+			c.log.WarnContext(ctx, "watch reports folder", "dir", c.dir, "error", err)
+			schedule()
+		case <-fire:
+			fire = nil
+			c.reload(ctx)
+		}
+	}
+}
+
+// reload re-reads the whole folder, which is simpler and sturdier than applying each
+// event: renames, overflows and half-written files all settle on the next reload.
+func (c *Catalog) reload(ctx context.Context) {
+	files, err := scanDir(c.dir, reservedIDs(c.builtin))
+	if err != nil {
+		c.log.ErrorContext(ctx, "read reports folder", "dir", c.dir, "error", err)
+	}
+	seen := make(map[string]fileState, len(files))
+	broken := 0
+	for _, f := range files {
+		seen[f.entry.File] = f.state
+		if f.entry.Err == nil {
+			continue
+		}
+		broken++
+		if old, ok := c.seen[f.entry.File]; ok && old == f.state {
+			continue // unchanged since it was logged
+		}
+		attrs := []any{"file", f.entry.File, "error", f.entry.Err.Error()}
+		if pe, ok := errors.AsType[*ParseError](f.entry.Err); ok {
+			attrs = []any{"file", pe.File, "line", pe.Line, "error", pe.Msg}
+		}
+		c.log.WarnContext(ctx, "report file is broken", attrs...)
+	}
+	c.seen = seen
+	c.publish(files)
+	c.log.InfoContext(ctx, "reports loaded", "dir", c.dir, "files", len(files), "broken", broken)
+	c.notify()
+}
+
+// publish swaps in the built-ins plus files as the current set.
+func (c *Catalog) publish(files []loaded) {
+	entries := make([]Entry, 0, len(c.builtin)+len(files))
+	for _, r := range c.builtin {
+		entries = append(entries, Entry{Report: r})
+	}
+	for _, f := range files {
+		entries = append(entries, f.entry)
+	}
+	// Built-ins have no file, so they sort before a file that reuses their id.
+	slices.SortStableFunc(entries, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Report.ID, b.Report.ID), cmp.Compare(a.File, b.File))
+	})
+	byID := make(map[string]int, len(entries))
+	for i, e := range entries {
+		if _, ok := byID[e.Report.ID]; !ok {
+			byID[e.Report.ID] = i
+		}
+	}
+	c.mu.Lock()
+	c.entries, c.byID = entries, byID
+	c.mu.Unlock()
+}
+
+func (c *Catalog) notify() {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	for ch := range c.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // one is already pending
+		}
+	}
+}
+
+// scanDir parses every report file in dir, sorted by id then name. A file that
+// vanishes during the scan is skipped: its removal brings another reload.
+func scanDir(dir string, reserved map[string]bool) ([]loaded, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read reports folder: %w", err)
+	}
+	var out []loaded
+	for _, de := range des {
+		name := de.Name()
+		if de.IsDir() || !isReportFileName(name) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		f, ok := loadFile(path, reserved)
+		if ok {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b loaded) int {
+		return cmp.Or(cmp.Compare(a.entry.Report.ID, b.entry.Report.ID), cmp.Compare(a.entry.File, b.entry.File))
+	})
+	return out, nil
+}
+
+// loadFile reads and parses one report file; ok is false if the file no longer exists.
+func loadFile(path string, reserved map[string]bool) (f loaded, ok bool) {
+	name := filepath.Base(path)
+	broken := func(err *ParseError) (loaded, bool) {
+		id := name[:len(name)-len(reportExt)] // isReportFileName checked the extension
+		e := Entry{Report: Report{ID: id, File: path}, Err: err, File: path}
+		f.state.err = err.Error()
+		return loaded{entry: e, state: f.state}, true
+	}
+	src, err := readReportFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return loaded{}, false
+	}
+	f.state.hash = sha256.Sum256(src)
+	if err != nil {
+		msg := err.Error()
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			msg = pe.Err.Error() // the path is already in the ParseError
+		}
+		return broken(&ParseError{File: path, Msg: "read: " + msg})
+	}
+	rep, err := ParseReport(path, src)
+	if err != nil {
+		pe, _ := errors.AsType[*ParseError](err)
+		return broken(pe)
+	}
+	if reserved[rep.ID] {
+		return broken(&ParseError{File: path, Msg: fmt.Sprintf("report id %q is reserved for the built-in report", rep.ID)})
+	}
+	return loaded{entry: Entry{Report: rep, File: path}, state: f.state}, true
+}
+
+// readReportFile reads at most one byte more than MaxReportSize, enough for the parser
+// to refuse a file that is too large without reading all of it.
+func readReportFile(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return io.ReadAll(io.LimitReader(fh, MaxReportSize+1))
+}
+
+// isReportFileName reports whether a folder entry is a report file to load. Dotfiles
+// and editors' lock, swap and backup files (.#x.sql, x.sql~, x.sql.swp, ~$x.sql) are
+// not. The extension is matched in any case so that X.SQL shows up as broken (ids
+// are lowercase) instead of being ignored.
+func isReportFileName(name string) bool {
+	if name == "" || strings.ContainsAny(name[:1], ".~#") {
+		return false
+	}
+	return len(name) > len(reportExt) && strings.EqualFold(name[len(name)-len(reportExt):], reportExt)
+}
+
+func reservedIDs(builtin []Report) map[string]bool {
+	ids := make(map[string]bool, len(builtin))
+	for _, r := range builtin {
+		ids[r.ID] = true
+	}
+	return ids
+}
+
+// cloneReport copies the parts of r a caller could change under the catalog's feet.
+func cloneReport(r Report) Report {
+	if r.Params != nil {
+		r.Params = slices.Clone(r.Params)
+	}
+	return r
+}

@@ -1,0 +1,383 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxReportSize is the largest report file accepted, in bytes.
+const MaxReportSize = 1 << 20
+
+// reportExt is the file name extension of report files.
+const reportExt = ".sql"
+
+// ParseError says where a report file is wrong and why.
+type ParseError struct {
+	File string
+	Line int // 1-based; 0 when the error is about the whole file
+	Msg  string
+}
+
+// Error reads like: reports/orders.sql:3: unknown key "titel" (or file: msg for line 0).
+func (e *ParseError) Error() string {
+	if e.Line <= 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+}
+
+var (
+	reportIDRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	paramNameRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,63}$`)
+	sourceRe    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	// headerKeyRe finds "key:" at the start of a comment's text; the colon must end the
+	// line or be followed by a space, so that "-- see http://x" stays a comment.
+	headerKeyRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_]*):(?:[ \t]|$)`)
+)
+
+// headerKeys are the keys a report header knows, in the order the docs list them.
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "description"}
+
+// paramTypes are the parameter types in the order messages list them.
+var paramTypes = []Type{TypeText, TypeInt, TypeNumber, TypeDate, TypeDatetime, TypeBool}
+
+// ParseReport parses the report file at path, whose content is src. Errors are *ParseError.
+func ParseReport(path string, src []byte) (Report, error) {
+	p := reportParser{file: path}
+	rep, ok := p.parse(src)
+	if !ok {
+		return Report{}, p.err
+	}
+	return rep, nil
+}
+
+// reportParser keeps the first error; the parse stops there.
+type reportParser struct {
+	file string
+	err  *ParseError
+}
+
+func (p *reportParser) fail(line int, format string, args ...any) bool {
+	p.err = &ParseError{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	return false
+}
+
+// headerField tracks a single-valued header key.
+type headerField struct {
+	value string
+	line  int // 0 while unset
+}
+
+func (p *reportParser) parse(src []byte) (Report, bool) {
+	base := filepath.Base(p.file)
+	id, ok := strings.CutSuffix(base, reportExt)
+	switch {
+	case !ok:
+		return Report{}, p.fail(0, "report file name %q must end in %s", base, reportExt)
+	case !reportIDRe.MatchString(id):
+		return Report{}, p.fail(0, "report id %q (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", id)
+	case len(src) > MaxReportSize:
+		return Report{}, p.fail(0, "file is larger than %d bytes", MaxReportSize)
+	}
+	text := string(src)
+	if bad := invalidUTF8(text); bad >= 0 {
+		return Report{}, p.fail(1+strings.Count(text[:bad], "\n"), "invalid UTF-8")
+	}
+	text = strings.TrimPrefix(text, "\uFEFF") // a byte order mark some Windows editors add
+	if strings.TrimSpace(text) == "" {
+		return Report{}, p.fail(0, "file is empty")
+	}
+
+	// The header is the leading run of "--" lines and blank lines.
+	var (
+		title, source, sheet, count headerField
+		params                      []Param
+		paramLines                  []int
+		bodyStart                   = len(text)
+		bodyLine                    = 0
+	)
+	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count}
+	for off, n := 0, 1; off < len(text); n++ {
+		end := strings.IndexByte(text[off:], '\n')
+		next := len(text)
+		if end >= 0 {
+			end += off
+			next = end + 1
+		} else {
+			end = len(text)
+		}
+		line := strings.TrimSpace(text[off:end])
+		if line != "" && !strings.HasPrefix(line, "--") {
+			bodyStart, bodyLine = off, n
+			break
+		}
+		off = next
+		if line == "" {
+			continue
+		}
+		key, value, isKey, ok := p.headerLine(n, line)
+		if !ok {
+			return Report{}, false
+		}
+		switch {
+		case !isKey:
+			// A free comment.
+		case key == "param":
+			prm, ok := p.param(n, value)
+			if !ok {
+				return Report{}, false
+			}
+			if i := slices.IndexFunc(params, func(q Param) bool { return q.Name == prm.Name }); i >= 0 {
+				return Report{}, p.fail(n, "param %q is already declared on line %d", prm.Name, paramLines[i])
+			}
+			params = append(params, prm)
+			paramLines = append(paramLines, n)
+		case key == "description":
+			// Repeatable free text. Report has no field for it yet, so it is checked
+			// (non-empty) and dropped.
+		default:
+			f := single[key]
+			if f.line != 0 {
+				return Report{}, p.fail(n, "duplicate %s (first on line %d)", key, f.line)
+			}
+			*f = headerField{value: value, line: n}
+			switch {
+			case key == "source" && !sourceRe.MatchString(value):
+				return Report{}, p.fail(n, "source %q must be a source name from the config: letters, digits, _ or -", value)
+			case key == "count" && value != "true" && value != "false":
+				return Report{}, p.fail(n, "count must be true or false, not %q", value)
+			}
+		}
+	}
+	// The body comes before the missing-source check: a header line stranded below the
+	// SQL (say after a /* */ comment) is the likelier mistake and the clearer message.
+	query, ok := p.body(text[bodyStart:], bodyLine)
+	if !ok {
+		return Report{}, false
+	}
+	if source.line == 0 {
+		return Report{}, p.fail(0, `missing "-- source: NAME" in the header`)
+	}
+
+	// Every placeholder is declared and every declared param is used: a typo on either
+	// side would otherwise show up only when the query runs.
+	used := map[string]bool{}
+	for _, ph := range Placeholders(query) {
+		used[ph.Name] = true
+		switch {
+		case slices.ContainsFunc(params, func(q Param) bool { return q.Name == ph.Name }):
+		case !paramNameRe.MatchString(ph.Name):
+			return Report{}, p.fail(bodyLine+ph.Line-1, "unknown parameter :%s (param names are lowercase letters, digits and _)", ph.Name)
+		default:
+			return Report{}, p.fail(bodyLine+ph.Line-1, "unknown parameter :%s (declare it with \"-- param: %s <type>\")", ph.Name, ph.Name)
+		}
+	}
+	for i, prm := range params {
+		if !used[prm.Name] {
+			return Report{}, p.fail(paramLines[i], "param %q is not used in the query (no :%s)", prm.Name, prm.Name)
+		}
+	}
+
+	rep := Report{
+		ID:     id,
+		Title:  cmp.Or(title.value, id),
+		Source: source.value,
+		Params: params,
+		Query:  query,
+		Count:  count.value == "true",
+		File:   p.file,
+	}
+	rep.Sheet = cmp.Or(sheet.value, rep.Title)
+	if rep.Params == nil {
+		rep.Params = []Param{}
+	}
+	return rep, true
+}
+
+// invalidUTF8 returns the offset of the first byte of s that is not UTF-8, or -1.
+func invalidUTF8(s string) int {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// commentKey finds the "key: value" in a "--" comment. A key is a word of ASCII letters,
+// digits and _ right after the dashes, followed by a colon and then a space or the end.
+func commentKey(comment string) (key, value string, ok bool) {
+	text := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(comment), "--"))
+	m := headerKeyRe.FindStringSubmatch(text)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], strings.TrimSpace(text[len(m[0]):]), true
+}
+
+// headerLine splits one header line into key and value; isKey is false for a free
+// comment. Lowercase words are keys, so an unknown one is a typo to report, while
+// "-- Note: ..." stays a comment; a known key in another case is reported too.
+func (p *reportParser) headerLine(n int, line string) (key, value string, isKey, ok bool) {
+	key, value, found := commentKey(line)
+	if !found {
+		return "", "", false, true
+	}
+	if !slices.Contains(headerKeys, key) {
+		if lower := strings.ToLower(key); slices.Contains(headerKeys, lower) {
+			return "", "", false, p.fail(n, "key %q must be lowercase: %s", key, lower)
+		}
+		if key != strings.ToLower(key) {
+			return "", "", false, true
+		}
+		return "", "", false, p.fail(n, "unknown key %q (known keys: %s; a free comment must not start with a lowercase \"word:\")",
+			key, strings.Join(headerKeys, ", "))
+	}
+	if value == "" {
+		return "", "", false, p.fail(n, "%s: missing value", key)
+	}
+	return key, value, true, true
+}
+
+// param parses a param declaration: <name> <type> ["Label"] [= default].
+func (p *reportParser) param(n int, s string) (Param, bool) {
+	const syntax = `want: param: <name> <type> ["Label"] [= default]`
+	name, rest := headerWord(s)
+	if name == "" {
+		return Param{}, p.fail(n, "param: missing name; %s", syntax)
+	}
+	if !paramNameRe.MatchString(name) {
+		return Param{}, p.fail(n, "param name %q must be lowercase letters, digits and _, not starting with a digit (at most 64)", name)
+	}
+	typ, rest := headerWord(rest)
+	types := make([]string, len(paramTypes))
+	for i, t := range paramTypes {
+		types[i] = string(t)
+	}
+	if typ == "" {
+		return Param{}, p.fail(n, "param %q: missing type (one of %s); %s", name, strings.Join(types, ", "), syntax)
+	}
+	if !slices.Contains(types, typ) {
+		return Param{}, p.fail(n, "param %q: unknown type %q (want one of %s)", name, typ, strings.Join(types, ", "))
+	}
+	prm := Param{Name: name, Type: Type(typ)}
+	rest = strings.TrimSpace(rest)
+	if strings.HasPrefix(rest, `"`) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return Param{}, p.fail(n, "param %q: label is not a valid quoted string", name)
+		}
+		prm.Label, _ = strconv.Unquote(q)
+		if !utf8.ValidString(prm.Label) {
+			return Param{}, p.fail(n, "param %q: label is not valid UTF-8", name)
+		}
+		rest = strings.TrimSpace(rest[len(q):])
+	}
+	if rest == "" {
+		return prm, true
+	}
+	def, ok := strings.CutPrefix(rest, "=")
+	if !ok {
+		return Param{}, p.fail(n, "param %q: unexpected %q; %s", name, rest, syntax)
+	}
+	def = strings.TrimSpace(def)
+	if def == "" {
+		return Param{}, p.fail(n, "param %q: missing default after =", name)
+	}
+	if strings.HasPrefix(def, `"`) {
+		q, err := strconv.QuotedPrefix(def)
+		if err != nil {
+			return Param{}, p.fail(n, "param %q: default is not a valid quoted string", name)
+		}
+		if after := strings.TrimSpace(def[len(q):]); after != "" {
+			return Param{}, p.fail(n, "param %q: unexpected %q after the default", name, after)
+		}
+		def, _ = strconv.Unquote(q)
+		if !utf8.ValidString(def) {
+			return Param{}, p.fail(n, "param %q: default is not valid UTF-8", name)
+		}
+	}
+	// The default goes through the same conversion as a sent value and is kept in
+	// canonical form, so the API shows it typed (1000, not "1000").
+	prm.Default = def
+	v, err := prm.normalize(nil)
+	if err != nil {
+		return Param{}, p.fail(n, "param %q: default %q %s", name, def, err)
+	}
+	prm.Default = v
+	return prm, true
+}
+
+// headerWord splits s into its first word (up to a space, a quote or =) and the rest.
+func headerWord(s string) (word, rest string) {
+	s = strings.TrimLeft(s, " \t")
+	end := strings.IndexAny(s, " \t\"=")
+	if end < 0 {
+		return s, ""
+	}
+	return s[:end], s[end:]
+}
+
+// body checks the SQL after the header, which starts on line bodyLine, and returns the
+// query: one statement, without a trailing semicolon or trailing comments.
+func (p *reportParser) body(body string, bodyLine int) (string, bool) {
+	fileLine := func(tok sqlToken) int { return bodyLine + tok.line - 1 }
+	var (
+		end  int      // end of the last token that is SQL (not space, comment or ;)
+		semi sqlToken // the first ; after SQL, if any
+	)
+	for tok := range sqlTokens(body) {
+		if tok.unterminated {
+			what := "string"
+			switch {
+			case tok.kind == tokBlockComment:
+				what = "comment /*"
+			case body[tok.start] == '"' || body[tok.start] == '`':
+				what = "quoted identifier " + body[tok.start:tok.start+1]
+			case body[tok.start] == '$':
+				tag, _ := dollarTag(body[tok.start:])
+				what = "dollar-quoted string " + tag
+			}
+			return "", p.fail(fileLine(tok), "unterminated %s", what)
+		}
+		switch tok.kind {
+		case tokSemicolon:
+			if semi.line == 0 && end > 0 {
+				semi = tok
+			}
+			continue
+		case tokLineComment:
+			if lineStart := strings.LastIndexByte(body[:tok.start], '\n') + 1; strings.TrimSpace(body[lineStart:tok.start]) == "" {
+				if key, _, ok := commentKey(body[tok.start:tok.end]); ok && slices.Contains(headerKeys, key) {
+					return "", p.fail(fileLine(tok), "header line %q after the query started on line %d: move it above the SQL",
+						"-- "+key+":", bodyLine)
+				}
+			}
+			continue
+		case tokBlockComment:
+			continue
+		case tokText:
+			if strings.TrimSpace(body[tok.start:tok.end]) == "" {
+				continue
+			}
+		}
+		if semi.line != 0 {
+			return "", p.fail(fileLine(semi), "a report holds one statement, but more SQL follows this ;")
+		}
+		end = tok.start + len(strings.TrimRightFunc(body[tok.start:tok.end], unicode.IsSpace))
+	}
+	if end == 0 {
+		return "", p.fail(0, "no query after the header")
+	}
+	// The first line holds SQL, so trimming cannot shift the line numbers.
+	return strings.TrimLeftFunc(body[:end], unicode.IsSpace), true
+}

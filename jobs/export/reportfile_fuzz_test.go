@@ -1,0 +1,144 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// FuzzParseReport checks that the parser never panics, and that what it accepts is
+// consistent: the report passes the checks the parser promises, works with the rest of
+// the package, and written back out as a header parses to the same report.
+func FuzzParseReport(f *testing.F) {
+	for _, tt := range parseReportTests {
+		if len(tt.src) > 64<<10 {
+			continue // the size limit case: the fuzzer's mutations of 1 MiB inputs are slow
+		}
+		f.Add(cmp.Or(tt.file, "r/orders.sql"), []byte(tt.src))
+	}
+	f.Fuzz(func(t *testing.T, file string, src []byte) {
+		rep, err := ParseReport(file, src)
+		if err != nil {
+			if _, ok := err.(*ParseError); !ok {
+				t.Fatalf("error %v is a %T, not a *ParseError", err, err)
+			}
+			return
+		}
+		checkParsedReport(t, file, rep)
+
+		// Written back as a file, the report parses to itself.
+		again, err := ParseReport(file, []byte(formatReport(rep)))
+		if err != nil {
+			t.Fatalf("formatted report does not parse: %v\n%s", err, formatReport(rep))
+		}
+		if !reflect.DeepEqual(again, rep) {
+			t.Fatalf("round trip\n got %#v\nwant %#v\nfile:\n%s", again, rep, formatReport(rep))
+		}
+	})
+}
+
+// checkParsedReport checks the promises a parsed report keeps.
+func checkParsedReport(t *testing.T, file string, rep Report) {
+	t.Helper()
+	if !reportIDRe.MatchString(rep.ID) || rep.File != file || rep.Title == "" || rep.Sheet == "" ||
+		!sourceRe.MatchString(rep.Source) || rep.Query == "" || rep.Params == nil {
+		t.Fatalf("report %#v breaks an invariant", rep)
+	}
+	if strings.TrimSpace(rep.Query) != rep.Query || strings.HasSuffix(rep.Query, ";") {
+		t.Fatalf("query %q is not trimmed", rep.Query)
+	}
+	// Placeholders and params match one to one.
+	var names []string
+	for _, ph := range Placeholders(rep.Query) {
+		names = append(names, ph.Name)
+	}
+	declared := map[string]bool{}
+	for _, p := range rep.Params {
+		declared[p.Name] = true
+	}
+	if len(names) != len(declared) {
+		t.Fatalf("placeholders %v, params %v", names, rep.Params)
+	}
+	for _, n := range names {
+		if !declared[n] {
+			t.Fatalf("placeholder :%s is not a param of %v", n, rep.Params)
+		}
+	}
+	// Defaults are canonical: converting them again changes nothing.
+	values := map[string]any{}
+	for _, p := range rep.Params {
+		if p.Default == nil {
+			values[p.Name] = sampleParamValue(p.Type)
+			continue
+		}
+		v, err := p.normalize(nil)
+		if err != nil || !reflect.DeepEqual(v, p.Default) {
+			t.Fatalf("default of %s: %v (%T), err %v; want %v (%T)", p.Name, v, v, err, p.Default, p.Default)
+		}
+	}
+	canon, err := validateParams(rep.Params, values)
+	if err != nil {
+		t.Fatalf("validate %v: %v", values, err)
+	}
+	for _, style := range []PlaceholderStyle{QuestionMarks, DollarNumbers} {
+		_, args, err := BindNamed(rep.Query, style, canon)
+		if err != nil {
+			if strings.Contains(err.Error(), "positional placeholder") {
+				continue // the query is for the other style's driver
+			}
+			t.Fatalf("bind %q: %v", rep.Query, err)
+		}
+		uses := 0
+		for tok := range sqlTokens(rep.Query) {
+			if tok.kind == tokNamed {
+				uses++
+			}
+		}
+		if len(args) != uses {
+			t.Fatalf("bind %q: %d args for %d uses", rep.Query, len(args), uses)
+		}
+	}
+}
+
+// formatReport writes rep as a report file with every header key spelled out.
+func formatReport(rep Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- title: %s\n-- source: %s\n", rep.Title, rep.Source)
+	for _, p := range rep.Params {
+		fmt.Fprintf(&b, "-- param: %s %s", p.Name, p.Type)
+		if p.Label != "" {
+			b.WriteString(" " + strconv.Quote(p.Label))
+		}
+		switch v := p.Default.(type) {
+		case nil:
+		case string:
+			b.WriteString(" = " + strconv.Quote(v))
+		case float64:
+			b.WriteString(" = " + strconv.FormatFloat(v, 'g', -1, 64))
+		default:
+			fmt.Fprintf(&b, " = %v", v)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "-- sheet: %s\n-- count: %t\n%s\n", rep.Sheet, rep.Count, rep.Query)
+	return b.String()
+}
+
+func sampleParamValue(t Type) any {
+	switch t {
+	case TypeInt:
+		return int64(7)
+	case TypeNumber:
+		return 1.5
+	case TypeDate:
+		return "2025-01-02"
+	case TypeDatetime:
+		return "2025-01-02T03:04:05Z"
+	case TypeBool:
+		return true
+	}
+	return "x"
+}

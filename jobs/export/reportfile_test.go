@@ -1,0 +1,364 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// parseReportTests are the parser's table; FuzzParseReport seeds its corpus from them.
+// A case either fails with err (the whole message: file, line and text) or parses to want.
+var parseReportTests = []struct {
+	name string
+	file string // "r/orders.sql" when empty
+	src  string
+	want *Report // ID and File are filled in from file
+	err  string
+}{
+	{
+		name: "design example",
+		src: `-- title: Orders by month
+-- source: shop
+-- param: from date "From"
+-- param: to date "To" = 2025-01-01
+-- param: region text "Region" = "North"
+-- sheet: Orders
+-- count: true
+SELECT id, customer, total, created_at FROM orders
+WHERE created_at >= :from AND created_at < :to AND region = :region ORDER BY id;
+`,
+		want: &Report{Title: "Orders by month", Source: "shop", Sheet: "Orders", Count: true,
+			Params: []Param{
+				{Name: "from", Type: TypeDate, Label: "From"},
+				{Name: "to", Type: TypeDate, Label: "To", Default: "2025-01-01"},
+				{Name: "region", Type: TypeText, Label: "Region", Default: "North"},
+			},
+			Query: "SELECT id, customer, total, created_at FROM orders\nWHERE created_at >= :from AND created_at < :to AND region = :region ORDER BY id"},
+	},
+	{
+		name: "minimal: title and sheet default to the id",
+		src:  "-- source: shop\nSELECT 1",
+		want: &Report{Title: "orders", Source: "shop", Sheet: "orders", Params: []Param{}, Query: "SELECT 1"},
+	},
+	{
+		name: "sheet defaults to the title",
+		src:  "-- title: All orders\n-- source: shop\nSELECT 1",
+		want: &Report{Title: "All orders", Source: "shop", Sheet: "All orders", Params: []Param{}, Query: "SELECT 1"},
+	},
+	{
+		name: "defaults of every type are canonical",
+		src: `-- source: s
+-- param: t text = plain words
+-- param: i int = 0042
+-- param: n number "N" = 1e3
+-- param: d date = "2025-03-04"
+-- param: dt datetime = 2025-03-04 05:06
+-- param: b bool = yes
+-- param: e text = ""
+-- param: q text "Say \"hi\"" = "  padded  "
+SELECT :t, :i, :n, :d, :dt, :b, :e, :q`,
+		want: &Report{Title: "orders", Source: "s", Sheet: "orders", Query: "SELECT :t, :i, :n, :d, :dt, :b, :e, :q",
+			Params: []Param{
+				{Name: "t", Type: TypeText, Default: "plain words"},
+				{Name: "i", Type: TypeInt, Default: int64(42)},
+				{Name: "n", Type: TypeNumber, Label: "N", Default: 1000.0},
+				{Name: "d", Type: TypeDate, Default: "2025-03-04"},
+				{Name: "dt", Type: TypeDatetime, Default: "2025-03-04T05:06:00Z"},
+				{Name: "b", Type: TypeBool, Default: true},
+				{Name: "e", Type: TypeText, Default: ""},
+				{Name: "q", Type: TypeText, Label: `Say "hi"`, Default: "  padded  "},
+			}},
+	},
+	{
+		name: "param spacing is free",
+		src:  "-- source: s\n-- param:   n\tint\"N\"=5\nSELECT :n",
+		want: &Report{Title: "orders", Source: "s", Sheet: "orders", Query: "SELECT :n",
+			Params: []Param{{Name: "n", Type: TypeInt, Label: "N", Default: int64(5)}}},
+	},
+	{
+		name: "comments, blank lines, description and count false",
+		src: `-- Orders report. Note: a capitalised word with a colon is a comment.
+--
+-- see https://example.com/x: also a comment
+--- title: three dashes comment a header line out
+-- title: T
+
+-- source: s
+-- description: first line
+-- description: second line
+-- count: false
+--Sheet names are free text
+--sheet: S: with colon
+-- Every order placed in [from, to).
+/* a block comment starts the body */
+SELECT 1 -- trailing comment
+; -- after the semicolon
+;
+-- end`,
+		want: &Report{Title: "T", Source: "s", Sheet: "S: with colon", Params: []Param{},
+			Query: "/* a block comment starts the body */\nSELECT 1"},
+	},
+	{
+		name: "CRLF line ends, byte order mark, indented header",
+		src:  "\uFEFF-- title: T\r\n  -- source: s\r\n-- param: x int\r\nSELECT :x\r\n",
+		want: &Report{Title: "T", Source: "s", Sheet: "T", Query: "SELECT :x",
+			Params: []Param{{Name: "x", Type: TypeInt}}},
+	},
+	{
+		name: "placeholders in strings, comments and casts do not count",
+		src: `-- source: pg
+-- param: from date
+SELECT ':nope', ":nope", $$ :nope $$, created_at::date -- :nope
+FROM t /* :nope */ WHERE created_at >= :from::date`,
+		want: &Report{Title: "orders", Source: "pg", Sheet: "orders", Params: []Param{{Name: "from", Type: TypeDate}},
+			Query: "SELECT ':nope', \":nope\", $$ :nope $$, created_at::date -- :nope\nFROM t /* :nope */ WHERE created_at >= :from::date"},
+	},
+	{
+		name: "a semicolon inside a string is not a second statement",
+		src:  "-- source: s\nSELECT 'a;b', \"c;\" -- d; e\n;",
+		want: &Report{Title: "orders", Source: "s", Sheet: "orders", Params: []Param{}, Query: "SELECT 'a;b', \"c;\""},
+	},
+	{
+		name: "a header word in a trailing body comment is fine",
+		src:  "-- source: s\nSELECT 1 -- count: not a header line",
+		want: &Report{Title: "orders", Source: "s", Sheet: "orders", Params: []Param{}, Query: "SELECT 1"},
+	},
+	{
+		name: "body indented with a form feed",
+		src:  "-- source: s\n\f SELECT 1\n\t",
+		want: &Report{Title: "orders", Source: "s", Sheet: "orders", Params: []Param{}, Query: "SELECT 1"},
+	},
+	{
+		name: "id with digits, _ and -",
+		file: "r/0-sales_by_day.sql",
+		src:  "-- source: s\nSELECT 1",
+		want: &Report{Title: "0-sales_by_day", Source: "s", Sheet: "0-sales_by_day", Params: []Param{}, Query: "SELECT 1"},
+	},
+
+	// The file as a whole.
+	{name: "not .sql", file: "r/orders.txt", src: "-- source: s\nSELECT 1",
+		err: `r/orders.txt: report file name "orders.txt" must end in .sql`},
+	{name: "uppercase extension", file: "r/orders.SQL", src: "-- source: s\nSELECT 1",
+		err: `r/orders.SQL: report file name "orders.SQL" must end in .sql`},
+	{name: "uppercase id", file: "r/Orders.sql", src: "-- source: s\nSELECT 1",
+		err: `r/Orders.sql: report id "Orders" (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit`},
+	{name: "space in id", file: "r/my orders.sql", src: "-- source: s\nSELECT 1",
+		err: `r/my orders.sql: report id "my orders" (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit`},
+	{name: "id starts with dash", file: "r/-x.sql", src: "-- source: s\nSELECT 1",
+		err: `r/-x.sql: report id "-x" (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit`},
+	{name: "empty id", file: "r/.sql", src: "-- source: s\nSELECT 1",
+		err: `r/.sql: report id "" (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit`},
+	{name: "id too long", file: "r/" + strings.Repeat("a", 65) + ".sql", src: "-- source: s\nSELECT 1",
+		err: `r/` + strings.Repeat("a", 65) + `.sql: report id "` + strings.Repeat("a", 65) + `" (the file name) must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit`},
+	{name: "too large", src: "-- source: s\nSELECT 1 " + strings.Repeat(" ", MaxReportSize),
+		err: `r/orders.sql: file is larger than 1048576 bytes`},
+	{name: "invalid UTF-8", src: "-- source: s\n-- title: caf\xe9\nSELECT 1",
+		err: `r/orders.sql:2: invalid UTF-8`},
+	{name: "empty", src: "",
+		err: `r/orders.sql: file is empty`},
+	{name: "only whitespace", src: " \n\t\n",
+		err: `r/orders.sql: file is empty`},
+
+	// Header lines.
+	{name: "key in the wrong case", src: "-- source: s\n-- Title: T\nSELECT 1",
+		err: `r/orders.sql:2: key "Title" must be lowercase: title`},
+	{name: "unknown key", src: "-- source: s\n\n-- titel: T\nSELECT 1",
+		err: `r/orders.sql:3: unknown key "titel" (known keys: title, source, param, sheet, count, description; a free comment must not start with a lowercase "word:")`},
+	{name: "missing value", src: "-- source: s\n-- title:   \nSELECT 1",
+		err: `r/orders.sql:2: title: missing value`},
+	{name: "duplicate title", src: "-- title: A\n-- source: s\n-- title: B\nSELECT 1",
+		err: `r/orders.sql:3: duplicate title (first on line 1)`},
+	{name: "duplicate source", src: "-- source: s\n-- source: s\nSELECT 1",
+		err: `r/orders.sql:2: duplicate source (first on line 1)`},
+	{name: "duplicate sheet", src: "-- source: s\n-- sheet: A\n-- sheet: A\nSELECT 1",
+		err: `r/orders.sql:3: duplicate sheet (first on line 2)`},
+	{name: "duplicate count", src: "-- source: s\n-- count: true\n-- count: true\nSELECT 1",
+		err: `r/orders.sql:3: duplicate count (first on line 2)`},
+	{name: "bad source", src: "-- source: my shop\nSELECT 1",
+		err: `r/orders.sql:1: source "my shop" must be a source name from the config: letters, digits, _ or -`},
+	{name: "bad count", src: "-- source: s\n-- count: yes\nSELECT 1",
+		err: `r/orders.sql:2: count must be true or false, not "yes"`},
+	{name: "missing source", src: "-- title: T\nSELECT 1",
+		err: `r/orders.sql: missing "-- source: NAME" in the header`},
+
+	// Params.
+	{name: "param without name", src: "-- source: s\n-- param: \"Label\"\nSELECT 1",
+		err: `r/orders.sql:2: param: missing name; want: param: <name> <type> ["Label"] [= default]`},
+	{name: "param name uppercase", src: "-- source: s\n-- param: From date\nSELECT :From",
+		err: `r/orders.sql:2: param name "From" must be lowercase letters, digits and _, not starting with a digit (at most 64)`},
+	{name: "param name starts with digit", src: "-- source: s\n-- param: 1x int\nSELECT 1",
+		err: `r/orders.sql:2: param name "1x" must be lowercase letters, digits and _, not starting with a digit (at most 64)`},
+	{name: "param name with dash", src: "-- source: s\n-- param: a-b int\nSELECT 1",
+		err: `r/orders.sql:2: param name "a-b" must be lowercase letters, digits and _, not starting with a digit (at most 64)`},
+	{name: "param without type", src: "-- source: s\n-- param: from \"From\"\nSELECT :from",
+		err: `r/orders.sql:2: param "from": missing type (one of text, int, number, date, datetime, bool); want: param: <name> <type> ["Label"] [= default]`},
+	{name: "param unknown type", src: "-- source: s\n-- param: from string\nSELECT :from",
+		err: `r/orders.sql:2: param "from": unknown type "string" (want one of text, int, number, date, datetime, bool)`},
+	{name: "param unterminated label", src: "-- source: s\n-- param: from date \"From\nSELECT :from",
+		err: `r/orders.sql:2: param "from": label is not a valid quoted string`},
+	{name: "param label not UTF-8", src: "-- source: s\n-- param: from date \"\\xff\"\nSELECT :from",
+		err: `r/orders.sql:2: param "from": label is not valid UTF-8`},
+	{name: "param junk after label", src: "-- source: s\n-- param: from date \"From\" required\nSELECT :from",
+		err: `r/orders.sql:2: param "from": unexpected "required"; want: param: <name> <type> ["Label"] [= default]`},
+	{name: "param two labels", src: "-- source: s\n-- param: from date \"A\" \"B\"\nSELECT :from",
+		err: `r/orders.sql:2: param "from": unexpected "\"B\""; want: param: <name> <type> ["Label"] [= default]`},
+	{name: "param missing default", src: "-- source: s\n-- param: from date =  \nSELECT :from",
+		err: `r/orders.sql:2: param "from": missing default after =`},
+	{name: "param unterminated default", src: "-- source: s\n-- param: r text = \"North\nSELECT :r",
+		err: `r/orders.sql:2: param "r": default is not a valid quoted string`},
+	{name: "param default not UTF-8", src: "-- source: s\n-- param: r text = \"\\xff\"\nSELECT :r",
+		err: `r/orders.sql:2: param "r": default is not valid UTF-8`},
+	{name: "param junk after quoted default", src: "-- source: s\n-- param: r text = \"North\" East\nSELECT :r",
+		err: `r/orders.sql:2: param "r": unexpected "East" after the default`},
+	{name: "param bad int default", src: "-- source: s\n-- param: n int = 1.5\nSELECT :n",
+		err: `r/orders.sql:2: param "n": default "1.5" must be an integer`},
+	{name: "param bad number default", src: "-- source: s\n-- param: n number = NaN\nSELECT :n",
+		err: `r/orders.sql:2: param "n": default "NaN" must be a number`},
+	{name: "param bad date default", src: "-- source: s\n-- param: d date = 2025-13-01\nSELECT :d",
+		err: `r/orders.sql:2: param "d": default "2025-13-01" must be a date (YYYY-MM-DD)`},
+	{name: "param bad datetime default", src: "-- source: s\n-- param: d datetime = noon\nSELECT :d",
+		err: `r/orders.sql:2: param "d": default "noon" must be a date and time (RFC 3339, e.g. 2006-01-02T15:04:05Z)`},
+	{name: "param bad bool default", src: "-- source: s\n-- param: b bool = maybe\nSELECT :b",
+		err: `r/orders.sql:2: param "b": default "maybe" must be true or false`},
+	{name: "param empty int default", src: "-- source: s\n-- param: n int = \"\"\nSELECT :n",
+		err: `r/orders.sql:2: param "n": default "" must be an integer`},
+	{name: "param declared twice", src: "-- source: s\n-- param: a int\n-- param: a text\nSELECT :a",
+		err: `r/orders.sql:3: param "a" is already declared on line 2`},
+	{name: "placeholder not declared", src: "-- source: s\n-- param: from date\nSELECT 1\nWHERE a >= :from\n  AND b < :form AND c = :form",
+		err: `r/orders.sql:5: unknown parameter :form (declare it with "-- param: form <type>")`},
+	{name: "placeholder not a param name", src: "-- source: s\nSELECT :Region",
+		err: `r/orders.sql:2: unknown parameter :Region (param names are lowercase letters, digits and _)`},
+	{name: "param not used", src: "-- source: s\n-- param: from date\n-- param: to date\nSELECT 1 WHERE a >= :from -- :to",
+		err: `r/orders.sql:3: param "to" is not used in the query (no :to)`},
+
+	// The body.
+	{name: "no body", src: "-- title: T\n-- source: s\n\n",
+		err: `r/orders.sql: no query after the header`},
+	{name: "only comments and semicolons in the body", src: "-- source: s\n/* nothing */ ;\n-- here",
+		err: `r/orders.sql: no query after the header`},
+	{name: "two statements", src: "-- source: s\nSELECT 1;\n\nDELETE FROM t",
+		err: `r/orders.sql:2: a report holds one statement, but more SQL follows this ;`},
+	{name: "unterminated string", src: "-- source: s\nSELECT 1,\n'abc",
+		err: `r/orders.sql:3: unterminated string`},
+	{name: "unterminated identifier", src: "-- source: s\nSELECT \"abc",
+		err: `r/orders.sql:2: unterminated quoted identifier "`},
+	{name: "unterminated backtick", src: "-- source: s\nSELECT `abc",
+		err: "r/orders.sql:2: unterminated quoted identifier `"},
+	{name: "unterminated comment", src: "-- source: s\nSELECT 1\n/* abc",
+		err: `r/orders.sql:3: unterminated comment /*`},
+	{name: "unterminated dollar quote", src: "-- source: s\nSELECT $fn$ abc $$",
+		err: `r/orders.sql:2: unterminated dollar-quoted string $fn$`},
+	{name: "header line below the SQL", src: "-- source: s\nSELECT 1\n  -- count: true",
+		err: `r/orders.sql:3: header line "-- count:" after the query started on line 2: move it above the SQL`},
+	{name: "header after a leading block comment", src: "/* Orders */\n-- source: s\nSELECT 1",
+		err: `r/orders.sql:2: header line "-- source:" after the query started on line 1: move it above the SQL`},
+}
+
+func TestParseReport(t *testing.T) {
+	for _, tt := range parseReportTests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := tt.file
+			if file == "" {
+				file = "r/orders.sql"
+			}
+			got, err := ParseReport(file, []byte(tt.src))
+			if tt.err != "" {
+				var pe *ParseError
+				if !errors.As(err, &pe) {
+					t.Fatalf("err = %v (%T), want *ParseError %s", err, err, tt.err)
+				}
+				if pe.Error() != tt.err || pe.File != file {
+					t.Fatalf("err\n got %s\nwant %s", pe, tt.err)
+				}
+				if !reflect.DeepEqual(got, Report{}) {
+					t.Fatalf("a failed parse returned %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := *tt.want
+			want.ID = strings.TrimSuffix(filepath.Base(file), ".sql")
+			want.File = file
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("report\n got %#v\nwant %#v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseErrorMessage(t *testing.T) {
+	tests := []struct {
+		err  ParseError
+		want string
+	}{
+		{ParseError{File: "reports/a.sql", Line: 3, Msg: "bad"}, "reports/a.sql:3: bad"},
+		{ParseError{File: "reports/a.sql", Msg: "bad"}, "reports/a.sql: bad"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}
+
+// A parsed report works with the rest of the package: its defaults validate, its
+// JSON (a job's spec) reads back, and its query binds.
+func TestParseReportIntegrates(t *testing.T) {
+	src := parseReportTests[0].src
+	rep, err := ParseReport("reports/orders.sql", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := validateParams(rep.Params, map[string]any{"from": "2024-12-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"from": "2024-12-01", "to": "2025-01-01", "region": "North"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("params %v, want %v", got, want)
+	}
+	if _, err := validateParams(rep.Params, nil); err == nil || err.Error() != `param "from": is required` {
+		t.Fatalf("no from: err = %v", err)
+	}
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := validateParams(back.Params, map[string]any{"from": "2024-12-01"}); err != nil {
+		t.Fatalf("params of the report read back from JSON: %v", err)
+	}
+	q, args, err := BindNamed(rep.Query, DollarNumbers, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(q, "created_at >= $1 AND created_at < $2 AND region = $3") || !reflect.DeepEqual(args, []any{"2024-12-01", "2025-01-01", "North"}) {
+		t.Fatalf("bound %q %v", q, args)
+	}
+}
+
+// The sample reports installed on first run parse.
+func TestParseSampleReports(t *testing.T) {
+	files, _ := filepath.Glob("sample/reports/*.sql")
+	if len(files) == 0 {
+		t.Skip("no sample reports")
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseReport(f, src); err != nil {
+			t.Error(err)
+		}
+	}
+}
