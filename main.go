@@ -84,6 +84,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "config `file` naming the data sources (default <data>/sheetq.toml)")
+	fs.StringVar(&cfg.ReportsDir, "reports", "", "reports `folder`, watched for changes (default <data>/reports)")
 	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer (mandatory off loopback)")
 	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
 	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")

@@ -23,6 +23,10 @@ type Config struct {
 	Addr string
 	// DataDir is the data directory (required).
 	DataDir string
+	// ConfigFile is the config file (default <data>/sheetq.toml, which may be absent).
+	ConfigFile string
+	// ReportsDir is the watched reports folder (default <data>/reports).
+	ReportsDir string
 	// Token, when set, is required as a Bearer token on the API; it is mandatory when
 	// Addr is not a loopback address.
 	Token string
@@ -76,11 +80,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer st.Close()
 
+	kind, cleanup, err := openExports(ctx, cfg, dir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
 	eng := jobs.New(st, ecfg)
-	kind := export.New(export.Config{TmpDir: dir.Tmp()})
-	eng.Register(export.Name, kind)
+	eng.Register(export.Name, kind.Kind)
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
@@ -97,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.WarnContext(ctx, "write pid file", "err", err)
 	}
 	srv := &server{
-		cfg: cfg, store: st, engine: eng, exports: kind, dir: dir, log: log,
+		cfg: cfg, store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log,
 		loopback: isLoopbackHost(hostOf(ln.Addr().String())),
 	}
 	hs := &http.Server{

@@ -29,6 +29,9 @@ func (d DataDir) Exports() string { return filepath.Join(d.Root, "exports") }
 // Reports holds report files.
 func (d DataDir) Reports() string { return filepath.Join(d.Root, "reports") }
 
+// Config is the default config file.
+func (d DataDir) Config() string { return filepath.Join(d.Root, "sheetq.toml") }
+
 func (d DataDir) lockPath() string { return filepath.Join(d.Root, "sheetq.lock") }
 func (d DataDir) pidPath() string  { return filepath.Join(d.Root, "sheetq.pid") }
 

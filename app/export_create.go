@@ -80,6 +80,11 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 				Detail: pe.Error(), Param: pe.Param})
 		case errors.Is(err, export.ErrUnknownReport):
 			writeProblem(w, http.StatusUnprocessableEntity, "unknown_report", err.Error())
+		case errors.Is(err, export.ErrUnknownSource):
+			writeProblem(w, http.StatusUnprocessableEntity, "unknown_source", err.Error())
+		case errors.As(err, new(*export.ParseError)):
+			writeProblem(w, http.StatusUnprocessableEntity, "broken_report",
+				"report "+strconv.Quote(req.Report)+" cannot be used until its file is fixed: "+err.Error())
 		default:
 			writeProblem(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
 		}

@@ -26,6 +26,7 @@ type jobJSON struct {
 	Error         *errorJSON     `json:"error,omitempty"`
 	DownloadURL   string         `json:"download_url,omitempty"`
 	File          *fileJSON      `json:"file,omitempty"`
+	Warnings      []string       `json:"warnings,omitempty"`
 }
 
 type progressJSON struct {
@@ -76,6 +77,7 @@ func toJobJSON(j store.Job) jobJSON {
 	if j.ErrorCode != "" && j.Status != store.StatusSucceeded {
 		out.Error = &errorJSON{Code: j.ErrorCode, Message: j.ErrorMessage}
 	}
+	out.Warnings = j.Warnings
 	if j.Status == store.StatusSucceeded && j.FileName != "" {
 		out.DownloadURL = "/api/v1/exports/" + j.ID + "/file"
 		out.File = &fileJSON{Name: downloadName(args.Report, j), Size: j.FileSize, SHA256: j.FileSHA256}

@@ -1,16 +1,62 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
 )
 
-// listReports shows the reports that can be exported, with their params.
+// reportJSON is a report as GET /api/v1/reports shows it; a broken file is listed with
+// its error instead of disappearing.
+type reportJSON struct {
+	ID     string         `json:"id"`
+	Title  string         `json:"title,omitempty"`
+	Source string         `json:"source,omitempty"`
+	Sheet  string         `json:"sheet,omitempty"`
+	Params []export.Param `json:"params"`
+	Count  bool           `json:"count,omitempty"`
+	SQL    string         `json:"sql,omitempty"`
+	File   string         `json:"file,omitempty"`
+	Error  *loadErrorJSON `json:"error,omitempty"`
+}
+
+type loadErrorJSON struct {
+	Message string `json:"message"`
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+}
+
+func toReportJSON(e export.Entry) reportJSON {
+	r := e.Report
+	out := reportJSON{ID: r.ID, Title: r.Title, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
+		Count: r.Count, SQL: r.Query, File: e.File}
+	if out.Params == nil {
+		out.Params = []export.Param{}
+	}
+	if e.Err != nil {
+		le := &loadErrorJSON{Message: e.Err.Error(), File: e.File}
+		var pe *export.ParseError
+		if errors.As(e.Err, &pe) {
+			le.Message, le.File, le.Line = pe.Msg, pe.File, pe.Line
+		}
+		out.Error = le
+	}
+	return out
+}
+
+// listReports shows the reports that can be exported, with their params, and the
+// files that failed to load with their errors.
 func (s *server) listReports(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"reports": s.exports.Reports()})
+	entries := s.catalog.Entries()
+	out := make([]reportJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, toReportJSON(e))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reports": out})
 }
 
 // healthz is the liveness probe: the process answers and the database reads.

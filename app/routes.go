@@ -16,6 +16,7 @@ type server struct {
 	store    *store.Store
 	engine   *jobs.Engine
 	exports  *export.Kind
+	catalog  *export.Catalog
 	dir      DataDir
 	log      *slog.Logger
 	loopback bool

@@ -67,19 +67,25 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		Now:           opts.Now,
 		Logger:        log,
 	})
-	kind := export.New(export.Config{TmpDir: dir.Tmp()})
-	eng.Register(export.Name, kind)
+	// An explicit reports folder skips the first-run sample (seconds of generation).
+	appCfg := Config{
+		Addr: "127.0.0.1:0", DataDir: dir.Root, ReportsDir: dir.Reports(), Token: opts.Token,
+		MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
+	}
+	kind, cleanup, err := openExports(ctx, appCfg, dir)
+	if err != nil {
+		t.Fatalf("open exports: %v", err)
+	}
+	t.Cleanup(cleanup)
+	eng.Register(export.Name, kind.Kind)
 	if err := eng.Start(ctx); err != nil {
 		t.Fatalf("start engine: %v", err)
 	}
 	t.Cleanup(eng.Stop)
 
 	s := &server{
-		cfg: Config{
-			Addr: "127.0.0.1:0", DataDir: dir.Root, Token: opts.Token,
-			MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
-		},
-		store: st, engine: eng, exports: kind, dir: dir, log: log, loopback: true,
+		cfg:   appCfg,
+		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
 	}
 	hs := httptest.NewServer(s.routes())
 	t.Cleanup(hs.Close)

@@ -1,0 +1,46 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"sheetq/jobs/export"
+)
+
+// FileConfig is the config file (<data>/sheetq.toml unless --config says otherwise).
+type FileConfig struct {
+	// Sources are the named data sources report files use (-- source: NAME).
+	Sources map[string]export.SourceConfig `toml:"sources"`
+}
+
+// LoadFileConfig reads the config file. A missing file is an empty config when
+// optional is true (the default path), and an error when the user named the file.
+func LoadFileConfig(path string, optional bool) (FileConfig, error) {
+	var fc FileConfig
+	md, err := toml.DecodeFile(path, &fc)
+	if err != nil {
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			return FileConfig{}, nil
+		}
+		var perr toml.ParseError
+		if errors.As(err, &perr) {
+			return FileConfig{}, fmt.Errorf("config %s: line %d: %s", path, perr.Position.Line, perr.Message)
+		}
+		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	// A misspelt key would otherwise be ignored silently.
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, 0, len(und))
+		for _, k := range und {
+			keys = append(keys, k.String())
+		}
+		slices.Sort(keys)
+		return FileConfig{}, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
+	}
+	return fc, nil
+}

@@ -1,0 +1,77 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+
+	"sheetq/jobs/export"
+	"sheetq/jobs/export/sample"
+)
+
+// exportKind is the export job kind with the catalog it reads reports from.
+type exportKind struct {
+	*export.Kind
+	catalog *export.Catalog
+}
+
+// openExports prepares the export job kind: the first-run sample, the config file's
+// sources and the watched reports folder. cleanup stops the watcher and closes sources.
+func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func(), error) {
+	log := cfg.Logger
+	configFile, reportsDir := cfg.ConfigFile, cfg.ReportsDir
+	if configFile == "" && reportsDir == "" {
+		// Only a data directory on its defaults gets the sample; a user who names their
+		// own config or reports folder has set things up already.
+		installed, err := sample.Install(ctx, sample.Layout{DataDir: dir.Root})
+		if err != nil {
+			return exportKind{}, nil, err
+		}
+		if installed {
+			log.InfoContext(ctx, "first run: installed the sample shop database, reports and config",
+				"reports", dir.Reports(), "config", dir.Config())
+		}
+	}
+	if configFile == "" {
+		configFile = dir.Config()
+	}
+	if reportsDir == "" {
+		reportsDir = dir.Reports()
+	}
+	fc, err := LoadFileConfig(configFile, cfg.ConfigFile == "")
+	if err != nil {
+		return exportKind{}, nil, err
+	}
+	var closers []io.Closer
+	cleanup := func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}
+	sources := map[string]export.Source{}
+	for name, sc := range fc.Sources {
+		// Relative paths in the config file are relative to the file's folder.
+		src, err := export.OpenSource(name, sc, filepath.Dir(configFile))
+		if err != nil {
+			cleanup()
+			return exportKind{}, nil, err
+		}
+		if c, ok := src.(io.Closer); ok {
+			closers = append(closers, c)
+		}
+		sources[name] = src
+	}
+	cat := export.NewCatalog(reportsDir, export.Builtin(), log)
+	if err := cat.Start(ctx); err != nil {
+		cleanup()
+		return exportKind{}, nil, errors.Join(errors.New("watch reports"), err)
+	}
+	closers = append([]io.Closer{closerFunc(cat.Stop)}, closers...)
+	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: sources})
+	return exportKind{Kind: kind, catalog: cat}, cleanup, nil
+}
+
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }

@@ -1,0 +1,164 @@
+package export
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// SourceConfig is one [sources.NAME] table of the config file.
+type SourceConfig struct {
+	Driver string `toml:"driver"` // sqlite | postgres | mysql | csv
+	Path   string `toml:"path"`   // sqlite: a file; csv: a folder, each file a table
+	DSN    string `toml:"dsn"`    // postgres, mysql: a DSN, or "env:NAME" to read it from the environment
+}
+
+// The drivers a SourceConfig may name.
+const (
+	driverSQLite   = "sqlite"
+	driverPostgres = "postgres"
+	driverMySQL    = "mysql"
+	driverCSV      = "csv"
+)
+
+// connectTimeout bounds dialling a database server when the DSN sets no timeout, so
+// that a server that does not answer fails the attempt (to be retried) instead of
+// hanging it.
+const connectTimeout = 10 * time.Second
+
+// OpenSource validates sc and returns the source it describes, named name in messages.
+// Relative paths are resolved against baseDir. Nothing is connected yet: a server that
+// is down fails a query with a retryable error, not the start of sheetq. The returned
+// source is an io.Closer; Close releases its connection pool.
+func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("source %q: "+format, append([]any{name}, args...)...)
+	}
+	switch sc.Driver {
+	case driverSQLite, driverCSV:
+		if sc.Path == "" {
+			return nil, bad("driver %s needs path", sc.Driver)
+		}
+		if sc.DSN != "" {
+			return nil, bad("driver %s takes path, not dsn", sc.Driver)
+		}
+		path := sc.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(baseDir, path)
+		}
+		if sc.Driver == driverCSV {
+			return &csvSource{name: name, dir: path}, nil
+		}
+		return &sqlSource{name: name, dialect: sqliteDialect, path: path}, nil
+	case driverPostgres, driverMySQL:
+		if sc.DSN == "" {
+			return nil, bad("driver %s needs dsn", sc.Driver)
+		}
+		if sc.Path != "" {
+			return nil, bad("driver %s takes dsn, not path", sc.Driver)
+		}
+		dsn, err := resolveDSN(sc.DSN)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		if sc.Driver == driverPostgres {
+			return openPostgres(name, dsn)
+		}
+		return openMySQL(name, dsn)
+	case "":
+		return nil, bad("missing driver (sqlite, postgres, mysql or csv)")
+	default:
+		return nil, bad("unknown driver %q (want sqlite, postgres, mysql or csv)", sc.Driver)
+	}
+}
+
+// resolveDSN reads an env:NAME DSN from the environment, so that a password need not
+// sit in the config file.
+func resolveDSN(dsn string) (string, error) {
+	name, ok := strings.CutPrefix(dsn, "env:")
+	if !ok {
+		return dsn, nil
+	}
+	if name == "" {
+		return "", errors.New(`dsn "env:" names no environment variable`)
+	}
+	v := os.Getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("dsn: environment variable %s is not set", name)
+	}
+	return v, nil
+}
+
+func openPostgres(name, dsn string) (Source, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("source %q: invalid postgres dsn: %s", name, pgParseMessage(err, dsn))
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = connectTimeout
+	}
+	db := stdlib.OpenDB(*cfg)
+	setPool(db)
+	return &sqlSource{name: name, dialect: postgresDialect, db: db, secret: cfg.Password}, nil
+}
+
+// pgParseMessage is what pgx says about a DSN it cannot parse, without the DSN: pgx
+// quotes it with the password masked, but only as well as it can find the password.
+func pgParseMessage(err error, dsn string) string {
+	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			msg = msg[i+3:]
+		}
+	}
+	return strings.ReplaceAll(msg, dsn, "…")
+}
+
+func openMySQL(name, dsn string) (Source, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's messages name parameters, never the password.
+		return nil, fmt.Errorf("source %q: invalid mysql dsn: %w", name, redact(err, dsn))
+	}
+	cfg.ParseTime = true // DATE and DATETIME as time.Time, not text
+	// DATETIME has no zone: read in UTC it keeps its wall clock. TIMESTAMP is an
+	// instant, shown in the session's zone: in UTC too, it reads back as that instant.
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["time_zone"]; !ok {
+		cfg.Params["time_zone"] = "'+00:00'"
+	}
+	cfg.InterpolateParams = false // values go to the server as bound parameters, never spliced
+	cfg.MultiStatements = false   // one statement per report
+	cfg.AllowAllFiles = false     // no LOAD DATA LOCAL INFILE reading our files
+	if cfg.Timeout == 0 {
+		cfg.Timeout = connectTimeout
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("source %q: invalid mysql dsn: %w", name, redact(err, cfg.Passwd))
+	}
+	db := sql.OpenDB(conn)
+	setPool(db)
+	return &sqlSource{name: name, dialect: mysqlDialect, db: db, secret: cfg.Passwd}, nil
+}
+
+// setPool keeps a few connections for the next exports and lets idle ones go, so that
+// a quiet sheetq holds nothing open on the server for long.
+func setPool(db *sql.DB) {
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(time.Hour)
+}
