@@ -49,12 +49,14 @@ type Library interface {
 
 // Report is a named, parameterised query over one source, written to one sheet.
 type Report struct {
-	ID     string  `json:"id"`
-	Title  string  `json:"title"`
-	Source string  `json:"source"` // name of the Source that runs it
-	Sheet  string  `json:"sheet"`  // base name of the sheet(s) the rows go to
-	Params []Param `json:"params"`
-	Query  string  `json:"query,omitempty"` // the source's query text; built-in reports leave it empty
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Description is free text from the report file's description lines.
+	Description string  `json:"description,omitempty"`
+	Source      string  `json:"source"` // name of the Source that runs it
+	Sheet       string  `json:"sheet"`  // base name of the sheet(s) the rows go to
+	Params      []Param `json:"params"`
+	Query       string  `json:"query,omitempty"` // the source's query text; built-in reports leave it empty
 	// Count asks the source to count the rows first, so progress has a total.
 	Count bool `json:"count,omitempty"`
 	// File is the path the report was loaded from; empty for built-ins.
@@ -144,7 +146,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	// The part file is created on the first byte, so an attempt that fails before
 	// producing anything (an upstream error, a cancel) leaves no file behind.
 	out := &lazyWriter{open: run.Output}
-	return writeXLSX(ctx, out, k.cfg.TmpDir, src, q, run.Progress)
+	return writeXLSX(ctx, out, k.cfg.TmpDir, src, q, run.Progress, run.Warn)
 }
 
 func (k *Kind) report(id string) (Report, error) {

@@ -100,6 +100,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		title, source, sheet, count headerField
 		params                      []Param
 		paramLines                  []int
+		description                 []string
 		bodyStart                   = len(text)
 		bodyLine                    = 0
 	)
@@ -140,8 +141,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			params = append(params, prm)
 			paramLines = append(paramLines, n)
 		case key == "description":
-			// Repeatable free text. Report has no field for it yet, so it is checked
-			// (non-empty) and dropped.
+			// Repeatable free text: each line adds a line.
+			description = append(description, value)
 		default:
 			f := single[key]
 			if f.line != 0 {
@@ -186,13 +187,14 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 	}
 
 	rep := Report{
-		ID:     id,
-		Title:  cmp.Or(title.value, id),
-		Source: source.value,
-		Params: params,
-		Query:  query,
-		Count:  count.value == "true",
-		File:   p.file,
+		Description: strings.Join(description, "\n"),
+		ID:          id,
+		Title:       cmp.Or(title.value, id),
+		Source:      source.value,
+		Params:      params,
+		Query:       query,
+		Count:       count.value == "true",
+		File:        p.file,
 	}
 	rep.Sheet = cmp.Or(sheet.value, rep.Title)
 	if rep.Params == nil {

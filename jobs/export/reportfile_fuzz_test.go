@@ -107,6 +107,11 @@ func checkParsedReport(t *testing.T, file string, rep Report) {
 func formatReport(rep Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- title: %s\n-- source: %s\n", rep.Title, rep.Source)
+	if rep.Description != "" {
+		for _, line := range strings.Split(rep.Description, "\n") {
+			fmt.Fprintf(&b, "-- description: %s\n", line)
+		}
+	}
 	for _, p := range rep.Params {
 		fmt.Fprintf(&b, "-- param: %s %s", p.Name, p.Type)
 		if p.Label != "" {

@@ -99,8 +99,8 @@ SELECT 1 -- trailing comment
 ; -- after the semicolon
 ;
 -- end`,
-		want: &Report{Title: "T", Source: "s", Sheet: "S: with colon", Params: []Param{},
-			Query: "/* a block comment starts the body */\nSELECT 1"},
+		want: &Report{Title: "T", Description: "first line\nsecond line", Source: "s", Sheet: "S: with colon",
+			Params: []Param{}, Query: "/* a block comment starts the body */\nSELECT 1"},
 	},
 	{
 		name: "CRLF line ends, byte order mark, indented header",

@@ -1,10 +1,19 @@
 package export
 
 import (
+	"archive/zip"
+	"bufio"
+	"cmp"
+	"compress/flate"
 	"context"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
+	"io/fs"
+	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,16 +39,26 @@ const (
 	maxColWidth = 60
 )
 
+// maxCellChars is Excel's limit on the text in one cell, counted in UTF-16 code units
+// (one per character, two for an emoji or another character beyond the BMP).
+const maxCellChars = excelize.TotalCellChars
+
 // writeXLSX streams q's rows from src into an .xlsx workbook and writes it to w.
-// progress gets the running row count and the total (-1 while unknown). Errors are
-// *jobs.Error: the source's own, "upstream" for the source's unmarked ones, "io" for writing.
-func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Query, progress func(rows, total int64)) error {
-	f := excelize.NewFile(excelize.Options{TmpDir: tmpDir})
-	defer f.Close() // removes the stream writer's spill files
-	x, err := newXLSXWriter(f, q.Report.Sheet, progress)
-	if err != nil {
+// progress gets the running row count and the total (-1 while unknown); warn gets one
+// message per thing the user should know about the file, such as text cut at the cell
+// limit, once the file is written. Either may be nil. Memory stays flat however many
+// rows there are: sheet data spills to files in tmpDir (the system's temporary
+// directory when empty), each finished sheet is compressed to a file there, and the
+// package is zipped straight into w. Errors are *jobs.Error: the source's own,
+// "upstream" for the source's unmarked ones, "io" for writing, "canceled" when ctx
+// ends while the writer works.
+func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Query, progress func(rows, total int64), warn func(string)) error {
+	tmpDir = cmp.Or(tmpDir, os.TempDir())
+	if err := checkSpillDir(tmpDir); err != nil {
 		return err
 	}
+	x := newXLSXWriter(tmpDir, q.Report.Sheet, progress, ctx.Err)
+	defer x.close()
 	if err := src.Stream(ctx, q, x); err != nil {
 		var je *jobs.Error
 		if errors.As(err, &je) {
@@ -50,54 +69,262 @@ func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Qu
 	if err := x.finish(); err != nil {
 		return err
 	}
-	// The whole zip is built in memory first; fine for now, a later writer streams it.
-	if _, err := f.WriteTo(w); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("write xlsx: %w", err))
+	if err := x.writePackage(ctx, w); err != nil {
+		return err
+	}
+	if warn != nil {
+		for _, msg := range x.warnings() {
+			warn(msg)
+		}
 	}
 	return nil
+}
+
+// checkSpillDir makes sure the writer can spill to dir. excelize keeps a sheet in
+// memory when it cannot create its spill file, so an unusable directory would
+// otherwise turn into unbounded memory use instead of an error.
+func checkSpillDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
+	}
+	probe, err := os.CreateTemp(dir, "sheetq-probe-")
+	if err != nil {
+		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// Why the workbook is assembled the way it is:
+//
+// excelize's File.WriteTo builds the whole zip in a bytes.Buffer before writing it
+// (excelize issue #2357), and a StreamWriter keeps its 16 MiB chunk buffer until the
+// File is closed, even after Flush: one such buffer per sheet, so memory grows with
+// every 1,048,576 rows. So each sheet is streamed in a File of its own (the "sheet
+// file"), and once the sheet is done its XML is compressed into a temporary file
+// (a sheetPart) and the sheet file is closed, freeing its buffer and spill file. At
+// the end a small "package file" with the same styles, one empty sheet per part and
+// their autofilters writes the workbook through packageZip, a zip writer over w
+// that puts each sheetPart's compressed bytes where excelize writes the empty sheet.
+// At most one sheet's chunk buffer is in memory at a time, and excelize's own buffer
+// stays empty (so its writeZip64LFH, which patches that buffer, has nothing to do;
+// writeEntry does its job for the sheet parts, the only ones that can be that large).
+
+// sheetPart is a finished sheet: its name, filter range and compressed XML.
+type sheetPart struct {
+	name, filter string
+	file         *os.File // raw deflate data, comp bytes long
+	crc          uint32
+	size, comp   int64 // uncompressed and compressed sizes
+}
+
+// deflateLevel is what archive/zip, and so excelize, compresses with.
+const deflateLevel = 5
+
+// zip64Threshold is the size from which a sheet part is written as a ZIP64 entry.
+// Tests lower it.
+var zip64Threshold int64 = math.MaxUint32
+
+// writeEntry adds the part to zw as name, copying its compressed bytes. A part of
+// zip64Threshold or more keeps its sizes in a ZIP64 data descriptor and says version
+// 4.5 in its local header as well as in the central directory: archive/zip alone would
+// leave 2.0 in the local header, which Excel reports as a corrupt file (excelize
+// patches that in its in-memory zip; see writeZip64LFH).
+func (p *sheetPart) writeEntry(zw *zip.Writer, name string) error {
+	fh := &zip.FileHeader{
+		Name:               name,
+		Method:             zip.Deflate,
+		CreatorVersion:     20,
+		ReaderVersion:      20,
+		CRC32:              p.crc,
+		CompressedSize64:   uint64(p.comp),
+		UncompressedSize64: uint64(p.size),
+	}
+	if p.size >= zip64Threshold || p.comp >= zip64Threshold {
+		fh.Flags |= 0x8 // sizes follow the data, in a ZIP64 data descriptor
+		fh.ReaderVersion = 45
+	}
+	ew, err := zw.CreateRaw(fh)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(ew, io.NewSectionReader(p.file, 0, p.comp))
+	return err
+}
+
+// packageZip is the excelize.ZipWriter the package file writes through: archive/zip
+// over the destination, writing the finished sheets' compressed parts in place of the
+// package file's empty sheets. Not covered: an archive whose compressed size passes
+// 4 GiB (tens of GiB of sheet XML) gets archive/zip's ZIP64 offsets with version 2.0
+// in both headers; Go and Python read it, Excel is untested.
+type packageZip struct {
+	zw     *zip.Writer
+	sheets map[string]*sheetPart // by the part name excelize writes each sheet as
+}
+
+// Create implements excelize.ZipWriter.
+func (p *packageZip) Create(name string) (io.Writer, error) {
+	if part, ok := p.sheets[name]; ok {
+		delete(p.sheets, name)
+		return io.Discard, part.writeEntry(p.zw, name)
+	}
+	return p.zw.Create(name)
+}
+
+// AddFS implements excelize.ZipWriter.
+func (p *packageZip) AddFS(fsys fs.FS) error { return p.zw.AddFS(fsys) }
+
+// Close implements excelize.ZipWriter.
+func (p *packageZip) Close() error {
+	if len(p.sheets) > 0 {
+		return fmt.Errorf("excelize wrote %d sheets fewer than expected", len(p.sheets))
+	}
+	return p.zw.Close()
+}
+
+// sheetCapture is the excelize.ZipWriter a sheet file writes through when its sheet
+// is done: it compresses the one sheet part into a sheetPart and drops the rest.
+type sheetCapture struct {
+	name string // the sheet's part name in the sheet file
+	part *sheetPart
+	fw   *flate.Writer
+	crc  hash.Hash32
+	seen bool
+}
+
+// Create implements excelize.ZipWriter.
+func (c *sheetCapture) Create(name string) (io.Writer, error) {
+	if name != c.name {
+		return io.Discard, nil
+	}
+	c.seen = true
+	return c, nil
+}
+
+// Write compresses the sheet's XML.
+func (c *sheetCapture) Write(p []byte) (int, error) {
+	n, err := c.fw.Write(p)
+	c.crc.Write(p[:n])
+	c.part.size += int64(n)
+	return n, err
+}
+
+// AddFS implements excelize.ZipWriter.
+func (c *sheetCapture) AddFS(fs.FS) error { return nil }
+
+// Close implements excelize.ZipWriter.
+func (c *sheetCapture) Close() error { return nil }
+
+// ctxWriter fails its writes once stop returns an error, so that a cancel also stops
+// the compressing of a large sheet.
+type ctxWriter struct {
+	stop func() error
+	w    io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.stop(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// styles are the cell styles every file of a workbook creates, in the same order, so
+// that their ids agree between the sheet files and the package file.
+type styles struct{ header, date, datetime int }
+
+func addStyles(f *excelize.File) (styles, error) {
+	var (
+		s   styles
+		err error
+	)
+	if s.header, err = f.NewStyle(&excelize.Style{
+		Font:   &excelize.Font{Bold: true},
+		Fill:   excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"E8EEF5"}},
+		Border: []excelize.Border{{Type: "bottom", Color: "8A99AD", Style: 1}},
+	}); err != nil {
+		return s, fmt.Errorf("header style: %w", err)
+	}
+	if s.date, err = f.NewStyle(&excelize.Style{CustomNumFmt: ptr("yyyy-mm-dd")}); err != nil {
+		return s, fmt.Errorf("date style: %w", err)
+	}
+	if s.datetime, err = f.NewStyle(&excelize.Style{CustomNumFmt: ptr("yyyy-mm-dd hh:mm:ss")}); err != nil {
+		return s, fmt.Errorf("datetime style: %w", err)
+	}
+	return s, nil
+}
+
+// newFile returns a file with the workbook's styles, checked against want when set.
+func newFile(tmpDir string, want *styles) (*excelize.File, styles, error) {
+	f := excelize.NewFile(excelize.Options{TmpDir: tmpDir})
+	s, err := addStyles(f)
+	if err == nil && want != nil && s != *want {
+		err = fmt.Errorf("style ids %v differ from the first sheet's %v", s, *want)
+	}
+	if err != nil {
+		f.Close()
+		return nil, s, err
+	}
+	return f, s, nil
 }
 
 // xlsxWriter is the RowWriter behind writeXLSX. It holds back the first rows to size
 // the columns, then streams, starting a new sheet (with the header again) at maxSheetRows.
 type xlsxWriter struct {
-	f        *excelize.File
+	tmpDir   string
 	base     string
 	progress func(rows, total int64)
-
-	headerStyle, dateStyle, datetimeStyle int
+	stop     func() error // the export's ctx.Err: RowWriter's methods take no context
 
 	cols   []Column
 	total  int64
 	rows   int64   // data rows received
 	sample [][]any // cells held back until the widths are known
 	widths []float64
+	cut    []int64 // per column: values cut at maxCellChars
 
-	sw       *excelize.StreamWriter // nil until the first sheet starts
-	sheets   int
-	sheetRow int   // last row written on the current sheet
-	cells    []any // reused for each row
+	styles    styles
+	parts     []*sheetPart           // finished sheets
+	f         *excelize.File         // the current sheet's file; nil between sheets
+	sw        *excelize.StreamWriter // the current sheet; nil until the first starts
+	sheetPath string                 // the current sheet's part name in its file
+	sheetRow  int                    // last row written on the current sheet
+
+	cells     []any           // reused for each row
+	timeCells []excelize.Cell // per column, reused: a styled time value without an allocation per cell
+	ref       []byte          // reused for the row's first cell reference
 }
 
-func newXLSXWriter(f *excelize.File, sheet string, progress func(rows, total int64)) (*xlsxWriter, error) {
+func newXLSXWriter(tmpDir, sheet string, progress func(rows, total int64), stop func() error) *xlsxWriter {
 	if progress == nil {
 		progress = func(int64, int64) {}
 	}
-	x := &xlsxWriter{f: f, base: sheet, progress: progress}
-	var err error
-	if x.headerStyle, err = f.NewStyle(&excelize.Style{
-		Font:   &excelize.Font{Bold: true},
-		Fill:   excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"E8EEF5"}},
-		Border: []excelize.Border{{Type: "bottom", Color: "8A99AD", Style: 1}},
-	}); err != nil {
-		return nil, fmt.Errorf("header style: %w", err)
+	return &xlsxWriter{tmpDir: tmpDir, base: sheet, progress: progress, stop: stop}
+}
+
+// close releases what the writer holds: the open sheet file and the finished parts.
+func (x *xlsxWriter) close() {
+	if x.f != nil {
+		x.f.Close()
+		x.f, x.sw = nil, nil
 	}
-	if x.dateStyle, err = f.NewStyle(&excelize.Style{CustomNumFmt: ptr("yyyy-mm-dd")}); err != nil {
-		return nil, fmt.Errorf("date style: %w", err)
+	for _, p := range x.parts {
+		p.file.Close()
+		os.Remove(p.file.Name())
 	}
-	if x.datetimeStyle, err = f.NewStyle(&excelize.Style{CustomNumFmt: ptr("yyyy-mm-dd hh:mm:ss")}); err != nil {
-		return nil, fmt.Errorf("datetime style: %w", err)
-	}
-	return x, nil
+	x.parts = nil
 }
 
 // Begin implements RowWriter.
@@ -116,7 +343,15 @@ func (x *xlsxWriter) Begin(cols []Column, total int64) error {
 		// Room for the bold name and the filter button.
 		x.widths[i] = float64(utf8.RuneCountInString(c.Name) + 4)
 	}
+	// The first sheet's file now, for the style ids the held-back rows' cells use.
+	f, st, err := newFile(x.tmpDir, nil)
+	if err != nil {
+		return err
+	}
+	x.f, x.styles = f, st
+	x.cut = make([]int64, len(cols))
 	x.cells = make([]any, len(cols))
+	x.timeCells = make([]excelize.Cell, len(cols))
 	x.progress(0, total)
 	return nil
 }
@@ -131,7 +366,10 @@ func (x *xlsxWriter) Row(values []any) error {
 		cells := make([]any, len(values))
 		for i, v := range values {
 			x.widths[i] = max(x.widths[i], float64(textWidth(v, x.cols[i].Type)+2))
-			cells[i] = x.cell(v, x.cols[i].Type)
+			cells[i] = x.cell(i, v)
+			if c, ok := cells[i].(*excelize.Cell); ok {
+				cells[i] = &excelize.Cell{StyleID: c.StyleID, Value: c.Value} // timeCells is reused
+			}
 		}
 		x.sample = append(x.sample, cells)
 		x.progress(x.rows, x.total)
@@ -141,7 +379,7 @@ func (x *xlsxWriter) Row(values []any) error {
 		return err
 	}
 	for i, v := range values {
-		x.cells[i] = x.cell(v, x.cols[i].Type)
+		x.cells[i] = x.cell(i, v)
 	}
 	if err := x.writeRow(x.cells); err != nil {
 		return err
@@ -163,6 +401,20 @@ func (x *xlsxWriter) finish() error {
 	}
 	x.progress(x.rows, x.rows)
 	return nil
+}
+
+// warnings says, per column, how many values were cut at the cell limit.
+func (x *xlsxWriter) warnings() []string {
+	var out []string
+	for i, n := range x.cut {
+		switch {
+		case n == 1:
+			out = append(out, fmt.Sprintf("column %q: 1 value longer than 32,767 characters was cut", x.cols[i].Name))
+		case n > 1:
+			out = append(out, fmt.Sprintf("column %q: %d values longer than 32,767 characters were cut", x.cols[i].Name, n))
+		}
+	}
+	return out
 }
 
 // flushSample starts the first sheet, now that the widths are known, and writes the
@@ -190,31 +442,41 @@ func (x *xlsxWriter) writeRow(cells []any) error {
 		}
 	}
 	x.sheetRow++
-	if err := x.sw.SetRow("A"+strconv.Itoa(x.sheetRow), cells); err != nil {
+	x.ref = strconv.AppendInt(append(x.ref[:0], 'A'), int64(x.sheetRow), 10)
+	if err := x.sw.SetRow(string(x.ref), cells); err != nil {
 		return jobs.Retryable("io", fmt.Errorf("write row %d: %w", x.rows, err))
 	}
 	return nil
 }
 
-// nextSheet closes the current sheet and starts the next with widths, a frozen header
-// row and the header.
+// nextSheet closes the current sheet and starts the next, in a file of its own, with
+// widths, a frozen header row and the header.
 func (x *xlsxWriter) nextSheet() error {
 	if err := x.closeSheet(); err != nil {
 		return err
 	}
-	x.sheets++
-	name := sheetName(x.base, x.sheets)
+	if x.f == nil { // the first sheet's file is opened by Begin
+		f, _, err := newFile(x.tmpDir, &x.styles)
+		if err != nil {
+			return err
+		}
+		x.f = f
+	}
+	f := x.f
+	sheet := f.GetSheetName(0)
+	x.sheetPath = "xl/worksheets/sheet1.xml" // a new file's first sheet
+	if len(x.parts) > 0 {
+		// A new file's first sheet is its selected one, and only the workbook's first
+		// sheet may be, or Excel opens the sheets grouped and edits them all at once.
+		// Later sheets go to a second sheet, which is not selected.
+		sheet, x.sheetPath = "Sheet2", "xl/worksheets/sheet2.xml"
+		if _, err := f.NewSheet(sheet); err != nil {
+			return fmt.Errorf("add sheet: %w", err)
+		}
+	}
 	var err error
-	if x.sheets == 1 {
-		err = x.f.SetSheetName(x.f.GetSheetName(0), name) // reuse the new file's "Sheet1"
-	} else {
-		_, err = x.f.NewSheet(name)
-	}
-	if err != nil {
-		return fmt.Errorf("add sheet %q: %w", name, err)
-	}
-	if x.sw, err = x.f.NewStreamWriter(name); err != nil {
-		return fmt.Errorf("stream sheet %q: %w", name, err)
+	if x.sw, err = f.NewStreamWriter(sheet); err != nil {
+		return fmt.Errorf("stream sheet: %w", err)
 	}
 	// Backwards, because excelize puts each new <col> first and Excel wants them in order.
 	for i := len(x.widths) - 1; i >= 0; i-- {
@@ -229,7 +491,8 @@ func (x *xlsxWriter) nextSheet() error {
 	}
 	header := make([]any, len(x.cols))
 	for i, c := range x.cols {
-		header[i] = excelize.Cell{StyleID: x.headerStyle, Value: c.Name}
+		name, _ := cutText(c.Name)
+		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
 	}
 	x.sheetRow = 1
 	if err := x.sw.SetRow("A1", header); err != nil {
@@ -238,42 +501,216 @@ func (x *xlsxWriter) nextSheet() error {
 	return nil
 }
 
-// closeSheet adds the autofilter over the sheet's rows and flushes it.
+// closeSheet finishes the current sheet with its autofilter, compresses it into a
+// sheetPart and closes its file.
 func (x *xlsxWriter) closeSheet() error {
 	if x.sw == nil {
 		return nil
 	}
+	part := &sheetPart{
+		name:   sheetName(x.base, len(x.parts)+1),
+		filter: "A1:" + colName(len(x.cols)) + strconv.Itoa(x.sheetRow),
+	}
 	// AutoFilter must come before Flush: it edits the worksheet the stream writer
 	// serialises after the rows.
-	ref := "A1:" + colName(len(x.cols)) + strconv.Itoa(x.sheetRow)
-	if err := x.f.AutoFilter(x.sw.Sheet, ref, nil); err != nil {
+	if err := x.f.AutoFilter(x.sw.Sheet, part.filter, nil); err != nil {
 		return fmt.Errorf("autofilter: %w", err)
 	}
 	if err := x.sw.Flush(); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("flush sheet %q: %w", x.sw.Sheet, err))
+		return jobs.Retryable("io", fmt.Errorf("flush sheet %q: %w", part.name, err))
 	}
-	x.sw = nil
+	var err error
+	if part.file, err = os.CreateTemp(x.tmpDir, "sheetq-sheet-"); err != nil {
+		return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
+	}
+	x.parts = append(x.parts, part) // from here on, close removes the file
+	if err := x.compress(part); err != nil {
+		if e := x.stop(); e != nil {
+			return jobs.Retryable("canceled", fmt.Errorf("compress sheet %q: %w", part.name, e))
+		}
+		return jobs.Retryable("io", fmt.Errorf("compress sheet %q: %w", part.name, err))
+	}
+	err = x.f.Close() // frees the stream writer's buffer and removes its spill file
+	x.f, x.sw = nil, nil
+	if err != nil {
+		return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
+	}
 	return nil
 }
 
-// cell converts a source value into what the stream writer should store.
-func (x *xlsxWriter) cell(v any, t Type) any {
-	switch v := v.(type) {
-	case time.Time:
-		style := x.datetimeStyle
-		if t == TypeDate {
-			style = x.dateStyle
+// compress writes the current sheet's XML, deflated, to part.file: the sheet file
+// writes its package through a sheetCapture that keeps only the sheet.
+func (x *xlsxWriter) compress(part *sheetPart) error {
+	comp := &countWriter{w: part.file}
+	bw := bufio.NewWriterSize(ctxWriter{stop: x.stop, w: comp}, 64<<10)
+	fw, _ := flate.NewWriter(bw, deflateLevel) // the level is valid
+	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE()}
+	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
+	buf, err := x.f.WriteToBuffer()
+	switch {
+	case err != nil:
+		return err
+	case buf.Len() > 0:
+		// A newer excelize that stopped writing through ZipWriter would land here.
+		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
+	case !c.seen:
+		return fmt.Errorf("excelize wrote no %s", c.name)
+	}
+	if err := fw.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	part.crc, part.comp = c.crc.Sum32(), comp.n
+	return nil
+}
+
+// writePackage writes the workbook to w: a package file with the same styles and one
+// empty sheet (with its autofilter's defined name) per part, zipped through a
+// packageZip that puts the parts in place of the empty sheets. w's writes fail once
+// ctx is done.
+func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer) error {
+	f, _, err := newFile(x.tmpDir, &x.styles)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
+	bw := bufio.NewWriterSize(ctxWriter{stop: ctx.Err, w: w}, 64<<10)
+	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}}
+	for i, p := range x.parts {
+		if i == 0 {
+			err = f.SetSheetName(f.GetSheetName(0), p.name) // reuse the new file's "Sheet1"
+		} else {
+			_, err = f.NewSheet(p.name)
 		}
-		return excelize.Cell{StyleID: style, Value: v}
-	case []byte:
-		return string(v)
+		if err != nil {
+			return fmt.Errorf("add sheet %q: %w", p.name, err)
+		}
+		if err := f.AutoFilter(p.name, p.filter, nil); err != nil {
+			return fmt.Errorf("autofilter: %w", err)
+		}
+		// A new file's sheets are xl/worksheets/sheet1.xml, sheet2.xml, ... in order.
+		pz.sheets["xl/worksheets/sheet"+strconv.Itoa(i+1)+".xml"] = p
+	}
+	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return pz })
+	buf, err := f.WriteToBuffer() // closes pz, which writes the central directory
+	if err == nil && buf.Len() > 0 {
+		err = fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return jobs.Retryable("canceled", fmt.Errorf("write xlsx: %w", context.Cause(ctx)))
+	default:
+		return jobs.Retryable("io", fmt.Errorf("write xlsx: %w", err))
+	}
+}
+
+// cell converts column i's source value into what the stream writer should store. It
+// returns v itself where it can, so most cells cost no allocation. Text is only ever a
+// plain (inline) string: excelize writes a formula only for an excelize.Cell with a
+// Formula, which nothing from a source becomes, so text such as "=HYPERLINK(...)"
+// stays text.
+func (x *xlsxWriter) cell(i int, v any) any {
+	switch t := v.(type) {
+	case nil, bool, float64, float32, int8, int16, int32, uint8, uint16, uint32:
+		return v
 	case int64:
 		// Excel keeps numbers as doubles; text keeps every digit of a large id.
-		if v > maxExactInt || v < -maxExactInt {
-			return strconv.FormatInt(v, 10)
+		if t > maxExactInt || t < -maxExactInt {
+			return strconv.FormatInt(t, 10)
 		}
+		return v
+	case int:
+		if t > maxExactInt || t < -maxExactInt {
+			return strconv.Itoa(t)
+		}
+		return v
+	case uint64:
+		if t > maxExactInt {
+			return strconv.FormatUint(t, 10)
+		}
+		return v
+	case uint:
+		if t > maxExactInt {
+			return strconv.FormatUint(uint64(t), 10)
+		}
+		return v
+	case string:
+		if s, cut := cutText(t); cut {
+			x.cut[i]++
+			return s
+		}
+		return v
+	case []byte:
+		return x.cell(i, string(t))
+	case time.Time:
+		date := x.cols[i].Type == TypeDate
+		// Excel shows the years 1900 to 9999 of the source's wall clock (which is what
+		// excelize stores, not UTC); outside them a number would show as ####.
+		if y := t.Year(); y < 1900 || y > 9999 {
+			if date {
+				return t.Format("2006-01-02")
+			}
+			return t.Format("2006-01-02 15:04:05")
+		}
+		style := x.styles.datetime
+		if date {
+			style = x.styles.date
+		}
+		x.timeCells[i] = excelize.Cell{StyleID: style, Value: v}
+		return &x.timeCells[i]
+	default:
+		// Not a type sources send; as text, it can never become a formula or a rich cell.
+		return x.cell(i, fmt.Sprint(v))
 	}
-	return v
+}
+
+// cutText cuts s to Excel's cell limit, ending it with a marker that says how many
+// characters were cut, and reports whether it did. Excel would refuse the file, and
+// excelize would cut silently.
+func cutText(s string) (string, bool) {
+	// A UTF-16 unit takes at least one byte of UTF-8, so this is the common exit.
+	if len(s) <= maxCellChars {
+		return s, false
+	}
+	units, runes := 0, 0
+	for _, r := range s {
+		units += utf16.RuneLen(r) // ranging over a string never yields a rune it cannot encode
+		runes++
+	}
+	if units <= maxCellChars {
+		return s, false
+	}
+	// Room for the marker with the most digits it can need: fewer characters than
+	// the whole are cut.
+	budget := maxCellChars - utf16Len(cutMarker(runes))
+	kept, keptRunes := 0, 0
+	for i, r := range s {
+		n := utf16.RuneLen(r)
+		if kept+n > budget {
+			return s[:i] + cutMarker(runes-keptRunes), true
+		}
+		kept += n
+		keptRunes++
+	}
+	return s, false // not reached: units > maxCellChars > budget
+}
+
+func cutMarker(cut int) string { return "… [cut: " + strconv.Itoa(cut) + " characters]" }
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // textWidth estimates how many characters v takes when shown.
@@ -313,6 +750,10 @@ func sheetName(base string, n int) string {
 		return r
 	}, base)
 	base = strings.Trim(base, "' ")
+	// Excel allows an apostrophe inside a name, but excelize does not double it where
+	// it quotes the name in a formula (the autofilter's defined name), which Excel then
+	// reports as a problem; a typographic one looks the same.
+	base = strings.ReplaceAll(base, "'", "’")
 	if base == "" {
 		base = "Sheet"
 	}

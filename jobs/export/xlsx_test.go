@@ -52,7 +52,7 @@ func demoQuery(rows int64) Query {
 func export(t *testing.T, src Source, q Query, progress func(rows, total int64)) (*excelize.File, []byte) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := writeXLSX(t.Context(), &buf, t.TempDir(), src, q, progress); err != nil {
+	if err := writeXLSX(t.Context(), &buf, t.TempDir(), src, q, progress, nil); err != nil {
 		t.Fatalf("writeXLSX: %v", err)
 	}
 	f, err := excelize.OpenReader(bytes.NewReader(buf.Bytes()))
@@ -342,7 +342,7 @@ func TestWriteXLSXErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := writeXLSX(t.Context(), tt.w, t.TempDir(), tt.src, Query{Report: Report{Source: "mem", Sheet: "S"}}, nil)
+			err := writeXLSX(t.Context(), tt.w, t.TempDir(), tt.src, Query{Report: Report{Source: "mem", Sheet: "S"}}, nil, nil)
 			var je *jobs.Error
 			if !errors.As(err, &je) || je.Code != tt.code || je.Permanent != tt.permanent {
 				t.Fatalf("err = %#v, want code %s permanent %v", err, tt.code, tt.permanent)
@@ -372,8 +372,9 @@ func TestSheetName(t *testing.T) {
 		{"  ", 3, "Sheet (3)"},
 		{strings.Repeat("x", 40), 1, strings.Repeat("x", 31)},
 		{strings.Repeat("x", 40), 12, strings.Repeat("x", 26) + " (12)"},
-		{strings.Repeat("😀", 20), 2, strings.Repeat("😀", 13) + " (2)"},            // each emoji is two UTF-16 units
-		{strings.Repeat("a", 26) + "'bcdef", 2, strings.Repeat("a", 26) + " (2)"}, // no quote left at the cut
+		{strings.Repeat("😀", 20), 2, strings.Repeat("😀", 13) + " (2)"},             // each emoji is two UTF-16 units
+		{strings.Repeat("a", 26) + "'bcdef", 2, strings.Repeat("a", 26) + "’ (2)"}, // no plain quote in a name
+		{"Bob's orders", 1, "Bob’s orders"},
 	}
 	for _, tt := range tests {
 		got := sheetName(tt.base, tt.n)
@@ -388,12 +389,15 @@ func TestSheetName(t *testing.T) {
 	}
 }
 
+// BenchmarkWriteDemo100k writes 100,000 demo rows, zipped, to nowhere. The
+// xlsxbench program (internal/xlsxbench) measures whole exports, with peak memory.
 func BenchmarkWriteDemo100k(b *testing.B) {
 	const rows = 100_000
 	q := demoQuery(rows)
 	dir := b.TempDir()
+	b.ReportAllocs()
 	for b.Loop() {
-		if err := writeXLSX(b.Context(), io.Discard, dir, demoSource{}, q, nil); err != nil {
+		if err := writeXLSX(b.Context(), io.Discard, dir, demoSource{}, q, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,118 @@
+package export
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xuri/excelize/v2"
+
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// oneReport is a Library with a single report.
+type oneReport struct{ rep Report }
+
+func (l oneReport) Report(id string) (Report, error) {
+	if id != l.rep.ID {
+		return Report{}, fmt.Errorf("%w %q", ErrUnknownReport, id)
+	}
+	return l.rep, nil
+}
+
+// An export run by the engine: the file the writer streams into the part file is the
+// published one, with the size and hash recorded, and the writer's warnings are the
+// job's.
+func TestExportJobPublishesFileAndWarnings(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	done := make(chan store.Job, 1)
+	eng := jobs.New(st, jobs.Config{
+		Workers:    1,
+		TmpDir:     filepath.Join(dir, "tmp"),
+		ExportsDir: filepath.Join(dir, "exports"),
+		Logger:     slog.New(slog.DiscardHandler),
+		OnChange: func(j store.Job) {
+			if j.Status.Final() {
+				select {
+				case done <- j:
+				default:
+				}
+			}
+		},
+	})
+	long := strings.Repeat("long text ", 4000)
+	src := sliceSource{
+		cols:  []Column{{Name: "id", Type: TypeInt}, {Name: "note", Type: TypeText}, {Name: "memo", Type: TypeText}},
+		rows:  [][]any{{int64(1), long, "short"}, {int64(2), long, long}, {int64(3), "short", nil}},
+		total: 3,
+	}
+	rep := Report{ID: "long", Title: "Long text", Source: "mem", Sheet: "Long"}
+	kind := New(Config{TmpDir: filepath.Join(dir, "spill"), Library: oneReport{rep}, Sources: map[string]Source{"mem": src}})
+	eng.Register(Name, kind)
+	args, err := kind.Validate("long", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop()
+	if _, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw}); err != nil {
+		t.Fatal(err)
+	}
+	var j store.Job
+	select {
+	case j = <-done:
+	case <-time.After(time.Minute): // a safety net, not a wait: done is the signal
+		t.Fatal("the job did not finish")
+	}
+	if j.Status != store.StatusSucceeded {
+		t.Fatalf("job %s: %s %s", j.Status, j.ErrorCode, j.ErrorMessage)
+	}
+	want := []string{
+		`column "note": 2 values longer than 32,767 characters were cut`,
+		`column "memo": 1 value longer than 32,767 characters was cut`,
+	}
+	if !slices.Equal(j.Warnings, want) {
+		t.Errorf("warnings = %q, want %q", j.Warnings, want)
+	}
+
+	data, err := os.ReadFile(jobs.FilePath(filepath.Join(dir, "exports"), j.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != j.FileSize || hex.EncodeToString(sum[:]) != j.FileSHA256 {
+		t.Errorf("file of %d bytes, sha256 %x; the job says %d bytes, %s", len(data), sum, j.FileSize, j.FileSHA256)
+	}
+	f, err := excelize.OpenFile(jobs.FilePath(filepath.Join(dir, "exports"), j.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := f.GetRows("Long")
+	if err != nil || len(rows) != 4 || !strings.HasSuffix(rows[2][2], " characters]") {
+		t.Fatalf("rows = %d (%v)", len(rows), err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "spill")); len(left) > 0 {
+		t.Errorf("spill directory not empty: %v", left)
+	}
+}

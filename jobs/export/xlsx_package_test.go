@@ -1,0 +1,252 @@
+package export
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// localHeaders returns the "version needed to extract" of each local file header in
+// a zip, by entry name, walking the headers from the start of the file.
+func localHeaders(t *testing.T, data []byte) map[string]uint16 {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint16{}
+	for _, f := range zr.File {
+		off, err := f.DataOffset()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The header is 30 bytes, then the name; none of these entries has an extra field.
+		h := data[off-int64(30+len(f.Name)) : off]
+		if binary.LittleEndian.Uint32(h) != 0x04034b50 || string(h[30:]) != f.Name {
+			t.Fatalf("%s: no local header before its data", f.Name)
+		}
+		out[f.Name] = binary.LittleEndian.Uint16(h[4:])
+	}
+	return out
+}
+
+func TestWriteXLSXZip64Parts(t *testing.T) {
+	oldRows, oldZip64 := maxSheetRows, zip64Threshold
+	t.Cleanup(func() { maxSheetRows, zip64Threshold = oldRows, oldZip64 })
+	maxSheetRows = 300
+
+	for _, tt := range []struct {
+		name      string
+		threshold int64
+		version   uint16 // of the sheet parts, in both headers
+	}{
+		{"below 4 GiB", oldZip64, 20},
+		// A part this size would need ZIP64: it says so in both headers, with its sizes
+		// in a data descriptor after the data.
+		{"from the threshold", 1, 45},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			zip64Threshold = tt.threshold
+			f, data := export(t, demoSource{}, demoQuery(700), nil)
+			local := localHeaders(t, data)
+			zr, _ := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+			sheets := 0
+			for _, zf := range zr.File {
+				if !strings.HasPrefix(zf.Name, "xl/worksheets/sheet") {
+					continue
+				}
+				sheets++
+				descriptor := zf.Flags&0x8 != 0
+				if zf.ReaderVersion != tt.version || local[zf.Name] != tt.version || descriptor != (tt.version == 45) {
+					t.Errorf("%s: version %d in the central directory, %d in the local header, data descriptor %v",
+						zf.Name, zf.ReaderVersion, local[zf.Name], descriptor)
+				}
+				rc, err := zf.Open()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Reading to the end checks the CRC and the size.
+				if _, err := io.Copy(io.Discard, rc); err != nil {
+					t.Fatalf("%s: %v", zf.Name, err)
+				}
+				rc.Close()
+			}
+			if sheets != 3 {
+				t.Fatalf("%d sheet parts, want 3", sheets)
+			}
+			rows, err := f.GetRows("Demo (3)")
+			if err != nil || len(rows) != 700-2*299+1 || rows[len(rows)-1][0] != "700" {
+				t.Fatalf("last sheet: %d rows (%v)", len(rows), err)
+			}
+			if tt.version == 45 {
+				path := filepath.Join(t.TempDir(), "zip64.xlsx")
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				assertReadbackMatches(t, path, sourceRows(t, demoSource{}, demoQuery(700)))
+			}
+		})
+	}
+}
+
+// Sheets are written in files of their own and put together at the end: the workbook
+// must still list them in order with their filters, and only the first is selected.
+func TestWriteXLSXAssemblesSheets(t *testing.T) {
+	old := maxSheetRows
+	t.Cleanup(func() { maxSheetRows = old })
+	maxSheetRows = 100
+	q := demoQuery(250)
+	q.Report.Sheet = "Bob's orders"
+	f, data := export(t, demoSource{}, q, nil)
+	want := []string{"Bob’s orders", "Bob’s orders (2)", "Bob’s orders (3)"}
+	if got := f.GetSheetList(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("sheets = %q, want %q", got, want)
+	}
+	if f.GetActiveSheetIndex() != 0 {
+		t.Errorf("active sheet %d, want the first", f.GetActiveSheetIndex())
+	}
+	for i := range want {
+		x := sheetXML(t, data, i+1)
+		selected := strings.Contains(x, `tabSelected="1"`) || strings.Contains(x, `tabSelected="true"`)
+		if selected != (i == 0) {
+			t.Errorf("sheet %d selected: %v; Excel would open the sheets grouped", i+1, selected)
+		}
+	}
+	var wb struct {
+		Names []struct {
+			Name  string `xml:"name,attr"`
+			Sheet int    `xml:"localSheetId,attr"`
+			Ref   string `xml:",chardata"`
+		} `xml:"definedNames>definedName"`
+	}
+	if err := xml.Unmarshal([]byte(zipPart(t, data, "xl/workbook.xml")), &wb); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range wb.Names {
+		names = append(names, fmt.Sprintf("%s %d %s", n.Name, n.Sheet, n.Ref))
+	}
+	wantNames := []string{
+		"_xlnm._FilterDatabase 0 'Bob’s orders'!$A$1:$G$100",
+		"_xlnm._FilterDatabase 1 'Bob’s orders (2)'!$A$1:$G$100",
+		"_xlnm._FilterDatabase 2 'Bob’s orders (3)'!$A$1:$G$53",
+	}
+	if strings.Join(names, "\n") != strings.Join(wantNames, "\n") {
+		t.Errorf("defined names:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(wantNames, "\n"))
+	}
+	// Every part of the package is there once, with the content types it declares.
+	ct := zipPart(t, data, "[Content_Types].xml")
+	for i := range want {
+		if !strings.Contains(ct, fmt.Sprintf(`PartName="/xl/worksheets/sheet%d.xml"`, i+1)) {
+			t.Errorf("no content type for sheet %d", i+1)
+		}
+	}
+	zr, _ := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	seen := map[string]bool{}
+	for _, zf := range zr.File {
+		if seen[zf.Name] {
+			t.Errorf("%s twice", zf.Name)
+		}
+		seen[zf.Name] = true
+	}
+	// The style ids the sheets use are the package's: dates show as dates.
+	for i, name := range want {
+		if v, _ := f.GetCellValue(name, "E2"); !regexp.MustCompile(`^\d{4}-\d\d-\d\d$`).MatchString(v) {
+			t.Errorf("sheet %d: E2 shows %q, want a date", i+1, v)
+		}
+		if st := cellStyle(t, f, name, "A1"); st.Font == nil || !st.Font.Bold {
+			t.Errorf("sheet %d: header not bold", i+1)
+		}
+	}
+}
+
+func zipPart(t *testing.T, data []byte, name string) string {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := zr.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The package file must make the same style ids as the sheet files, whose cells use them.
+func TestStylesAgree(t *testing.T) {
+	a, sa, err := newFile(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, _, err := newFile(t.TempDir(), &sa)
+	if err != nil {
+		t.Fatalf("a second file's styles: %v", err)
+	}
+	defer b.Close()
+	if sa.header == 0 || sa.date == sa.header || sa.datetime == sa.date {
+		t.Fatalf("styles %+v are not distinct", sa)
+	}
+	if _, _, err := newFile(t.TempDir(), &styles{header: 9}); err == nil {
+		t.Fatal("different style ids were not noticed")
+	}
+}
+
+// A sheet's XML spills to tmpDir once it passes excelize's chunk size, rather than
+// growing in memory.
+func TestWriteXLSXSpillsToTmpDir(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("spill ", 5000) // 30,000 characters
+	src := &spillWatch{dir: dir, text: text}
+	if err := writeXLSX(t.Context(), io.Discard, dir, src, Query{Report: Report{Sheet: "S"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(src.seen) == 0 {
+		t.Fatalf("no spill file in %s after %d MiB of sheet XML", dir, 4*len(text)*src.rows>>20)
+	}
+}
+
+// spillWatch sends rows of long text and then looks for the stream writer's spill file.
+type spillWatch struct {
+	dir, text string
+	rows      int
+	seen      []string
+}
+
+func (s *spillWatch) Stream(_ context.Context, _ Query, w RowWriter) error {
+	cols := []Column{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}
+	if err := w.Begin(cols, -1); err != nil {
+		return err
+	}
+	row := []any{s.text, s.text, s.text, s.text}
+	for s.rows = 0; s.rows < 250; s.rows++ { // 30 MiB of XML, past the 16 MiB chunk
+		if err := w.Row(row); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "excelize-") {
+			s.seen = append(s.seen, e.Name())
+		}
+	}
+	return nil
+}
