@@ -14,6 +14,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -86,10 +87,28 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cleanup()
 
+	events := newHub(st, hubConfig{}, log)
+	if err := events.Start(ctx); err != nil {
+		return err
+	}
+	defer events.Stop()
+
+	m, err := newMetrics(ctx, st, log)
+	if err != nil {
+		return err
+	}
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
+	ecfg.OnChange = onChangeAll(ecfg.OnChange, m.onChange)
+	events.wire(&ecfg)
 	eng := jobs.New(st, ecfg)
+	m.watchQueue(eng)
 	eng.Register(export.Name, kind.Kind)
+	hooks, err := openWebhooks(cfg, dir, st)
+	if err != nil {
+		return err
+	}
+	eng.Register(webhook.Name, hooks)
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
@@ -107,7 +126,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv := &server{
 		cfg: cfg, store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log,
-		loopback: isLoopbackHost(hostOf(ln.Addr().String())),
+		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: events,
+		metrics: m, webhooks: hooks,
 	}
 	hs := &http.Server{
 		Handler:           srv.routes(),
@@ -115,6 +135,8 @@ func Run(ctx context.Context, cfg Config) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown waits for handlers but does not end open event streams: the hub does.
+	hs.RegisterOnShutdown(events.Stop)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.InfoContext(ctx, "listening", "addr", ln.Addr().String(), "url", url, "data", dir.Root,

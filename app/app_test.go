@@ -59,8 +59,10 @@ func TestRunServesAndStops(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
+		// An explicit reports folder skips the first-run sample, which takes a minute
+		// to generate under -race; the binary's crash tests cover the first run.
 		done <- Run(ctx, Config{
-			Addr: "127.0.0.1:0", DataDir: dir, Version: "test",
+			Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
 			Logger: slog.New(slog.DiscardHandler),
 			Ready:  func(url string) { ready <- url },
 		})

@@ -10,12 +10,15 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
 )
 
 // FileConfig is the config file (<data>/sheetq.toml unless --config says otherwise).
 type FileConfig struct {
 	// Sources are the named data sources report files use (-- source: NAME).
 	Sources map[string]export.SourceConfig `toml:"sources"`
+	// Webhooks signs and guards webhook deliveries ([webhooks]).
+	Webhooks webhook.Settings `toml:"webhooks"`
 }
 
 // LoadFileConfig reads the config file. A missing file is an empty config when

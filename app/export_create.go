@@ -22,8 +22,9 @@ import (
 const maxBody = 64 << 10
 
 type createRequest struct {
-	Report string         `json:"report"`
-	Params map[string]any `json:"params"`
+	Report  string          `json:"report"`
+	Params  map[string]any  `json:"params"`
+	Webhook *webhookRequest `json:"webhook,omitempty"`
 }
 
 // createExport accepts an export request: validate, store durably, then 202.
@@ -96,12 +97,22 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts}
+	if req.Webhook != nil {
+		if nj.WebhookURL, ok = s.checkWebhook(w, r, req.Webhook); !ok {
+			return
+		}
+	}
 	if key != "" {
 		// The canonical form of the validated request: map keys are sorted by
 		// encoding/json, and params are normalised, so equal requests hash equal.
 		// The spec snapshot is left out: a report edited between two retries of one
 		// request is still the same request.
-		canon, err := json.Marshal(export.Args{Report: args.Report, Params: args.Params})
+		// The webhook is part of the request; left out when absent, so hashes of requests
+		// without one are unchanged.
+		canon, err := json.Marshal(struct {
+			export.Args
+			Webhook string `json:"webhook,omitempty"`
+		}{export.Args{Report: args.Report, Params: args.Params}, nj.WebhookURL})
 		if err != nil {
 			s.serverError(w, r, err)
 			return
@@ -120,6 +131,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if existed {
+		s.metrics.dedup()
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if job.Status.Final() {

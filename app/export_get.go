@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -27,6 +28,9 @@ func (s *server) getExport(w http.ResponseWriter, r *http.Request) {
 func (s *server) loadJob(w http.ResponseWriter, r *http.Request) (store.Job, bool) {
 	id := r.PathValue("id")
 	job, err := s.store.Get(r.Context(), id)
+	if err == nil && job.Kind != export.Name {
+		err = store.ErrNotFound // a webhook delivery is not an export
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		writeProblem(w, http.StatusNotFound, "not_found", "no export with id "+strconv.Quote(id))
 		return job, false
@@ -43,10 +47,10 @@ type listJSON struct {
 	NextCursor string    `json:"next_cursor,omitempty"`
 }
 
-// listExports lists jobs newest first, with ?status=, ?limit= and an opaque ?cursor=.
+// listExports lists jobs newest first, with ?status=, ?report=, ?limit= and an opaque ?cursor=.
 func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	opts := store.ListOptions{Limit: 50}
+	opts := store.ListOptions{Kind: export.Name, Limit: 50}
 	if v := q.Get("status"); v != "" {
 		st := store.Status(strings.ToUpper(v))
 		if !st.Valid() {
@@ -56,6 +60,7 @@ func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.Status = st
 	}
+	opts.Report = q.Get("report")
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {

@@ -30,7 +30,8 @@ func TestUnknownExport(t *testing.T) {
 func TestUnknownAPIRoute(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
-	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusNotFound, "no_route")
+	// A known path with another method is 405, not 404 (TestMethodNotAllowed).
+	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }
 
 // TestFileOfUnfinishedJob: 409 not_finished while the job runs; 409 no_file once canceled.

@@ -27,6 +27,9 @@ type jobJSON struct {
 	DownloadURL   string         `json:"download_url,omitempty"`
 	File          *fileJSON      `json:"file,omitempty"`
 	Warnings      []string       `json:"warnings,omitempty"`
+
+	// CancelRequested is set while a running job has been asked to stop.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 type progressJSON struct {
@@ -78,6 +81,7 @@ func toJobJSON(j store.Job) jobJSON {
 		out.Error = &errorJSON{Code: j.ErrorCode, Message: j.ErrorMessage}
 	}
 	out.Warnings = j.Warnings
+	out.CancelRequested = j.CancelRequested && j.Status == store.StatusProcessing
 	if j.Status == store.StatusSucceeded && j.FileName != "" {
 		out.DownloadURL = "/api/v1/exports/" + j.ID + "/file"
 		out.File = &fileJSON{Name: downloadName(args.Report, j), Size: j.FileSize, SHA256: j.FileSHA256}

@@ -13,15 +13,16 @@ import (
 // reportJSON is a report as GET /api/v1/reports shows it; a broken file is listed with
 // its error instead of disappearing.
 type reportJSON struct {
-	ID     string         `json:"id"`
-	Title  string         `json:"title,omitempty"`
-	Source string         `json:"source,omitempty"`
-	Sheet  string         `json:"sheet,omitempty"`
-	Params []export.Param `json:"params"`
-	Count  bool           `json:"count,omitempty"`
-	SQL    string         `json:"sql,omitempty"`
-	File   string         `json:"file,omitempty"`
-	Error  *loadErrorJSON `json:"error,omitempty"`
+	ID          string         `json:"id"`
+	Title       string         `json:"title,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Source      string         `json:"source,omitempty"`
+	Sheet       string         `json:"sheet,omitempty"`
+	Params      []export.Param `json:"params"`
+	Count       bool           `json:"count,omitempty"`
+	SQL         string         `json:"sql,omitempty"`
+	File        string         `json:"file,omitempty"`
+	Error       *loadErrorJSON `json:"error,omitempty"`
 }
 
 type loadErrorJSON struct {
@@ -32,7 +33,7 @@ type loadErrorJSON struct {
 
 func toReportJSON(e export.Entry) reportJSON {
 	r := e.Report
-	out := reportJSON{ID: r.ID, Title: r.Title, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
+	out := reportJSON{ID: r.ID, Title: r.Title, Description: r.Description, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
 		Count: r.Count, SQL: r.Query, File: e.File}
 	if out.Params == nil {
 		out.Params = []export.Param{}
@@ -81,7 +82,7 @@ func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) 
 
 // homePage lists the newest exports.
 func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
-	list, err := s.store.List(r.Context(), store.ListOptions{Limit: 50})
+	list, err := s.store.List(r.Context(), store.ListOptions{Kind: export.Name, Limit: 50})
 	if err != nil {
 		s.serverError(w, r, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"sheetq/assets"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -20,6 +21,9 @@ type server struct {
 	dir      DataDir
 	log      *slog.Logger
 	loopback bool
+	hub      *hub             // job events for GET /api/v1/events
+	metrics  *metrics         // GET /metrics; nil serves no metrics
+	webhooks *webhook.Handler // nil or without a secret: requests with a webhook are refused
 }
 
 func (s *server) routes() http.Handler {
@@ -28,10 +32,17 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/exports", s.listExports)
 	mux.HandleFunc("GET /api/v1/exports/{id}", s.getExport)
 	mux.HandleFunc("GET /api/v1/exports/{id}/file", s.getExportFile)
+	mux.HandleFunc("POST /api/v1/exports/{id}/cancel", s.cancelExport)
+	mux.HandleFunc("POST /api/v1/exports/{id}/retry", s.retryExport)
+	mux.HandleFunc("DELETE /api/v1/exports/{id}", s.deleteExport)
 	mux.HandleFunc("GET /api/v1/reports", s.listReports)
-	mux.HandleFunc("/api/", s.apiNotFound)
+	mux.HandleFunc("GET /api/v1/events", s.streamEvents)
+	mux.Handle(apiCatchAll, s.apiFallback(mux)) // 404 or 405, as problem+json
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("GET /api/v1/stats", s.getStats)
+	mux.HandleFunc("GET /api/v1/openapi.json", s.openAPI)
 	mux.HandleFunc("GET /{$}", s.homePage)
 	mux.Handle("GET /assets/", assets.Handler())
-	return s.logRequests(s.checkHost(s.authenticate(mux)))
+	return s.logRequests(s.metrics.instrument(mux, s.checkHost(s.authenticate(mux))))
 }

@@ -16,6 +16,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -25,6 +26,10 @@ type testOpts struct {
 	MaxAttempts int
 	// Now, if set, is the clock of the store and the engine.
 	Now func() time.Time
+	// Hub tunes the event hub (buffers, keep-alive, progress interval).
+	Hub hubConfig
+	// Webhooks configures webhook delivery; the zero value sends none (no secret).
+	Webhooks webhook.Config
 }
 
 // testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
@@ -54,6 +59,11 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		}
 	})
 
+	events := newHub(st, opts.Hub, log)
+	m, err := newMetrics(ctx, st, log)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
 	eng := jobs.New(st, jobs.Config{
 		Workers:       2,
 		Heartbeat:     50 * time.Millisecond,
@@ -66,6 +76,8 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		ExportsDir:    dir.Exports(),
 		Now:           opts.Now,
 		Logger:        log,
+		OnChange:      onChangeAll(m.onChange, func(store.Job) { events.Notify() }),
+		OnProgress:    events.Progress,
 	})
 	// An explicit reports folder skips the first-run sample (seconds of generation).
 	appCfg := Config{
@@ -78,17 +90,26 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	}
 	t.Cleanup(cleanup)
 	eng.Register(export.Name, kind.Kind)
+	hooks := registerTestWebhooks(t, eng, st, log, opts.Webhooks)
 	if err := eng.Start(ctx); err != nil {
 		t.Fatalf("start engine: %v", err)
 	}
 	t.Cleanup(eng.Stop)
+	m.watchQueue(eng)
 
 	s := &server{
 		cfg:   appCfg,
 		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
+		hub: events, metrics: m, webhooks: hooks,
+	}
+	if err := events.Start(ctx); err != nil {
+		t.Fatalf("start event hub: %v", err)
 	}
 	hs := httptest.NewServer(s.routes())
 	t.Cleanup(hs.Close)
+	// Runs before hs.Close (cleanups run last first): open event streams end, so Close
+	// does not wait for them.
+	t.Cleanup(events.Stop)
 	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
 }
 

@@ -276,6 +276,8 @@ func (e *Engine) Cancel(ctx context.Context, id string) (store.Job, error) {
 		}
 	}
 	e.notify(job)
+	// A cancelled PENDING job may have queued a follow-up (its webhook delivery).
+	e.Wake()
 	return job, nil
 }
 

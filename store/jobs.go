@@ -176,6 +176,8 @@ type NewJob struct {
 	// RequestHash is compared to tell a replay from a reused key.
 	IdempotencyKey string
 	RequestHash    string
+	// WebhookURL, when set, is told of the job's final state (store/webhooks.go).
+	WebhookURL string
 }
 
 // Enqueue inserts a PENDING job and its "accepted" event in one transaction and returns
@@ -210,9 +212,9 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 			}
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
-			created_at, idempotency_key, request_hash) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?) RETURNING `+jobColumns,
+			created_at, idempotency_key, request_hash, webhook_url) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?) RETURNING `+jobColumns,
 			nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
-			nullString(nj.IdempotencyKey), nullString(nj.RequestHash)))
+			nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL)))
 		if err != nil {
 			if isUnique(err) {
 				return ErrConflict
@@ -307,7 +309,10 @@ func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileRes
 				return fmt.Errorf("publish: %w", err)
 			}
 		}
-		return s.addEvent(ctx, tx, id, EventSucceeded, StatusSucceeded, attempt, fileData(res))
+		if err := s.addEvent(ctx, tx, id, EventSucceeded, StatusSucceeded, attempt, fileData(res)); err != nil {
+			return err
+		}
+		return s.enqueueWebhookTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("succeed %s: %w", id, err)
@@ -324,7 +329,10 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 		if job, err = s.finishTx(ctx, tx, id, attempt, StatusSucceeded, res); err != nil {
 			return err
 		}
-		return s.addEvent(ctx, tx, id, EventCompletedFromFile, StatusSucceeded, attempt, fileData(res))
+		if err := s.addEvent(ctx, tx, id, EventCompletedFromFile, StatusSucceeded, attempt, fileData(res)); err != nil {
+			return err
+		}
+		return s.enqueueWebhookTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("complete %s from file: %w", id, err)
@@ -396,7 +404,10 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 		case StatusCanceled:
 			typ = EventCanceled
 		}
-		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, data)
+		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, data); err != nil {
+			return err
+		}
+		return s.enqueueWebhookTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("fail %s: %w", id, err)
@@ -432,7 +443,10 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		case StatusCanceled:
 			typ = EventCanceled
 		}
-		return s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason})
+		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason}); err != nil {
+			return err
+		}
+		return s.enqueueWebhookTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("recover %s: %w", id, err)
@@ -461,7 +475,10 @@ func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason stri
 			return err
 		}
 		if job.Status == StatusCanceled {
-			return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, map[string]any{"reason": reason})
+			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, map[string]any{"reason": reason}); err != nil {
+				return err
+			}
+			return s.enqueueWebhookTx(ctx, tx, job)
 		}
 		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, map[string]any{"reason": reason})
 	})
@@ -489,7 +506,10 @@ func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 			if err != nil {
 				return err
 			}
-			return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, job.Attempt, nil)
+			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, job.Attempt, nil); err != nil {
+				return err
+			}
+			return s.enqueueWebhookTx(ctx, tx, job)
 		case StatusProcessing:
 			if job.CancelRequested {
 				return nil
@@ -523,7 +543,10 @@ func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job
 		if err != nil {
 			return err
 		}
-		return s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, nil)
+		if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, nil); err != nil {
+			return err
+		}
+		return s.enqueueWebhookTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("finish canceled %s: %w", id, err)
@@ -567,7 +590,10 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 // ListOptions filters List.
 type ListOptions struct {
 	Status Status // empty: any
-	Limit  int    // default 50, at most 1000
+	Kind   string // empty: any
+	// Report keeps jobs whose args name this report ($.report); empty: any.
+	Report string
+	Limit  int // default 50, at most 1000
 	// Before lists jobs created strictly before this (created_at, id) position: the cursor.
 	BeforeCreated time.Time
 	BeforeID      string
@@ -585,6 +611,15 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
 		where = append(where, `status = ?`)
 		args = append(args, o.Status)
 	}
+	if o.Kind != "" {
+		where = append(where, `kind = ?`)
+		args = append(args, o.Kind)
+	}
+	if o.Report != "" {
+		// The same expression as the jobs_report_created index, so the planner uses it.
+		where = append(where, `json_extract(args, '$.report') = ?`)
+		args = append(args, o.Report)
+	}
 	if !o.BeforeCreated.IsZero() {
 		where = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`)
 		args = append(args, ms(o.BeforeCreated), ms(o.BeforeCreated), o.BeforeID)
@@ -597,9 +632,9 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
 	return s.queryJobs(ctx, s.r, q, append(args, o.Limit)...)
 }
 
-// Counts returns the number of jobs in each state.
+// Counts returns the number of jobs in each state, webhook deliveries left out.
 func (s *Store) Counts(ctx context.Context) (map[Status]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs WHERE kind <> ? GROUP BY status`, WebhookKind)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}

@@ -1,0 +1,42 @@
+package app
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"strconv"
+
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// deleteExport removes a finished job, its events and its file.
+func (s *server) deleteExport(w http.ResponseWriter, r *http.Request) {
+	// loadJob answers 404 for an unknown id and for a job that is not an export.
+	cur, ok := s.loadJob(w, r)
+	if !ok {
+		return
+	}
+	id := cur.ID
+	job, err := s.store.Delete(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(w, http.StatusNotFound, "not_found", "no export with id "+strconv.Quote(id))
+		return
+	case errors.Is(err, store.ErrNotFinished):
+		writeProblemValue(w, problem{Status: http.StatusConflict, Code: "not_finished", Job: job.ID,
+			Detail: "the export is " + string(job.Status) + "; cancel it first (POST /api/v1/exports/" + job.ID + "/cancel)"})
+		return
+	case err != nil:
+		s.serverError(w, r, err)
+		return
+	}
+	// Only after the row is gone: a crash in between leaves an orphan file, never a
+	// SUCCEEDED job without its file. The job is deleted whatever happens here, so a
+	// failure is logged, not answered.
+	if err := os.Remove(jobs.FilePath(s.dir.Exports(), job.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.WarnContext(r.Context(), "remove file of deleted export", "job_id", job.ID, "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

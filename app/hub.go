@@ -1,0 +1,367 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// hubConfig tunes the SSE hub. Zero fields take the defaults.
+type hubConfig struct {
+	// Buffer is how many messages a client may fall behind before it is disconnected
+	// (default 1024; more than one tailer read, so a burst does not drop a client that
+	// keeps up).
+	Buffer int
+	// KeepAlive is how often an idle stream gets a comment line, so that proxies and
+	// load balancers do not close it (default 15 s).
+	KeepAlive time.Duration
+	// Poll is how often the tailer reads new events when nothing woke it (default 1 s).
+	Poll time.Duration
+	// ProgressEvery is the shortest time between two progress events of one job
+	// (default 250 ms).
+	ProgressEvery time.Duration
+	// Retry is the reconnection delay suggested to clients (default 3 s).
+	Retry time.Duration
+}
+
+func (c hubConfig) withDefaults() hubConfig {
+	c.Buffer = cmp.Or(c.Buffer, 1024)
+	c.KeepAlive = cmp.Or(c.KeepAlive, 15*time.Second)
+	c.Poll = cmp.Or(c.Poll, time.Second)
+	c.ProgressEvery = cmp.Or(c.ProgressEvery, 250*time.Millisecond)
+	c.Retry = cmp.Or(c.Retry, 3*time.Second)
+	return c
+}
+
+// tailPage is how many events the tailer and a replay read at a time.
+const tailPage = 256
+
+// errHubStopped refuses a subscription once the server is shutting down.
+var errHubStopped = errors.New("event hub stopped")
+
+// sseMessage is one event ready to send; data is marshalled once and shared by every
+// client that receives it.
+type sseMessage struct {
+	id    int64  // the job_events row id; negative: no id line (progress)
+	job   string // the job it is about, for ?job=
+	event string
+	data  []byte
+}
+
+// subscriber is one open stream. The hub only ever sends to ch without blocking; when
+// ch is full the subscriber is dropped and gone is closed.
+type subscriber struct {
+	job  string // "": every job
+	ch   chan sseMessage
+	gone chan struct{} // closed when dropped or when the hub stops
+}
+
+// progressFigures are a running job's latest progress report.
+type progressFigures struct{ rows, total int64 }
+
+// hub fans job events out to SSE clients. One goroutine tails job_events by id (woken by
+// the engine, with a slow poll as a fallback) and emits coalesced progress; clients get
+// messages through bounded buffers, so a slow client never slows the engine or the
+// other clients: it is disconnected instead, and replays what it missed on reconnect.
+type hub struct {
+	cfg hubConfig
+	st  *store.Store
+	log *slog.Logger
+
+	wake chan struct{} // capacity 1: a pending wake-up is enough
+
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	stopped bool
+	dropped int // clients disconnected for falling behind
+
+	nsubs atomic.Int64 // len(subs), read by the Progress hook without a lock
+
+	pmu     sync.Mutex
+	pending map[string]progressFigures // by job id; emptied on every progress tick
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// newHub returns a hub over st; Start it before serving.
+func newHub(st *store.Store, cfg hubConfig, log *slog.Logger) *hub {
+	return &hub{
+		cfg:     cfg.withDefaults(),
+		st:      st,
+		log:     log,
+		wake:    make(chan struct{}, 1),
+		subs:    map[*subscriber]struct{}{},
+		pending: map[string]progressFigures{},
+	}
+}
+
+// wire makes the engine wake the hub on every state change and report progress to it,
+// keeping any hooks already set.
+func (h *hub) wire(cfg *jobs.Config) {
+	onChange, onProgress := cfg.OnChange, cfg.OnProgress
+	cfg.OnChange = func(j store.Job) {
+		if onChange != nil {
+			onChange(j)
+		}
+		h.Notify()
+	}
+	cfg.OnProgress = func(id string, rows, total int64) {
+		if onProgress != nil {
+			onProgress(id, rows, total)
+		}
+		h.Progress(id, rows, total)
+	}
+}
+
+// Start begins tailing job_events after the newest event stored now.
+func (h *hub) Start(ctx context.Context) error {
+	_, last, err := h.st.EventRange(ctx)
+	if err != nil {
+		return fmt.Errorf("start event hub: %w", err)
+	}
+	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	h.done.Add(1)
+	go func() {
+		defer h.done.Done()
+		h.run(ctx, last)
+	}()
+	return nil
+}
+
+// Stop ends every open stream and the tailer. It is safe to call more than once.
+func (h *hub) Stop() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.stopped = true
+	for s := range h.subs {
+		h.dropLocked(s)
+	}
+	h.mu.Unlock()
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.done.Wait()
+}
+
+// Notify makes the tailer read new events now instead of at its next poll. It never
+// blocks.
+func (h *hub) Notify() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Progress records a running job's latest figures; the tailer sends them at most once
+// per ProgressEvery. It is called on every row, so it only takes a short lock, and
+// nothing at all while no client listens.
+func (h *hub) Progress(jobID string, rows, total int64) {
+	if h.nsubs.Load() == 0 {
+		return
+	}
+	h.pmu.Lock()
+	h.pending[jobID] = progressFigures{rows, total}
+	h.pmu.Unlock()
+}
+
+// subscribe registers a client for live messages about job ("" for all jobs).
+func (h *hub) subscribe(job string) (*subscriber, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return nil, errHubStopped
+	}
+	s := &subscriber{job: job, ch: make(chan sseMessage, h.cfg.Buffer), gone: make(chan struct{})}
+	h.subs[s] = struct{}{}
+	h.nsubs.Add(1)
+	return s, nil
+}
+
+// unsubscribe removes a client whose stream ended.
+func (h *hub) unsubscribe(s *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[s]; ok {
+		delete(h.subs, s)
+		h.nsubs.Add(-1)
+	}
+}
+
+// dropLocked disconnects s; h.mu is held.
+func (h *hub) dropLocked(s *subscriber) {
+	delete(h.subs, s)
+	h.nsubs.Add(-1)
+	close(s.gone)
+}
+
+// droppedCount is how many clients were disconnected for falling behind.
+func (h *hub) droppedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropped
+}
+
+// publish hands m to every interested client without blocking; a client whose buffer is
+// full is dropped.
+func (h *hub) publish(msgs ...sseMessage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range msgs {
+		for s := range h.subs {
+			if s.job != "" && s.job != m.job {
+				continue
+			}
+			select {
+			case s.ch <- m:
+			default:
+				h.dropLocked(s)
+				h.dropped++
+			}
+		}
+	}
+}
+
+// run is the tailer: it reads events after cursor when woken or polled, and sends the
+// coalesced progress figures on every progress tick. Both happen on this one goroutine,
+// so a job's last progress figures are never sent after the event that ended its attempt.
+func (h *hub) run(ctx context.Context, cursor int64) {
+	poll := time.NewTicker(h.cfg.Poll)
+	defer poll.Stop()
+	prog := time.NewTicker(h.cfg.ProgressEvery)
+	defer prog.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-prog.C:
+			h.flushProgress()
+			continue
+		case <-h.wake:
+		case <-poll.C:
+		}
+		next, err := h.tail(ctx, cursor)
+		if err != nil && ctx.Err() == nil {
+			h.log.ErrorContext(ctx, "tail job events", "after_id", cursor, "err", err)
+		}
+		cursor = next
+	}
+}
+
+// tail publishes every event after cursor and returns the new cursor.
+func (h *hub) tail(ctx context.Context, cursor int64) (int64, error) {
+	for {
+		evs, err := h.st.EventsAfter(ctx, cursor, tailPage)
+		if err != nil || len(evs) == 0 {
+			return cursor, err
+		}
+		msgs, err := eventMessages(ctx, h.st, evs)
+		if err != nil {
+			return cursor, err
+		}
+		// Progress recorded before an attempt ended is stale once the event is out.
+		h.pmu.Lock()
+		for _, e := range evs {
+			if e.Status != store.StatusProcessing {
+				delete(h.pending, e.JobID)
+			}
+		}
+		h.pmu.Unlock()
+		h.publish(msgs...)
+		cursor = evs[len(evs)-1].ID
+		if len(evs) < tailPage {
+			return cursor, nil
+		}
+	}
+}
+
+// flushProgress publishes the figures recorded since the last tick, one message per job.
+func (h *hub) flushProgress() {
+	h.pmu.Lock()
+	if len(h.pending) == 0 {
+		h.pmu.Unlock()
+		return
+	}
+	pending := h.pending
+	h.pending = make(map[string]progressFigures, len(pending))
+	h.pmu.Unlock()
+	msgs := make([]sseMessage, 0, len(pending))
+	for id, p := range pending {
+		pj := progressEventJSON{ID: id, Rows: p.rows}
+		if p.total >= 0 {
+			pj.TotalRows = &p.total
+		}
+		data, err := json.Marshal(pj)
+		if err != nil {
+			continue
+		}
+		msgs = append(msgs, sseMessage{id: -1, job: id, event: "progress", data: data})
+	}
+	h.publish(msgs...)
+}
+
+// progressEventJSON is the data of a progress event.
+type progressEventJSON struct {
+	ID        string `json:"id"`
+	Rows      int64  `json:"rows"`
+	TotalRows *int64 `json:"total_rows,omitempty"`
+}
+
+// eventJSON is a stored event as the stream shows it.
+type eventJSON struct {
+	ID      int64           `json:"id"`
+	Type    string          `json:"type"`
+	Status  store.Status    `json:"status"`
+	Attempt int             `json:"attempt"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// eventDataJSON is the data of a state event: the event as stored, and the job as it is
+// when the event is sent (null if the job was deleted meanwhile).
+type eventDataJSON struct {
+	Job   *jobJSON  `json:"job"`
+	Event eventJSON `json:"event"`
+}
+
+// eventMessages turns stored events into messages, with their jobs' current state.
+func eventMessages(ctx context.Context, st *store.Store, evs []store.Event) ([]sseMessage, error) {
+	ids := make([]string, 0, len(evs))
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if !seen[e.JobID] {
+			seen[e.JobID] = true
+			ids = append(ids, e.JobID)
+		}
+	}
+	jobsByID, err := st.JobsByID(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sseMessage, 0, len(evs))
+	for _, e := range evs {
+		d := eventDataJSON{Event: eventJSON{ID: e.ID, Type: e.Type, Status: e.Status, Attempt: e.Attempt, At: e.At, Data: e.Data}}
+		if j, ok := jobsByID[e.JobID]; ok {
+			jj := toJobJSON(j)
+			d.Job = &jj
+		}
+		data, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.ID, err)
+		}
+		out = append(out, sseMessage{id: e.ID, job: e.JobID, event: e.Type, data: data})
+	}
+	return out, nil
+}

@@ -1,0 +1,341 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sheetq/jobs"
+	"sheetq/jobs/export"
+	"sheetq/store"
+)
+
+// jobBuckets spans what an export can take, from a few milliseconds to six hours.
+var jobBuckets = []float64{
+	0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 21600,
+}
+
+// httpBuckets spans API answers; an SSE stream is observed when it closes and lands in +Inf.
+var httpBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// finalStatuses label the histograms of finished jobs.
+var finalStatuses = []store.Status{store.StatusSucceeded, store.StatusFailed, store.StatusCanceled}
+
+// metricKinds are the job kinds whose series exist from the start, at zero; a kind
+// found in the store later gets its series when it is first seen.
+var metricKinds = []string{export.Name, store.WebhookKind}
+
+// metrics is what GET /metrics serves, on its own registry.
+//
+// Job counters and histograms follow the job_events log: each engine state change
+// (jobs.Config.OnChange) and each scrape read the events committed since the last
+// ones seen, so every transition is counted exactly once, whichever goroutine notices
+// it. Only events committed after this process started count (one process owns a data
+// directory): counters restart from zero with the process, as Prometheus expects.
+// Gauges of the queue are read from the store at scrape time.
+type metrics struct {
+	reg *prometheus.Registry
+	st  *store.Store
+	log *slog.Logger
+
+	mu     sync.Mutex // serialises catching up with the event log
+	cursor int64      // id of the last job event counted
+
+	// By job kind.
+	accepted, started, succeeded, failed, retried, recovered, canceled *prometheus.CounterVec
+	queueWait, runTime, endToEnd                                       *prometheus.HistogramVec
+
+	deduplicated prometheus.Counter
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+}
+
+// newMetrics builds the registry with the Go and process collectors and the job and
+// HTTP metrics. Events already in the store are not counted. Call watchQueue once the
+// engine exists to add the queue gauges.
+func newMetrics(ctx context.Context, st *store.Store, log *slog.Logger) (*metrics, error) {
+	last, err := st.LastEventID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &metrics{reg: prometheus.NewRegistry(), st: st, log: log, cursor: last}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sheetq", Name: name, Help: help + ", by kind."},
+			[]string{"kind"})
+	}
+	m.accepted = counter("jobs_accepted_total", "Jobs accepted (committed as PENDING) in this process")
+	m.started = counter("jobs_started_total", "Attempts started (claimed by a worker) in this process")
+	m.succeeded = counter("jobs_succeeded_total", "Jobs that ended SUCCEEDED in this process, orphans completed from their published file included")
+	m.failed = counter("jobs_failed_total", "Jobs that ended FAILED in this process")
+	m.retried = counter("jobs_retried_total", "Failed attempts put back to PENDING for an automatic retry (attempt_failed events)")
+	m.recovered = counter("jobs_recovered_total", "Orphaned attempts (lost heartbeat, crash) taken back by the reaper, whatever became of the job")
+	m.canceled = counter("jobs_canceled_total", "Jobs that ended CANCELED in this process")
+	m.deduplicated = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "sheetq", Name: "jobs_deduplicated_total",
+		Help: "Export requests answered with their existing job because of their Idempotency-Key."})
+
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sheetq", Name: "job_queue_wait_seconds", Buckets: jobBuckets,
+		Help: "Time from acceptance to the start of an attempt (started_at - created_at), observed as each attempt starts, by kind.",
+	}, []string{"kind"})
+	m.runTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sheetq", Name: "job_run_seconds", Buckets: jobBuckets,
+		Help: "Run time of a finished job's final attempt (finished_at - started_at), by kind and final status; cancelled jobs are left out.",
+	}, []string{"kind", "status"})
+	m.endToEnd = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sheetq", Name: "job_end_to_end_seconds", Buckets: jobBuckets,
+		Help: "Time from acceptance to the end of a job (finished_at - created_at), by kind and final status.",
+	}, []string{"kind", "status"})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "sheetq", Name: "http_requests_total",
+		Help: "HTTP requests by route pattern, method and status code.",
+	}, []string{"route", "method", "code"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "sheetq", Name: "http_request_duration_seconds", Buckets: httpBuckets,
+		Help: "HTTP request duration by route pattern and method, until the handler returns.",
+	}, []string{"route", "method"})
+	for _, k := range metricKinds {
+		for _, c := range []*prometheus.CounterVec{m.accepted, m.started, m.succeeded, m.failed, m.retried, m.recovered, m.canceled} {
+			c.WithLabelValues(k)
+		}
+		m.queueWait.WithLabelValues(k)
+		for _, st := range finalStatuses {
+			m.endToEnd.WithLabelValues(k, string(st))
+			if st != store.StatusCanceled {
+				m.runTime.WithLabelValues(k, string(st))
+			}
+		}
+	}
+	m.reg.MustRegister(m.accepted, m.started, m.succeeded, m.failed, m.retried, m.recovered, m.canceled,
+		m.deduplicated, m.queueWait, m.runTime, m.endToEnd, m.httpRequests, m.httpDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m, nil
+}
+
+// watchQueue adds the gauges read from the store and the engine at scrape time.
+func (m *metrics) watchQueue(eng *jobs.Engine) {
+	m.reg.MustRegister(&queueCollector{st: m.st, eng: eng, log: m.log, kinds: metricKinds})
+}
+
+// onChange is the engine's state-change hook: it counts the events the change appended.
+func (m *metrics) onChange(store.Job) {
+	// The engine calls this from its own goroutines, with no request to bound it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.catchUp(ctx)
+}
+
+// dedup counts an idempotent replay; m may be nil.
+func (m *metrics) dedup() {
+	if m != nil {
+		m.deduplicated.Inc()
+	}
+}
+
+// catchUp counts the job events committed since the last ones counted.
+func (m *metrics) catchUp(ctx context.Context) {
+	const batch = 500
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for {
+		ts, err := m.st.TransitionsAfter(ctx, m.cursor, batch)
+		if err != nil {
+			m.log.WarnContext(ctx, "metrics: read job events", "err", err)
+			return
+		}
+		for _, t := range ts {
+			m.count(t)
+			m.cursor = t.EventID
+		}
+		if len(ts) < batch {
+			return
+		}
+	}
+}
+
+// count turns one job event into counter increments and histogram observations.
+// Events of other types (cancel_requested, requeued, retried on request, webhook
+// timeline entries) change no metric.
+func (m *metrics) count(t store.Transition) {
+	k := t.Kind
+	switch t.Type {
+	case store.EventAccepted:
+		m.accepted.WithLabelValues(k).Inc()
+	case store.EventStarted:
+		m.started.WithLabelValues(k).Inc()
+		m.queueWait.WithLabelValues(k).Observe(seconds(t.At.Sub(t.CreatedAt)))
+	case store.EventAttemptFailed:
+		m.retried.WithLabelValues(k).Inc()
+	case store.EventRecovered:
+		m.recovered.WithLabelValues(k).Inc()
+	case store.EventCompletedFromFile:
+		m.recovered.WithLabelValues(k).Inc()
+		m.succeeded.WithLabelValues(k).Inc()
+		m.finished(t, store.StatusSucceeded)
+	case store.EventSucceeded:
+		m.succeeded.WithLabelValues(k).Inc()
+		m.finished(t, store.StatusSucceeded)
+	case store.EventFailed, store.EventCanceled:
+		// The reaper's recoveries that end the job carry the code "lost".
+		if t.Code == "lost" {
+			m.recovered.WithLabelValues(k).Inc()
+		}
+		if t.Type == store.EventFailed {
+			m.failed.WithLabelValues(k).Inc()
+			m.finished(t, store.StatusFailed)
+		} else {
+			m.canceled.WithLabelValues(k).Inc()
+			m.finished(t, store.StatusCanceled)
+		}
+	}
+}
+
+func (m *metrics) finished(t store.Transition, status store.Status) {
+	m.endToEnd.WithLabelValues(t.Kind, string(status)).Observe(seconds(t.At.Sub(t.CreatedAt)))
+	// A job retried on request may have started again by the time its event is read;
+	// then its started_at is not this attempt's and there is nothing to observe.
+	if status != store.StatusCanceled && !t.StartedAt.IsZero() && !t.StartedAt.After(t.At) {
+		m.runTime.WithLabelValues(t.Kind, string(status)).Observe(seconds(t.At.Sub(t.StartedAt)))
+	}
+}
+
+func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
+// handler serves the registry in the Prometheus text format, after counting the events
+// committed up to now, so that a scrape sees every finished transition.
+func (m *metrics) handler() http.Handler {
+	if m == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeProblem(w, http.StatusNotFound, "no_metrics", "this server keeps no metrics")
+		})
+	}
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError, // a failed store query leaves out its gauges, not the rest
+		Registry:      m.reg,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.catchUp(r.Context())
+		h.ServeHTTP(w, r)
+	})
+}
+
+// instrument counts requests and their duration by the ServeMux pattern that routes
+// them (never the raw path, which would make a series per job id), method and code.
+// Requests refused before routing (auth, host check) still count under their pattern.
+func (m *metrics) instrument(mux *http.ServeMux, next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		next.ServeHTTP(rec, r)
+		took := time.Since(start)
+		pattern := r.Pattern // set by the mux on this request, unless a middleware copied it
+		if pattern == "" {
+			_, pattern = mux.Handler(r)
+		}
+		route := routeLabel(pattern)
+		method := methodLabel(r.Method)
+		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(max(rec.status, 200))).Inc()
+		m.httpDuration.WithLabelValues(route, method).Observe(took.Seconds())
+	})
+}
+
+// routeLabel is a pattern without its method ("GET /api/v1/exports/{id}" becomes
+// "/api/v1/exports/{id}"), or "unmatched" for a request no route took.
+func routeLabel(pattern string) string {
+	if pattern == "" {
+		return "unmatched"
+	}
+	if i := strings.IndexByte(pattern, ' '); i >= 0 {
+		return pattern[i+1:]
+	}
+	return pattern
+}
+
+// methodLabel bounds the method label: a client may send any token as a method.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "OTHER"
+}
+
+// queueCollector reads the queue's gauges from the store and the engine at scrape time.
+type queueCollector struct {
+	st    *store.Store
+	eng   *jobs.Engine
+	log   *slog.Logger
+	kinds []string // always reported, at zero when they have no job
+}
+
+var (
+	jobsByStateDesc = prometheus.NewDesc("sheetq_jobs_by_state",
+		"Jobs in the store by kind and state (retention removes old ones).", []string{"kind", "state"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("sheetq_oldest_pending_age_seconds",
+		"How long the oldest runnable PENDING job of a kind has waited since it became runnable (run_at); 0 when none waits.",
+		[]string{"kind"}, nil)
+	lateHeartbeatsDesc = prometheus.NewDesc("sheetq_jobs_heartbeat_late",
+		"PROCESSING jobs of a kind whose last heartbeat is older than twice the heartbeat interval.", []string{"kind"}, nil)
+	workersBusyDesc = prometheus.NewDesc("sheetq_workers_busy",
+		"Jobs this process is running now.", nil, nil)
+	workersDesc = prometheus.NewDesc("sheetq_workers",
+		"Size of the worker pool (--workers).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{jobsByStateDesc, oldestPendingDesc, lateHeartbeatsDesc, workersBusyDesc, workersDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	cfg := c.eng.Config()
+	ch <- prometheus.MustNewConstMetric(workersBusyDesc, prometheus.GaugeValue, float64(c.eng.Running()))
+	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(cfg.Workers))
+
+	// Collect has no request context; a scrape must not hang on a stuck database.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now := c.st.Now()
+	qs, err := c.st.QueueStats(ctx, now, now.Add(-lateAfter(cfg)), c.kinds...)
+	if err != nil {
+		c.log.WarnContext(ctx, "metrics: queue stats", "err", err)
+		for _, d := range []*prometheus.Desc{jobsByStateDesc, oldestPendingDesc, lateHeartbeatsDesc} {
+			ch <- prometheus.NewInvalidMetric(d, err)
+		}
+		return
+	}
+	for kind, ks := range qs {
+		for st, n := range ks.Counts {
+			ch <- prometheus.MustNewConstMetric(jobsByStateDesc, prometheus.GaugeValue, float64(n), kind, string(st))
+		}
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, oldestPendingAge(ks, now).Seconds(), kind)
+		ch <- prometheus.MustNewConstMetric(lateHeartbeatsDesc, prometheus.GaugeValue, float64(ks.LateHeartbeats), kind)
+	}
+}
+
+// lateAfter is the heartbeat age after which a running job's heartbeat counts as late:
+// two intervals, so one slow stamp is not reported.
+func lateAfter(cfg jobs.Config) time.Duration { return 2 * cfg.Heartbeat }
+
+func oldestPendingAge(ks store.KindStats, now time.Time) time.Duration {
+	if ks.OldestPendingRunAt.IsZero() {
+		return 0
+	}
+	return max(now.Sub(ks.OldestPendingRunAt), 0)
+}

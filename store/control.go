@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Event types written by the control actions.
+const (
+	EventRetried = "retried" // FAILED or CANCELED back to PENDING on request
+	EventExpired = "expired" // retention removed the file of a SUCCEEDED job
+)
+
+// ErrNotRetryable is returned by Retry for a job that is neither FAILED nor CANCELED.
+var ErrNotRetryable = errors.New("job is neither failed nor canceled")
+
+// ErrNotFinished is returned by Delete for a job that is still PENDING or PROCESSING.
+var ErrNotFinished = errors.New("job not finished")
+
+// ErrNotSucceeded is returned by Expire for a job that is not SUCCEEDED.
+var ErrNotSucceeded = errors.New("job has not succeeded")
+
+// DefaultMaxAttempts is the attempt budget of a job, or of a retry, that names none.
+const DefaultMaxAttempts = 3
+
+// Retry puts a FAILED or CANCELED job back to PENDING to run now with a fresh budget of
+// attempts, keeping its events and appending a "retried" one. attempt is the fencing
+// token, so it is not reset: max_attempts becomes attempt + budget, and the next claim
+// takes attempt + 1, which no earlier execution can hold. A budget of zero or less means
+// DefaultMaxAttempts. It returns ErrNotFound, or ErrNotRetryable with the job as it is.
+func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
+	if budget <= 0 {
+		budget = DefaultMaxAttempts
+	}
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		if cur.Status != StatusFailed && cur.Status != StatusCanceled {
+			job = cur
+			return ErrNotRetryable
+		}
+		// Everything the last run left behind goes; its story stays in job_events.
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PENDING', run_at = ?,
+			max_attempts = attempt + ?, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
+			progress_rows = 0, progress_total = NULL, cancel_requested = 0, error_code = NULL, error_message = NULL,
+			file_name = NULL, file_size = NULL, file_sha256 = NULL, warnings = NULL
+			WHERE id = ? AND status IN ('FAILED', 'CANCELED') RETURNING `+jobColumns, ms(s.now()), budget, id))
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, EventRetried, StatusPending, job.Attempt,
+			map[string]any{"from": cur.Status, "max_attempts": job.MaxAttempts})
+	})
+	if errors.Is(err, ErrNotRetryable) {
+		return job, fmt.Errorf("retry %s: %w", id, err)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("retry %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Delete removes a finished job (SUCCEEDED, FAILED, CANCELED or EXPIRED) and its events,
+// and returns the job as it was. The caller removes the job's file after Delete returns,
+// so a crash in between leaves an orphan file, never a row without its file. It returns
+// ErrNotFound, or ErrNotFinished with the job for a PENDING or PROCESSING one.
+func (s *Store) Delete(ctx context.Context, id string) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		if !job.Status.Final() {
+			return ErrNotFinished
+		}
+		// The foreign key cascades too; deleting the events explicitly does not depend
+		// on the connection's foreign_keys pragma.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM job_events WHERE job_id = ?`, id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'EXPIRED')`, id)
+		return err
+	})
+	if errors.Is(err, ErrNotFinished) {
+		return job, fmt.Errorf("delete %s: %w", id, err)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("delete %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Expire marks a SUCCEEDED job EXPIRED, with an "expired" event: retention calls it once
+// the job's file is removed. The file's name, size and sha256 stay on the row as a
+// record. It returns ErrNotFound, or ErrNotSucceeded with the job in any other state.
+func (s *Store) Expire(ctx context.Context, id string) (Job, error) {
+	var job Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		if job.Status != StatusSucceeded {
+			return ErrNotSucceeded
+		}
+		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'EXPIRED'
+			WHERE id = ? AND status = 'SUCCEEDED' RETURNING `+jobColumns, id))
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, EventExpired, StatusExpired, job.Attempt, nil)
+	})
+	if errors.Is(err, ErrNotSucceeded) {
+		return job, fmt.Errorf("expire %s: %w", id, err)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("expire %s: %w", id, err)
+	}
+	return job, nil
+}

@@ -1,0 +1,306 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"sheetq/store"
+)
+
+// deliveries returns the webhook delivery jobs in the store, oldest first.
+func deliveries(t *testing.T, st *store.Store) []store.Job {
+	t.Helper()
+	list, err := st.List(context.Background(), store.ListOptions{Kind: store.WebhookKind, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := 0, len(list)-1; i < j; i, j = i+1, j-1 {
+		list[i], list[j] = list[j], list[i]
+	}
+	return list
+}
+
+func webhookArgs(t *testing.T, j store.Job) store.WebhookArgs {
+	t.Helper()
+	var a store.WebhookArgs
+	if err := json.Unmarshal(j.Args, &a); err != nil {
+		t.Fatalf("delivery args %s: %v", j.Args, err)
+	}
+	return a
+}
+
+// Every way a job can end announces it exactly once, with a delivery job created in the
+// transaction that made it final; retries and other non-final transitions announce
+// nothing.
+func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
+	const url = "https://hooks.example.com/sheetq?token=x"
+	ctx := context.Background()
+	file := store.FileResult{Name: "f.xlsx", Size: 10, SHA256: "abc", Rows: 3}
+	later := func(st *store.Store) time.Time { return st.Now().Add(time.Hour) }
+	cases := []struct {
+		name        string
+		maxAttempts int
+		end         func(t *testing.T, st *store.Store, id string) // from PROCESSING, attempt 1
+		status      store.Status
+		event       string
+	}{
+		{"succeed", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Succeed(ctx, id, 1, file, nil)
+			check(t, err)
+		}, store.StatusSucceeded, store.WebhookExportSucceeded},
+		{"complete from file", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.CompleteFromFile(ctx, id, 1, file)
+			check(t, err)
+		}, store.StatusSucceeded, store.WebhookExportSucceeded},
+		{"permanent failure", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, later(st))
+			check(t, err)
+		}, store.StatusFailed, store.WebhookExportFailed},
+		{"retry then last attempt fails", 2, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, st.Now())
+			check(t, err)
+			if n := len(deliveries(t, st)); n != 0 {
+				t.Fatalf("a retry announced %d deliveries", n)
+			}
+			claim(t, st, "w")
+			_, err = st.Fail(ctx, id, 2, store.AttemptError{Code: "upstream", Message: "502"}, later(st))
+			check(t, err)
+		}, store.StatusFailed, store.WebhookExportFailed},
+		{"recover out of attempts", 1, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Recover(ctx, id, 1, "heartbeat lost", st.Now())
+			check(t, err)
+		}, store.StatusFailed, store.WebhookExportFailed},
+		{"recover after cancel", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Cancel(ctx, id)
+			check(t, err)
+			_, err = st.Recover(ctx, id, 1, "heartbeat lost", st.Now())
+			check(t, err)
+		}, store.StatusCanceled, store.WebhookExportCanceled},
+		{"fail after cancel", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Cancel(ctx, id)
+			check(t, err)
+			_, err = st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, st.Now())
+			check(t, err)
+		}, store.StatusCanceled, store.WebhookExportCanceled},
+		{"requeue after cancel", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Cancel(ctx, id)
+			check(t, err)
+			_, err = st.Requeue(ctx, id, 1, "shutdown")
+			check(t, err)
+		}, store.StatusCanceled, store.WebhookExportCanceled},
+		{"finish canceled", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Cancel(ctx, id)
+			check(t, err)
+			_, err = st.FinishCanceled(ctx, id, 1)
+			check(t, err)
+		}, store.StatusCanceled, store.WebhookExportCanceled},
+		{"cancel pending", 3, func(t *testing.T, st *store.Store, id string) {
+			_, err := st.Requeue(ctx, id, 1, "shutdown") // back to PENDING
+			check(t, err)
+			if n := len(deliveries(t, st)); n != 0 {
+				t.Fatalf("a requeue announced %d deliveries", n)
+			}
+			_, err = st.Cancel(ctx, id)
+			check(t, err)
+		}, store.StatusCanceled, store.WebhookExportCanceled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			st, _ := openStore(t, store.Options{Now: clk.Now})
+			quiet := enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"report":"quiet"}`), MaxAttempts: tc.maxAttempts})
+			claim(t, st, "w")
+			tc.end(t, st, quiet.ID)
+			if n := len(deliveries(t, st)); n != 0 {
+				t.Fatalf("a job without a webhook announced %d deliveries", n)
+			}
+
+			j := enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"report":"orders","params":{"from":"2024-01-01"}}`),
+				MaxAttempts: tc.maxAttempts, WebhookURL: url})
+			claim(t, st, "w")
+			clk.Advance(time.Second)
+			tc.end(t, st, j.ID)
+			final := get(t, st, j.ID)
+			if final.Status != tc.status {
+				t.Fatalf("job ended %s, want %s", final.Status, tc.status)
+			}
+			ds := deliveries(t, st)
+			if len(ds) != 1 {
+				t.Fatalf("%d deliveries, want 1", len(ds))
+			}
+			d := ds[0]
+			if d.Status != store.StatusPending || d.MaxAttempts != store.WebhookMaxAttempts || d.Attempt != 0 ||
+				!d.RunAt.Equal(clk.Now()) {
+				t.Fatalf("delivery job = %+v", d)
+			}
+			a := webhookArgs(t, d)
+			if a.ExportID != j.ID || a.URL != url || a.Event != tc.event || !strings.HasPrefix(a.MessageID, "msg_") ||
+				len(a.MessageID) < 20 {
+				t.Fatalf("delivery args = %+v", a)
+			}
+			var p struct {
+				Type      string    `json:"type"`
+				Timestamp time.Time `json:"timestamp"`
+				Data      struct {
+					ID      string         `json:"id"`
+					Status  store.Status   `json:"status"`
+					Report  string         `json:"report"`
+					Params  map[string]any `json:"params"`
+					Attempt int            `json:"attempt"`
+					Error   *struct {
+						Code string `json:"code"`
+					} `json:"error"`
+					File *struct {
+						Size   int64  `json:"size"`
+						SHA256 string `json:"sha256"`
+					} `json:"file"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(a.Payload, &p); err != nil {
+				t.Fatalf("payload %s: %v", a.Payload, err)
+			}
+			if p.Type != tc.event || !p.Timestamp.Equal(clk.Now()) || p.Data.ID != j.ID || p.Data.Status != tc.status ||
+				p.Data.Report != "orders" || p.Data.Params["from"] != "2024-01-01" || p.Data.Attempt != final.Attempt {
+				t.Fatalf("payload = %s", a.Payload)
+			}
+			if (p.Data.File != nil) != (tc.status == store.StatusSucceeded) ||
+				(p.Data.File != nil && (p.Data.File.Size != 10 || p.Data.File.SHA256 != "abc")) {
+				t.Fatalf("payload file = %s", a.Payload)
+			}
+			if tc.status == store.StatusFailed && (p.Data.Error == nil || p.Data.Error.Code != final.ErrorCode) {
+				t.Fatalf("payload error = %s, job error %q", a.Payload, final.ErrorCode)
+			}
+
+			// Both timelines say what happened: the export's names the delivery, and the
+			// delivery job was accepted like any job.
+			var queued []store.Event
+			for _, e := range events(t, st, j.ID) {
+				if e.Type == store.EventWebhookQueued {
+					queued = append(queued, e)
+				}
+			}
+			if len(queued) != 1 || queued[0].Status != tc.status {
+				t.Fatalf("webhook_queued events = %+v", queued)
+			}
+			if data := eventData(t, queued[0]); data["webhook_id"] != a.MessageID || data["delivery_job"] != d.ID ||
+				data["event"] != tc.event || strings.Contains(string(queued[0].Data), "token") {
+				t.Fatalf("webhook_queued data = %s", queued[0].Data)
+			}
+			if got := summarize(events(t, st, d.ID)); len(got) != 1 || got[0].Type != store.EventAccepted {
+				t.Fatalf("delivery events = %+v", got)
+			}
+
+			// A delivery job ending announces nothing in turn.
+			c := claim(t, st, "w")
+			if c.ID != d.ID {
+				t.Fatalf("claimed %s, want the delivery %s first", c.ID, d.ID)
+			}
+			if _, err := st.Succeed(ctx, d.ID, 1, store.FileResult{}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(deliveries(t, st)); n != 1 {
+				t.Fatalf("%d deliveries after the delivery succeeded, want 1", n)
+			}
+		})
+	}
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The delivery job is part of the final transaction: if it cannot be written, the job
+// does not become final either (so a crash can never leave a final job unannounced).
+func TestWebhookEnqueueIsAtomicWithFinalState(t *testing.T) {
+	st, path := openStore(t, store.Options{})
+	ctx := context.Background()
+	j := enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"})
+	claim(t, st, "w")
+	db := rawDB(t, path)
+	if _, err := db.Exec(`CREATE TRIGGER no_webhooks BEFORE INSERT ON jobs WHEN NEW.kind = 'webhook'
+		BEGIN SELECT RAISE(ABORT, 'no webhooks'); END`); err != nil {
+		t.Fatal(err)
+	}
+	published := false
+	if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{Name: "x"}, func() error { published = true; return nil }); err == nil {
+		t.Fatal("succeed committed although its webhook could not be enqueued")
+	}
+	if got := get(t, st, j.ID); got.Status != store.StatusProcessing || !published {
+		t.Fatalf("after the failed commit: %s (published %v), want PROCESSING", got.Status, published)
+	}
+	if _, err := db.Exec(`DROP TRIGGER no_webhooks`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{Name: "x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(deliveries(t, st)); n != 1 {
+		t.Fatalf("%d deliveries, want 1", n)
+	}
+}
+
+// Delivery attempts land on the export's timeline with its status and attempt; an
+// export removed meanwhile is skipped without an error.
+func TestRecordWebhookAttempt(t *testing.T) {
+	st, _ := openStore(t, store.Options{})
+	ctx := context.Background()
+	j := enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"})
+	claim(t, st, "w")
+	if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	failed := store.WebhookAttempt{MessageID: "msg_1", Event: store.WebhookExportSucceeded, Attempt: 1, MaxAttempts: 8,
+		StatusCode: 500, Code: "http_status", Error: "receiver answered 500", WillRetry: true}
+	ok := store.WebhookAttempt{Delivered: true, MessageID: "msg_1", Event: store.WebhookExportSucceeded, Attempt: 2,
+		MaxAttempts: 8, StatusCode: 204}
+	for _, a := range []store.WebhookAttempt{failed, ok} {
+		if err := st.RecordWebhookAttempt(ctx, j.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.RecordWebhookAttempt(ctx, "gone", ok); err != nil {
+		t.Fatalf("record on a removed export: %v", err)
+	}
+	evs := events(t, st, j.ID)
+	last := evs[len(evs)-2:]
+	if last[0].Type != store.EventWebhookFailed || last[1].Type != store.EventWebhookDelivered ||
+		last[0].Status != store.StatusSucceeded || last[1].Attempt != 1 {
+		t.Fatalf("events = %+v", summarize(evs))
+	}
+	d := eventData(t, last[0])
+	if d["status_code"] != float64(500) || d["attempt"] != float64(1) || d["will_retry"] != true ||
+		d["error"] != "receiver answered 500" || d["webhook_id"] != "msg_1" {
+		t.Fatalf("webhook_failed data = %s", last[0].Data)
+	}
+	if n := len(events(t, st, "gone")); n != 0 {
+		t.Fatalf("%d events for a missing job", n)
+	}
+}
+
+// Listings and counts can leave webhook deliveries out.
+func TestListByKindAndCountsLeaveDeliveriesOut(t *testing.T) {
+	st, _ := openStore(t, store.Options{})
+	ctx := context.Background()
+	j := enqueue(t, st, store.NewJob{Kind: "export", WebhookURL: "https://example.com/hook"})
+	if _, err := st.Cancel(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	all, err := st.List(ctx, store.ListOptions{})
+	check(t, err)
+	exports, err := st.List(ctx, store.ListOptions{Kind: "export"})
+	check(t, err)
+	if len(all) != 2 || len(exports) != 1 || exports[0].ID != j.ID {
+		t.Fatalf("all %d jobs, exports %+v", len(all), exports)
+	}
+	counts, err := st.Counts(ctx)
+	check(t, err)
+	if len(counts) != 1 || counts[store.StatusCanceled] != 1 {
+		t.Fatalf("counts = %v, want the canceled export only", counts)
+	}
+}
