@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -181,7 +182,9 @@ func (s *server) sendSnapshot(ctx context.Context, out sseWriter, jobID string, 
 	}
 	snap := snapshotJSON{Jobs: make([]jobJSON, 0, len(list))}
 	for _, j := range list {
-		snap.Jobs = append(snap.Jobs, toJobJSON(j))
+		if j.Kind == export.Name {
+			snap.Jobs = append(snap.Jobs, toJobJSON(j))
+		}
 	}
 	data, err := json.Marshal(snap)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -352,8 +353,14 @@ func eventMessages(ctx context.Context, st *store.Store, evs []store.Event) ([]s
 	}
 	out := make([]sseMessage, 0, len(evs))
 	for _, e := range evs {
+		j, ok := jobsByID[e.JobID]
+		if ok && j.Kind != export.Name {
+			// Webhook deliveries are jobs too, but the stream is about exports; their
+			// attempts show up as webhook_* events on the export itself.
+			continue
+		}
 		d := eventDataJSON{Event: eventJSON{ID: e.ID, Type: e.Type, Status: e.Status, Attempt: e.Attempt, At: e.At, Data: e.Data}}
-		if j, ok := jobsByID[e.JobID]; ok {
+		if ok {
 			jj := toJobJSON(j)
 			d.Job = &jj
 		}
