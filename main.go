@@ -98,6 +98,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
 	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGINT/SIGTERM, how long running exports may finish")
 	fs.IntVar(&maxAttemptsFlag, "max-attempts", 3, "attempts per export before it fails")
+	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "remove finished exports' files after this long, and the exports after twice as long (0 = keep)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
@@ -120,6 +121,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--stale-after (%s) must be at least twice --heartbeat (%s)", eng.StaleAfter, eng.Heartbeat)}
 	case eng.StallAfter < 0 || eng.ShutdownGrace < 0:
 		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
+	case cfg.Retention < 0:
+		return usageError{errors.New("--retention cannot be negative")}
 	case maxAttemptsFlag < 1:
 		return usageError{errors.New("--max-attempts must be at least 1")}
 	}

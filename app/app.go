@@ -31,6 +31,9 @@ type Config struct {
 	// Token, when set, is required as a Bearer token on the API; it is mandatory when
 	// Addr is not a loopback address.
 	Token string
+	// Retention is how long finished exports keep their files (rows: twice as long);
+	// zero keeps everything.
+	Retention time.Duration
 	// MaxAttempts is each new export's attempt budget (default 3).
 	MaxAttempts int
 	// Engine tunes the worker pool; its directories are set from DataDir.
@@ -115,6 +118,14 @@ func Run(ctx context.Context, cfg Config) error {
 	// Deferred so that an early return still stops claiming; the normal path stops it
 	// explicitly after the HTTP server.
 	defer eng.Stop()
+
+	janitor := jobs.NewJanitor(st, jobs.JanitorConfig{
+		Retention: cfg.Retention, ExportsDir: dir.Exports(), Logger: log, OnChange: eng.Config().OnChange,
+	})
+	if err := janitor.Start(ctx); err != nil {
+		return err
+	}
+	defer janitor.Stop()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

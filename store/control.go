@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 )
 
 // Event types written by the control actions.
@@ -125,4 +127,19 @@ func (s *Store) Expire(ctx context.Context, id string) (Job, error) {
 		return Job{}, fmt.Errorf("expire %s: %w", id, err)
 	}
 	return job, nil
+}
+
+// FinishedBefore returns up to limit jobs in one of statuses whose finished_at is
+// before the cutoff, oldest first: the retention janitor's work list.
+func (s *Store) FinishedBefore(ctx context.Context, statuses []Status, before time.Time, limit int) ([]Job, error) {
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE finished_at < ? AND status IN (?` +
+		strings.Repeat(`, ?`, len(statuses)-1) + `) ORDER BY finished_at LIMIT ?`
+	args := []any{ms(before)}
+	for _, st := range statuses {
+		args = append(args, st)
+	}
+	return s.queryJobs(ctx, s.r, q, append(args, limit)...)
 }
