@@ -156,13 +156,19 @@ func (s *Store) addEvent(ctx context.Context, tx *sql.Tx, jobID, typ string, sta
 		}
 		payload = sql.NullString{String: string(b), Valid: true}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`,
-		jobID, ms(s.now()), typ, status, attempt, payload)
+	_, err := tx.StmtContext(ctx, s.insertEvent).ExecContext(ctx, jobID, ms(s.now()), typ, status, attempt, payload)
 	if err != nil {
 		return fmt.Errorf("add event %s: %w", typ, err)
 	}
 	return nil
 }
+
+const (
+	insertEventSQL = `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`
+	insertJobSQL   = `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
+		created_at, idempotency_key, request_hash, webhook_url) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?)
+		RETURNING ` + jobColumns
+)
 
 // NewJob is what Enqueue needs to create a job.
 type NewJob struct {
@@ -211,8 +217,7 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 				return err
 			}
 		}
-		job, err = scanJob(tx.QueryRowContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
-			created_at, idempotency_key, request_hash, webhook_url) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?) RETURNING `+jobColumns,
+		job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 			nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
 			nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL)))
 		if err != nil {

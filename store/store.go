@@ -48,6 +48,11 @@ type Store struct {
 	w   *sql.DB // exactly one connection; transactions start with BEGIN IMMEDIATE
 	r   *sql.DB // query_only readers; WAL lets them run beside the writer
 	now func() time.Time
+
+	// Statements every state change runs, prepared once: parsing SQL was a fifth of an
+	// enqueue's CPU time. They must be prepared outside any transaction, because the
+	// writer pool's only connection is busy inside one.
+	insertJob, insertEvent *sql.Stmt
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies pending migrations.
@@ -73,6 +78,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	s := &Store{w: w, now: opts.Now}
 	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -115,6 +124,17 @@ func dsn(path string, pragmas []string, extra string) string {
 		s += "&" + extra
 	}
 	return s
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	if s.insertJob, err = s.w.PrepareContext(ctx, insertJobSQL); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if s.insertEvent, err = s.w.PrepareContext(ctx, insertEventSQL); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	return nil
 }
 
 // Close closes both pools.
