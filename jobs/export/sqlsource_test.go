@@ -159,6 +159,12 @@ func testSrcFixture(t *testing.T, fx srcFixture) {
 		srcCheckRows(t, rec.rows, itemRows)
 	})
 
+	// An independent reader (openpyxl) sees every cell with the source's type and value.
+	t.Run("openpyxl", func(t *testing.T) {
+		q := Query{Report: srcReport(fmt.Sprintf(itemsQuery, fx.table)), Params: map[string]any{}, Attempt: 1}
+		assertReadbackMatches(t, writeFile(t, fx.src, q), sourceRows(t, fx.src, q))
+	})
+
 	t.Run("params", func(t *testing.T) {
 		const evil = "'; DROP TABLE x; --"
 		rep := srcReport(fmt.Sprintf(`SELECT id, :evil AS echo FROM %s
