@@ -38,7 +38,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 	}
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		cur, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		cur, err := getTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func (s *Store) Delete(ctx context.Context, id string) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		job, err = getTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func (s *Store) Expire(ctx context.Context, id string) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		job, err = getTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}

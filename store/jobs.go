@@ -500,7 +500,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+		job, err = getTx(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -696,4 +696,10 @@ func (s *Store) Events(ctx context.Context, jobID string) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// getTx reads a job inside a write transaction, so that the check that follows and the
+// update it guards see the same row.
+func getTx(ctx context.Context, tx *sql.Tx, id string) (Job, error) {
+	return scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
 }
