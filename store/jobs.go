@@ -353,6 +353,8 @@ func fileData(res FileResult) map[string]any {
 	return d
 }
 
+// finishTx ends a running attempt. A finished job's total is the rows it wrote, also
+// when it ended before a heartbeat carried the total.
 func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status Status, res FileResult) (Job, error) {
 	now := ms(s.now())
 	var warnings sql.NullString
@@ -365,8 +367,9 @@ func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int
 	}
 	job, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
+		progress_total = CASE WHEN ? > 0 THEN ? ELSE progress_total END,
 		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL`+fence+` RETURNING `+jobColumns,
-		status, now, now, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
+		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, ErrLeaseLost
 	}
