@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
+	"syscall"
 	"time"
 
 	"sheetq/jobs"
@@ -22,6 +24,9 @@ import (
 type Config struct {
 	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks a free port).
 	Addr string
+	// AddrFallback, when set, listens on a free port of the same host if Addr's port is
+	// already in use; main sets it when the user did not choose the address.
+	AddrFallback bool
 	// DataDir is the data directory (required).
 	DataDir string
 	// ConfigFile is the config file (default <data>/sheetq.toml, which may be absent).
@@ -127,9 +132,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer janitor.Stop()
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := listen(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return err
 	}
 	url := "http://" + ln.Addr().String()
 	if err := lk.setOwner(url); err != nil {
@@ -170,6 +175,34 @@ func Run(ctx context.Context, cfg Config) error {
 	eng.Stop()
 	log.Info("stopped")
 	return nil
+}
+
+// listen listens on cfg.Addr or, with AddrFallback and that port in use, on a free port
+// of the same host.
+func listen(ctx context.Context, cfg Config, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil && cfg.AddrFallback && addrInUse(err) {
+		host, port, _ := net.SplitHostPort(cfg.Addr) // validated
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err == nil {
+			log.WarnContext(ctx, fmt.Sprintf("port %s is in use; listening on %s instead", port, ln.Addr()),
+				"wanted", cfg.Addr, "addr", ln.Addr().String())
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	return ln, nil
+}
+
+// addrInUse reports whether a listen failed because another socket holds the address.
+func addrInUse(err error) bool {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return false
+	}
+	// Windows reports WSAEADDRINUSE, which its syscall package does not name.
+	return errno == syscall.EADDRINUSE || (runtime.GOOS == "windows" && errno == 10048)
 }
 
 func hostOf(addr string) string {

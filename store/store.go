@@ -41,6 +41,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns bounds the read pool (default 4).
 	ReadConns int
+	// ReadOnly opens an existing file for reading only, without migrating it and without
+	// ever taking the write lock, for tools that run beside a live server (sheetq backup).
+	// Every write then fails.
+	ReadOnly bool
 }
 
 // Store is the app database: one writer connection and a pool of readers.
@@ -65,6 +69,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
 	}
 	pragmas := writerPragmas(opts.BusyTimeout)
 	w, err := sql.Open("sqlite", dsn(path, pragmas, "_txlock=immediate"))
@@ -139,6 +146,9 @@ func (s *Store) prepare(ctx context.Context) error {
 
 // Close closes both pools.
 func (s *Store) Close() error {
+	if s.w == s.r { // read-only: one pool
+		return s.r.Close()
+	}
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
