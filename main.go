@@ -34,6 +34,10 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "sheetq:", err)
 		}
+		var ee exitError // client commands: their own statuses (client.go)
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
 		}
@@ -54,6 +58,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "reports":
 		return reportsCmd(args[1:], stdout, stderr)
+	case "export":
+		return exportCmd(ctx, args[1:], stdout, stderr)
+	case "jobs":
+		return jobsCmd(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return backupCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -72,6 +82,12 @@ Usage:
   sheetq serve [flags]   serve the API and pages (sheetq serve --help lists the flags)
   sheetq reports check [DIR]
                          check report files (default: the data directory's reports folder)
+  sheetq backup FILE [--data DIR]
+                         copy the database to FILE, safe while the server runs
+  sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
+                         ask a running server for an export; --wait follows it and downloads the file
+  sheetq jobs list|show|cancel|retry
+                         look at and manage a running server's exports
   sheetq version         print the version
 
 Every flag can also be set with SHEETQ_<NAME>, for example SHEETQ_WORKERS=4.
@@ -112,6 +128,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
 	}
+	// A double-click on a machine where something else holds the default port should
+	// still start: only an address the user chose (--addr or SHEETQ_ADDR, which
+	// parseWithEnv sets through the flag, so Visit sees both) is binding.
+	cfg.AddrFallback = true
+	fs.Visit(func(f *flag.Flag) { cfg.AddrFallback = cfg.AddrFallback && f.Name != "addr" })
 	switch {
 	case eng.Workers < 1 || eng.Workers > 256:
 		return usageError{errors.New("--workers must be from 1 to 256")}
@@ -155,7 +176,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	return app.Run(ctx, cfg)
+	err := app.Run(ctx, cfg)
+	if open && errors.Is(err, app.ErrDirInUse) {
+		// A second double-click: show the running instance instead of an error.
+		if url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}); oerr == nil {
+			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
+			return nil
+		}
+	}
+	return err
 }
 
 var maxAttemptsFlag int

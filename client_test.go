@@ -1,0 +1,181 @@
+//go:build !windows
+
+package main
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runClient runs the binary as a client and returns its stdout, stderr and exit code.
+func runClient(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func showJob(t *testing.T, url, id string) apiJob {
+	t.Helper()
+	out, errOut, code := runClient(t, "jobs", "show", id, "--json", "--server", url)
+	if code != 0 {
+		t.Fatalf("jobs show %s: exit %d: %s", id, code, errOut)
+	}
+	var j apiJob
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("jobs show --json: %v\n%s", err, out)
+	}
+	return j
+}
+
+// The CLI as a client of a running server: export --wait downloads a verified file,
+// bad params are usage errors, and the job commands list, show and cancel.
+func TestClientExport(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil, "--max-attempts", "1", "--heartbeat", "250ms", "--stale-after", "1s")
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.xlsx")
+	stdout, stderr, code := runClient(t, "export", "demo", "-p", "rows=500", "--wait", "-o", out, "--server", p.url)
+	if code != 0 {
+		t.Fatalf("export --wait: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "\r") {
+		t.Errorf("not a terminal, yet the progress is redrawn in place:\n%q", stdout)
+	}
+	id := strings.TrimSuffix(strings.Fields(stdout)[1], ":") // "export ID: PENDING"
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no file: %v\n%s", err, stdout)
+	}
+	if _, err := os.Stat(out + ".part"); !os.IsNotExist(err) {
+		t.Errorf(".part file left behind: %v", err)
+	}
+	job := showJob(t, p.url, id)
+	sum := sha256.Sum256(b)
+	if job.Status != "SUCCEEDED" || job.File == nil || job.File.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("job %+v, file sha256 %x", job, sum)
+	}
+
+	// A bad param is the user's mistake: exit 2, one line naming it.
+	stdout, stderr, code = runClient(t, "export", "demo", "-p", "rows=abc", "--server", p.url)
+	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "rows") {
+		t.Fatalf("rows=abc: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	// An export that fails on its only attempt: exit 1 with the error code.
+	stdout, stderr, code = runClient(t, "export", "demo", "-p", "fail_first=5", "--wait", "--server", p.url)
+	if code != 1 || !strings.Contains(stderr, "failed") {
+		t.Fatalf("fail_first=5: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	// jobs list --json holds the first job; the table has its header.
+	stdout, stderr, code = runClient(t, "jobs", "list", "--json", "--server", p.url)
+	if code != 0 || !strings.Contains(stdout, id) {
+		t.Fatalf("jobs list --json: exit %d, stderr %s, no %s in:\n%s", code, stderr, id, stdout)
+	}
+	stdout, _, code = runClient(t, "jobs", "list", "--status", "SUCCEEDED", "--server", p.url)
+	if code != 0 || !strings.HasPrefix(stdout, "ID ") || !strings.Contains(stdout, id) {
+		t.Fatalf("jobs list: exit %d:\n%s", code, stdout)
+	}
+	stdout, _, code = runClient(t, "jobs", "show", id, "--server", p.url)
+	if code != 0 || !strings.Contains(stdout, "SUCCEEDED") || !strings.Contains(stdout, job.File.SHA256) {
+		t.Fatalf("jobs show: exit %d:\n%s", code, stdout)
+	}
+	if _, stderr, code = runClient(t, "jobs", "show", "nosuchjob", "--server", p.url); code != 1 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("jobs show of an unknown id: exit %d, stderr %q", code, stderr)
+	}
+
+	// A slow export canceled while a client waits: the client exits 3.
+	wait := exec.Command(binary, "export", "demo", "-p", "rows=1000", "-p", "seconds=30", "--wait", "--server", p.url)
+	wait.Dir = t.TempDir()
+	pipe, err := wait.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waitErr strings.Builder
+	wait.Stderr = &waitErr
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wait.Process.Kill() })
+	sc := bufio.NewScanner(pipe)
+	if !sc.Scan() {
+		t.Fatalf("no output from export --wait: %s", waitErr.String())
+	}
+	slow := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if stdout, stderr, code := runClient(t, "jobs", "cancel", slow, "--server", p.url); code != 0 {
+		t.Fatalf("jobs cancel: exit %d: %s%s", code, stdout, stderr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- wait.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Fatalf("export --wait of a canceled export: %v, want exit 3; stderr %s", err, waitErr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("export --wait did not end after the cancel")
+	}
+	if j := showJob(t, p.url, slow); j.Status != "CANCELED" {
+		t.Fatalf("canceled job is %s", j.Status)
+	}
+}
+
+// Ctrl-C while waiting leaves the export running and names it, with exit 130.
+func TestClientInterrupt(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil)
+	wait := exec.Command(binary, "export", "demo", "-p", "rows=100", "-p", "seconds=30", "--wait", "--server", p.url)
+	wait.Dir = t.TempDir()
+	pipe, err := wait.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waitErr strings.Builder
+	wait.Stderr = &waitErr
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wait.Process.Kill() })
+	sc := bufio.NewScanner(pipe)
+	if !sc.Scan() {
+		t.Fatalf("no output: %s", waitErr.String())
+	}
+	id := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := wait.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(waitErr.String(), id) {
+		t.Fatalf("interrupted export --wait: %v, stderr %q", err, waitErr.String())
+	}
+	if j := showJob(t, p.url, id); j.Status != "PENDING" && j.Status != "PROCESSING" {
+		t.Fatalf("the export stopped with the client: %s", j.Status)
+	}
+}
