@@ -395,3 +395,17 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Fatalf("SHEETQ_WORKERS=3 not applied:\n%s", p.log())
 	}
 }
+
+// Closing the terminal (SIGHUP) shuts down gracefully, like Ctrl-C.
+func TestHangupShutsDownGracefully(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil, "--reports", t.TempDir())
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("SIGHUP: exit %d\n%s", code, p.log())
+	}
+	if !strings.Contains(p.log(), "msg=stopped") {
+		t.Fatalf("no orderly stop in the log:\n%s", p.log())
+	}
+}
