@@ -124,7 +124,7 @@ func TestClientExport(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitRunning(t, p.url, slow)
 	if stdout, stderr, code := runClient(t, "jobs", "cancel", slow, "--server", p.url); code != 0 {
 		t.Fatalf("jobs cancel: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -167,7 +167,7 @@ func TestClientInterrupt(t *testing.T) {
 		for sc.Scan() {
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	waitRunning(t, p.url, id)
 	if err := wait.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +177,18 @@ func TestClientInterrupt(t *testing.T) {
 	}
 	if j := showJob(t, p.url, id); j.Status != "PENDING" && j.Status != "PROCESSING" {
 		t.Fatalf("the export stopped with the client: %s", j.Status)
+	}
+}
+
+// waitRunning waits until the export is PROCESSING, so that a client waiting on it is
+// past submitting and into following it.
+func waitRunning(t *testing.T, url, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for showJob(t, url, id).Status != "PROCESSING" {
+		if time.Now().After(deadline) {
+			t.Fatalf("export %s never started", id)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -38,13 +38,9 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(files) != 1 {
 		return usageError{errors.New("usage: sheetq backup FILE [--data DIR]")}
 	}
-	root := *data
-	if root == "" {
-		d, err := app.DefaultDataDir()
-		if err != nil {
-			return err
-		}
-		root = d
+	root, err := dataRoot(*data)
+	if err != nil {
+		return err
 	}
 	st, err := store.Open(ctx, app.DataDir{Root: root}.DB(), store.Options{ReadOnly: true})
 	if err != nil {

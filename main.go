@@ -261,13 +261,9 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 	var dir string
 	switch fs.NArg() {
 	case 0:
-		root := *data
-		if root == "" {
-			d, err := app.DefaultDataDir()
-			if err != nil {
-				return err
-			}
-			root = d
+		root, err := dataRoot(*data)
+		if err != nil {
+			return err
 		}
 		dir = app.DataDir{Root: root}.Reports()
 	case 1:
@@ -293,4 +289,13 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d report files in %s are valid\n", len(entries), dir)
 	return nil
+}
+
+// dataRoot is the data directory a command works on: the --data value, or the user's
+// data folder.
+func dataRoot(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return app.DefaultDataDir()
 }
