@@ -192,3 +192,50 @@ func waitRunning(t *testing.T, url, id string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A client killed while it waits, then run again with the same arguments, reattaches to
+// the export it started instead of making a second one; once a run sees the export
+// through, the same command asks for a new export.
+func TestClientRerunAfterKillMakesNoSecondJob(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil)
+	args := []string{"export", "demo", "-p", "rows=200", "-p", "seconds=3", "--wait", "--server", p.url}
+	first := exec.Command(binary, args...)
+	first.Dir = t.TempDir()
+	pipe, err := first.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(pipe)
+	if !sc.Scan() {
+		t.Fatal("no output from export --wait")
+	}
+	id := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
+	if err := first.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+
+	stdout, stderr, code := runClient(t, args...)
+	if code != 0 {
+		t.Fatalf("rerun: exit %d: %s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "resuming") {
+		t.Errorf("rerun did not say it resumed: %q", stderr)
+	}
+	out, _, _ := runClient(t, "jobs", "list", "--json", "--server", p.url)
+	if n := strings.Count(out, `"report": "demo"`); n != 1 {
+		t.Fatalf("%d demo exports after a killed and rerun command, want 1 (%s):\n%s", n, id, out)
+	}
+	if j := showJob(t, p.url, id); j.Status != "SUCCEEDED" {
+		t.Fatalf("the first run's export is %s, want SUCCEEDED by the rerun", j.Status)
+	}
+
+	// Seen through: the same command is a new request now.
+	newID, _, code := runClient(t, "export", "demo", "-p", "rows=200", "-p", "seconds=3", "--server", p.url)
+	if code != 0 || strings.TrimSpace(newID) == id {
+		t.Fatalf("third run: exit %d, id %q; want a new export", code, newID)
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -74,13 +73,28 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return err
 	}
 
-	job, raw, err := createExport(ctx, c, pos[0], params, stderr)
+	key := loadPendingKey(c.base, pos[0], params)
+	if key.Resumed {
+		fmt.Fprintln(stderr, "sheetq: resuming the export this command started before it was interrupted")
+	}
+	job, raw, err := createExport(ctx, c, pos[0], params, key.Key, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return exitError{exitInterrupted, errors.New("interrupted")}
 		}
+		var p *apiProblem
+		if errors.As(err, &p) && p.Status < 500 {
+			key.done() // refused: running the command again is a new request
+		}
 		return classify(err)
 	}
+	// Once the export ends (or is handed over without --wait) the request is complete;
+	// an interrupted --wait keeps the key so that running the command again reattaches.
+	defer func() {
+		if !wait || job.finished() {
+			key.done()
+		}
+	}()
 	if !wait {
 		if asJSON {
 			return writeIndented(stdout, raw)
@@ -136,10 +150,10 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 
 // createExport posts the export with one Idempotency-Key, retrying the very same
 // request on network errors and 5xx answers: however many tries, one job.
-func createExport(ctx context.Context, c *apiClient, report string, params map[string]string, stderr io.Writer) (clientJob, []byte, error) {
+func createExport(ctx context.Context, c *apiClient, report string, params map[string]string, key string, stderr io.Writer) (clientJob, []byte, error) {
 	var job clientJob
 	body := map[string]any{"report": report, "params": params}
-	hdr := http.Header{"Idempotency-Key": {rand.Text()}}
+	hdr := http.Header{"Idempotency-Key": {key}}
 	backoff := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		b, err := c.call(ctx, http.MethodPost, "/api/v1/exports", body, hdr)

@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "sheetq")
+	// Client commands keep interrupted requests' keys in the user cache: keep the tests'
+	// out of the real one.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	build := exec.Command("go", "build", "-tags", "faultpoints", "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
