@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 	eng := jobs.New(st, ecfg)
 	m.watchQueue(eng)
 	eng.Register(export.Name, kind.Kind)
-	hooks, err := openWebhooks(cfg, dir, st)
+	hooks, err := openWebhooks(kind.config.Webhooks, log, st)
 	if err != nil {
 		return err
 	}

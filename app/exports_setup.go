@@ -14,6 +14,8 @@ import (
 type exportKind struct {
 	*export.Kind
 	catalog *export.Catalog
+	// config is the config file as read at start, for the parts beyond exports.
+	config FileConfig
 }
 
 // openExports prepares the export job kind: the first-run sample, the config file's
@@ -69,7 +71,7 @@ func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func
 	}
 	closers = append([]io.Closer{closerFunc(cat.Stop)}, closers...)
 	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: sources})
-	return exportKind{Kind: kind, catalog: cat}, cleanup, nil
+	return exportKind{Kind: kind, catalog: cat, config: fc}, cleanup, nil
 }
 
 type closerFunc func()

@@ -1,8 +1,8 @@
 package app
 
 import (
-	"cmp"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"sheetq/jobs/webhook"
@@ -17,16 +17,12 @@ type webhookRequest struct {
 // openWebhooks builds the webhook delivery kind from the config file's [webhooks]
 // table. Without a secret it is still registered, so that deliveries queued under an
 // earlier config fail with a clear error instead of an unknown kind.
-func openWebhooks(cfg Config, dir DataDir, st *store.Store) (*webhook.Handler, error) {
-	fc, err := LoadFileConfig(cmp.Or(cfg.ConfigFile, dir.Config()), cfg.ConfigFile == "")
+func openWebhooks(settings webhook.Settings, log *slog.Logger, st *store.Store) (*webhook.Handler, error) {
+	wc, err := settings.Config()
 	if err != nil {
 		return nil, err
 	}
-	wc, err := fc.Webhooks.Config()
-	if err != nil {
-		return nil, err
-	}
-	wc.Recorder, wc.Logger = st, cfg.Logger
+	wc.Recorder, wc.Logger = st, log
 	return webhook.New(wc)
 }
 

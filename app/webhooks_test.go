@@ -440,7 +440,11 @@ func TestWebhookConfigFile(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return openWebhooks(Config{DataDir: dir.Root, Logger: slog.New(slog.DiscardHandler)}, dir, nil)
+		fc, err := LoadFileConfig(path, true)
+		if err != nil {
+			return nil, err
+		}
+		return openWebhooks(fc.Webhooks, slog.New(slog.DiscardHandler), nil)
 	}
 	t.Setenv("SHEETQ_TEST_WEBHOOK_SECRET", testWebhookSecret)
 	for _, tc := range []struct {
@@ -469,7 +473,11 @@ func TestWebhookConfigFile(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := openWebhooks(Config{DataDir: dir.Root}, dir, nil); err != nil || h.Configured() {
+	fc, err := LoadFileConfig(path, true)
+	if err != nil {
+		t.Fatalf("a missing optional config file: %v", err)
+	}
+	if h, err := openWebhooks(fc.Webhooks, slog.New(slog.DiscardHandler), nil); err != nil || h.Configured() {
 		t.Fatalf("without a config file: configured %v, err %v", h.Configured(), err)
 	}
 }
