@@ -678,27 +678,8 @@ func (s *Store) queryJobs(ctx context.Context, db *sql.DB, q string, args ...any
 
 // Events returns a job's events in order.
 func (s *Store) Events(ctx context.Context, jobID string) ([]Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, job_id, at, type, status, attempt, data FROM job_events
+	return s.queryEvents(ctx, `SELECT id, job_id, at, type, status, attempt, data FROM job_events
 		WHERE job_id = ? ORDER BY id`, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var at int64
-		var data sql.NullString
-		if err := rows.Scan(&e.ID, &e.JobID, &at, &e.Type, &e.Status, &e.Attempt, &data); err != nil {
-			return nil, fmt.Errorf("events: %w", err)
-		}
-		e.At = time.UnixMilli(at).UTC()
-		if data.Valid {
-			e.Data = json.RawMessage(data.String)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // getTx reads a job inside a write transaction, so that the check that follows and the
