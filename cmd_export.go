@@ -401,6 +401,9 @@ func downloadOnce(ctx context.Context, c *apiClient, path string, job clientJob,
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(f, h), resp.Body)
+	if err == nil {
+		err = f.Sync() // the name must never point at a partial file
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -86,6 +86,24 @@ func writeFileAtomic(dst string, b []byte) error {
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return err
 	}
+	return syncRename(tmp, dst)
+}
+
+// syncRename fsyncs tmp and renames it to dst, so that what the name points at after a
+// power cut is the whole file (the generator writes with synchronous=OFF for speed).
+func syncRename(tmp, dst string) error {
+	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
 	return os.Rename(tmp, dst)
 }
 
@@ -130,7 +148,7 @@ func WriteDB(ctx context.Context, path string) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("sample database: %w", err)
 	}
-	return os.Rename(tmp, path)
+	return syncRename(tmp, path)
 }
 
 func fill(ctx context.Context, db *sql.DB) error {
