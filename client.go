@@ -51,13 +51,7 @@ func (cf *clientFlags) register(fs *flag.FlagSet) {
 func (cf *clientFlags) client() (*apiClient, error) {
 	base := cf.server
 	if base == "" {
-		dir := cf.data
-		if dir == "" {
-			if d, err := app.DefaultDataDir(); err == nil {
-				dir = d
-			}
-		}
-		if dir != "" {
+		if dir, err := dataRoot(cf.data); err == nil {
 			if o, err := (app.DataDir{Root: dir}).ReadOwner(); err == nil && o.URL != "" {
 				base = o.URL
 			}

@@ -103,27 +103,7 @@ func TestClientExport(t *testing.T) {
 	}
 
 	// A slow export canceled while a client waits: the client exits 3.
-	wait := exec.Command(binary, "export", "demo", "-p", "rows=1000", "-p", "seconds=30", "--wait", "--server", p.url)
-	wait.Dir = t.TempDir()
-	pipe, err := wait.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var waitErr strings.Builder
-	wait.Stderr = &waitErr
-	if err := wait.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = wait.Process.Kill() })
-	sc := bufio.NewScanner(pipe)
-	if !sc.Scan() {
-		t.Fatalf("no output from export --wait: %s", waitErr.String())
-	}
-	slow := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	wait, slow, waitErr := startWaiting(t, "export", "demo", "-p", "rows=1000", "-p", "seconds=30", "--wait", "--server", p.url)
 	waitRunning(t, p.url, slow)
 	if stdout, stderr, code := runClient(t, "jobs", "cancel", slow, "--server", p.url); code != 0 {
 		t.Fatalf("jobs cancel: exit %d: %s%s", code, stdout, stderr)
@@ -146,32 +126,12 @@ func TestClientExport(t *testing.T) {
 // Ctrl-C while waiting leaves the export running and names it, with exit 130.
 func TestClientInterrupt(t *testing.T) {
 	p := startBinary(t, t.TempDir(), nil)
-	wait := exec.Command(binary, "export", "demo", "-p", "rows=100", "-p", "seconds=30", "--wait", "--server", p.url)
-	wait.Dir = t.TempDir()
-	pipe, err := wait.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var waitErr strings.Builder
-	wait.Stderr = &waitErr
-	if err := wait.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = wait.Process.Kill() })
-	sc := bufio.NewScanner(pipe)
-	if !sc.Scan() {
-		t.Fatalf("no output: %s", waitErr.String())
-	}
-	id := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
-	go func() {
-		for sc.Scan() {
-		}
-	}()
+	wait, id, waitErr := startWaiting(t, "export", "demo", "-p", "rows=100", "-p", "seconds=30", "--wait", "--server", p.url)
 	waitRunning(t, p.url, id)
 	if err := wait.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.Wait()
+	err := wait.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(waitErr.String(), id) {
 		t.Fatalf("interrupted export --wait: %v, stderr %q", err, waitErr.String())
 	}
@@ -199,20 +159,7 @@ func waitRunning(t *testing.T, url, id string) {
 func TestClientRerunAfterKillMakesNoSecondJob(t *testing.T) {
 	p := startBinary(t, t.TempDir(), nil)
 	args := []string{"export", "demo", "-p", "rows=200", "-p", "seconds=3", "--wait", "--server", p.url}
-	first := exec.Command(binary, args...)
-	first.Dir = t.TempDir()
-	pipe, err := first.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(pipe)
-	if !sc.Scan() {
-		t.Fatal("no output from export --wait")
-	}
-	id := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
+	first, id, _ := startWaiting(t, args...)
 	if err := first.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,4 +185,33 @@ func TestClientRerunAfterKillMakesNoSecondJob(t *testing.T) {
 	if code != 0 || strings.TrimSpace(newID) == id {
 		t.Fatalf("third run: exit %d, id %q; want a new export", code, newID)
 	}
+}
+
+// startWaiting starts a client command that prints "export ID: ..." first, reads that
+// line and keeps draining stdout; it returns the running command, the export id and its
+// stderr so far. The command is killed at cleanup if still running.
+func startWaiting(t *testing.T, args ...string) (*exec.Cmd, string, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(pipe)
+	if !sc.Scan() {
+		t.Fatalf("no output from %v: %s", args, stderr.String())
+	}
+	id := strings.TrimSuffix(strings.Fields(sc.Text())[1], ":")
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	return cmd, id, stderr
 }
