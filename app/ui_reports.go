@@ -105,4 +105,3 @@ func (s *server) reportsChangedStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-
