@@ -126,3 +126,6 @@ func (d DataDir) ReadOwner() (Owner, error) {
 	}
 	return o, nil
 }
+
+// sessionKeyPath holds the key that signs browser sessions (created on first start).
+func (d DataDir) sessionKeyPath() string { return filepath.Join(d.Root, "session.key") }

@@ -96,7 +96,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, err)
 		return
 	}
-	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts}
+	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts, CreatedBy: principal(r.Context())}
 	if req.Webhook != nil {
 		if nj.WebhookURL, ok = s.checkWebhook(w, r, req.Webhook); !ok {
 			return

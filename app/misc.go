@@ -99,7 +99,7 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, row)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	origin := "http://" + r.Host
+	origin := s.publicOrigin(r)
 	if err := ui.Home(ui.Meta{Version: s.cfg.Version, DataDir: s.dir.Root}, origin, rows).Render(r.Context(), w); err != nil {
 		s.log.ErrorContext(r.Context(), "render home", "err", err)
 	}

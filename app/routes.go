@@ -24,6 +24,9 @@ type server struct {
 	hub      *hub             // job events for GET /api/v1/events
 	metrics  *metrics         // GET /metrics; nil serves no metrics
 	webhooks *webhook.Handler // nil or without a secret: requests with a webhook are refused
+
+	auth        *authenticator              // tokens and browser sessions (initAuth)
+	crossOrigin *http.CrossOriginProtection // for cookie-authenticated changes and sign-in
 }
 
 func (s *server) routes() http.Handler {
@@ -44,5 +47,11 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/openapi.json", s.openAPI)
 	mux.HandleFunc("GET /{$}", s.homePage)
 	mux.Handle("GET /assets/", assets.Handler())
-	return s.logRequests(s.metrics.instrument(mux, s.checkHost(s.authenticate(mux))))
+
+	// Sign-in for browsers when tokens are set (app/login.go, app/auth.go).
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.Handle("POST /login", s.sameOrigin(s.login))
+	mux.Handle("POST /logout", s.sameOrigin(s.logout))
+
+	return s.forwarded(s.logRequests(s.metrics.instrument(mux, s.checkHost(s.authenticate(mux)))))
 }
