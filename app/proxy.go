@@ -164,4 +164,3 @@ func (s *server) baseHost() string {
 	}
 	return strings.ToLower(u.Hostname())
 }
-
