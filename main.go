@@ -66,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return jobsCmd(ctx, args[1:], stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return doctorCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -86,6 +88,8 @@ Usage:
                          check report files (default: the data directory's reports folder)
   sheetq backup FILE [--data DIR]
                          copy the database to FILE, safe while the server runs
+  sheetq doctor [--data DIR] [--json] [--fix]
+                         check the data directory: database, stray files, missing files, disk space
   sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|cancel|retry
