@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return jobsCmd(ctx, args[1:], stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return doctorCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -85,6 +88,8 @@ Usage:
                          check report files (default: the data directory's reports folder)
   sheetq backup FILE [--data DIR]
                          copy the database to FILE, safe while the server runs
+  sheetq doctor [--data DIR] [--json] [--fix]
+                         check the data directory: database, stray files, missing files, disk space
   sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|cancel|retry
@@ -103,12 +108,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logLevel string
 		logJSON  bool
 		open     bool
+		proxies  string
 	)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "config `file` naming the data sources (default <data>/sheetq.toml)")
 	fs.StringVar(&cfg.ReportsDir, "reports", "", "reports `folder`, watched for changes (default <data>/reports)")
-	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer (mandatory off loopback)")
+	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer, named \"default\" (some token is mandatory off loopback; more in the config file's [[tokens]])")
+	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` when published behind a reverse proxy, e.g. https://sheetq.example.com/")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For/-Proto/-Host are believed")
 	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
 	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")
 	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
@@ -120,7 +128,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\nFlags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m):\n")
+		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\n"+
+			"Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m, and from the config file's\n"+
+			"[serve] table, e.g. stale_after = \"1m\"; flags beat the environment, which beats the file):\n")
 		fs.PrintDefaults()
 	}
 	if err := parseWithEnv(fs, args); err != nil {
@@ -128,6 +138,29 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.DataDir == "" {
+		dir, err := app.DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir = dir
+	}
+	// The config file fills the flags neither the command line nor the environment set.
+	configPath := cfg.ConfigFile
+	if configPath == "" {
+		configPath = app.DataDir{Root: cfg.DataDir}.Config()
+	}
+	fc, err := app.LoadFileConfig(configPath, cfg.ConfigFile == "")
+	if err != nil {
+		return err
+	}
+	if err := applyFileFlags(fs, fc.Serve, configPath); err != nil {
+		return err
+	}
+	cfg.File = &fc
+	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {
+		return usageError{fmt.Errorf("--trusted-proxies: %w", err)}
 	}
 	// A double-click on a machine where something else holds the default port should
 	// still start: only an address the user chose (--addr or SHEETQ_ADDR, which
@@ -160,14 +193,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if logJSON {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
-	log := slog.New(h)
-	if cfg.DataDir == "" {
-		dir, err := app.DefaultDataDir()
-		if err != nil {
-			return err
-		}
-		cfg.DataDir = dir
-	}
+	log := slog.New(app.LogHandler(h))
 	cfg.Engine, cfg.Logger, cfg.Version = eng, log, versionString()
 	cfg.MaxAttempts = maxAttemptsFlag
 	if open {
@@ -177,7 +203,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	err := app.Run(ctx, cfg)
+	err = app.Run(ctx, cfg)
 	if open && errors.Is(err, app.ErrDirInUse) {
 		// A second double-click: show the running instance instead of an error.
 		if url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}); oerr == nil {
@@ -189,6 +215,58 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 var maxAttemptsFlag int
+
+// notInFile are the serve flags the config file cannot set: where it is, and the data
+// directory it defaults into, are known before it is read; tokens go in [[tokens]].
+var notInFile = map[string]string{
+	"config": "it is the config file's own location",
+	"data":   "the config file's default location depends on it",
+	"token":  "use [[tokens]] name = \"...\" token = \"...\" instead",
+}
+
+// applyFileFlags sets, from the config file's [serve] table, every flag that neither the
+// command line nor SHEETQ_* set (parseWithEnv has run, so Visit sees both). Keys are
+// flag names with '_' for '-'; an unknown key is an error, like elsewhere in the file.
+func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		name := strings.ReplaceAll(key, "_", "-")
+		if why, ok := notInFile[name]; ok {
+			return fmt.Errorf("config %s: [serve] %s cannot be set in the config file: %s", path, key, why)
+		}
+		if fs.Lookup(name) == nil || strings.Contains(key, "-") {
+			return fmt.Errorf("config %s: unknown key serve.%s", path, key)
+		}
+		if set[name] {
+			continue
+		}
+		var v string
+		switch x := values[key].(type) {
+		case string:
+			v = x
+		case int64, float64, bool:
+			v = fmt.Sprint(x)
+		case []any: // a list, such as trusted_proxies = ["10.0.0.0/8", "192.168.0.0/16"]
+			parts := make([]string, 0, len(x))
+			for _, e := range x {
+				parts = append(parts, fmt.Sprint(e))
+			}
+			v = strings.Join(parts, ",")
+		default:
+			return fmt.Errorf("config %s: serve.%s: want a string, number, boolean or list", path, key)
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("config %s: serve.%s = %q: %w", path, key, v, err)
+		}
+	}
+	return nil
+}
 
 // parseWithEnv parses args, then fills every flag not given on the command line from
 // SHEETQ_<NAME> (dashes become underscores), so flags beat the environment.

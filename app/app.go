@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"syscall"
 	"time"
@@ -33,9 +34,19 @@ type Config struct {
 	ConfigFile string
 	// ReportsDir is the watched reports folder (default <data>/reports).
 	ReportsDir string
-	// Token, when set, is required as a Bearer token on the API; it is mandatory when
-	// Addr is not a loopback address.
+	// Token, when set, is required as a Bearer token on the API (its name is "default");
+	// some token is mandatory when Addr is not a loopback address.
 	Token string
+	// Tokens are further named access tokens; the config file's [[tokens]] add to them.
+	Tokens []Token
+	// BaseURL is the public URL (scheme://host) when sheetq is published behind a reverse
+	// proxy; it makes webhook links absolute and is shown in the page's examples.
+	BaseURL string
+	// TrustedProxies are the peers whose X-Forwarded-For, -Proto and -Host are believed.
+	TrustedProxies []netip.Prefix
+	// File is the config file when the caller has read it already; nil: Run reads
+	// ConfigFile (or <data>/sheetq.toml).
+	File *FileConfig
 	// Retention is how long finished exports keep their files (rows: twice as long);
 	// zero keeps everything.
 	Retention time.Duration
@@ -49,6 +60,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Ready, if set, is called with the base URL once the server accepts connections.
 	Ready func(url string)
+
+	tokens []Token // every accepted token, set by validate
 }
 
 func (c *Config) validate() error {
@@ -60,13 +73,63 @@ func (c *Config) validate() error {
 	if err != nil {
 		return fmt.Errorf("bad --addr %q: %w", c.Addr, err)
 	}
-	if !isLoopbackHost(host) && c.Token == "" {
-		return fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN", c.Addr)
+	if c.File == nil {
+		path := cmp.Or(c.ConfigFile, DataDir{Root: c.DataDir}.Config())
+		fc, err := LoadFileConfig(path, c.ConfigFile == "")
+		if err != nil {
+			return err
+		}
+		c.File = &fc
+	}
+	if c.tokens, err = c.allTokens(); err != nil {
+		return err
+	}
+	if c.BaseURL, err = normalizeBaseURL(c.BaseURL); err != nil {
+		return err
+	}
+	if !isLoopbackHost(host) && len(c.tokens) == 0 {
+		return fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
 	return nil
+}
+
+// allTokens is every token the server accepts: --token as "default", Tokens, and the
+// config file's [[tokens]]. Names and secrets must be unique.
+func (c *Config) allTokens() ([]Token, error) {
+	var all []Token
+	if c.Token != "" {
+		all = append(all, Token{Name: DefaultTokenName, Secret: c.Token})
+	}
+	all = append(all, c.Tokens...)
+	for i, t := range c.File.Tokens {
+		secret, err := resolveSecret(t.Token)
+		if err != nil {
+			return nil, fmt.Errorf("config: token %q: %w", t.Name, err)
+		}
+		if t.Name == "" {
+			return nil, fmt.Errorf("config: [[tokens]] number %d has no name", i+1)
+		}
+		all = append(all, Token{Name: t.Name, Secret: secret})
+	}
+	names, secrets := map[string]bool{}, map[string]bool{}
+	for _, t := range all {
+		switch {
+		case !tokenName.MatchString(t.Name):
+			return nil, fmt.Errorf("token name %q: use letters, digits, '.', '_' and '-' (at most 64)", t.Name)
+		case t.Secret == "":
+			return nil, fmt.Errorf("token %q is empty", t.Name)
+		case names[t.Name]:
+			return nil, fmt.Errorf("two tokens are named %q (--token is named %q)", t.Name, DefaultTokenName)
+		case secrets[t.Secret]:
+			return nil, fmt.Errorf("token %q has the same secret as another token", t.Name)
+		}
+		names[t.Name], secrets[t.Secret] = true, true
+	}
+	return all, nil
 }
 
 // Run serves until ctx is cancelled, then shuts down in order: stop accepting requests,
@@ -83,7 +146,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer lk.unlock()
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{})
+	st, err := store.Open(ctx, dir.DB(), store.Options{BaseURL: cfg.BaseURL})
 	if err != nil {
 		return err
 	}
@@ -145,6 +208,9 @@ func Run(ctx context.Context, cfg Config) error {
 		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: events,
 		metrics: m, webhooks: hooks,
 	}
+	if err := srv.initAuth(); err != nil {
+		return err
+	}
 	hs := &http.Server{
 		Handler:           srv.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -155,8 +221,12 @@ func Run(ctx context.Context, cfg Config) error {
 	hs.RegisterOnShutdown(events.Stop)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	log.InfoContext(ctx, "listening", "addr", ln.Addr().String(), "url", url, "data", dir.Root,
-		"workers", eng.Config().Workers, "version", cfg.Version)
+	attrs := []any{"addr", ln.Addr().String(), "url", url, "data", dir.Root,
+		"workers", eng.Config().Workers, "version", cfg.Version, "tokens", len(cfg.tokens)}
+	if cfg.BaseURL != "" {
+		attrs = append(attrs, "public_url", cfg.BaseURL+"/")
+	}
+	log.InfoContext(ctx, "listening", attrs...)
 	if cfg.Ready != nil {
 		cfg.Ready(url)
 	}

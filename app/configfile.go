@@ -19,6 +19,21 @@ type FileConfig struct {
 	Sources map[string]export.SourceConfig `toml:"sources"`
 	// Webhooks signs and guards webhook deliveries ([webhooks]).
 	Webhooks webhook.Settings `toml:"webhooks"`
+	// Serve holds values for `sheetq serve` flags, by flag name with '_' for '-'
+	// ([serve] workers = 4); flags and SHEETQ_* variables override them. main checks
+	// the names against its flags.
+	Serve map[string]any `toml:"serve"`
+	// Tokens are named access tokens ([[tokens]] name = "ci", token = "env:CI_TOKEN").
+	Tokens []TokenConfig `toml:"tokens"`
+}
+
+// TokenConfig is one [[tokens]] entry.
+type TokenConfig struct {
+	// Name is recorded on the jobs the token creates (created_by) and shown in logs.
+	Name string `toml:"name"`
+	// Token is the secret: a literal, env:NAME (an environment variable) or file:PATH
+	// (a file, such as a systemd credential).
+	Token string `toml:"token"`
 }
 
 // LoadFileConfig reads the config file. A missing file is an empty config when

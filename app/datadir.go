@@ -126,3 +126,24 @@ func (d DataDir) ReadOwner() (Owner, error) {
 	}
 	return o, nil
 }
+
+// sessionKeyPath holds the key that signs browser sessions (created on first start).
+func (d DataDir) sessionKeyPath() string { return filepath.Join(d.Root, "session.key") }
+
+// Running reports whether a process owns the data directory now. It takes and at once
+// releases the lock, so a server starting in that instant could be refused; tools that
+// call it say so.
+func (d DataDir) Running() (bool, error) {
+	if _, err := os.Stat(d.Root); err != nil {
+		return false, err
+	}
+	fl := flock.New(d.lockPath())
+	ok, err := fl.TryLock()
+	if err != nil {
+		return false, fmt.Errorf("probe the lock of %s: %w", d.Root, err)
+	}
+	if ok {
+		_ = fl.Unlock()
+	}
+	return !ok, nil
+}

@@ -23,10 +23,12 @@ type exportKind struct {
 func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func(), error) {
 	log := cfg.Logger
 	configFile, reportsDir := cfg.ConfigFile, cfg.ReportsDir
+	installed := false
 	if configFile == "" && reportsDir == "" {
 		// Only a data directory on its defaults gets the sample; a user who names their
 		// own config or reports folder has set things up already.
-		installed, err := sample.Install(ctx, sample.Layout{DataDir: dir.Root})
+		var err error
+		installed, err = sample.Install(ctx, sample.Layout{DataDir: dir.Root})
 		if err != nil {
 			return exportKind{}, nil, err
 		}
@@ -41,9 +43,15 @@ func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func
 	if reportsDir == "" {
 		reportsDir = dir.Reports()
 	}
-	fc, err := LoadFileConfig(configFile, cfg.ConfigFile == "")
-	if err != nil {
-		return exportKind{}, nil, err
+	// The config file read at start, unless the sample has just written one.
+	var fc FileConfig
+	if cfg.File != nil && !installed {
+		fc = *cfg.File
+	} else {
+		var err error
+		if fc, err = LoadFileConfig(configFile, cfg.ConfigFile == ""); err != nil {
+			return exportKind{}, nil, err
+		}
 	}
 	var closers []io.Closer
 	cleanup := func() {

@@ -22,13 +22,13 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// crossOrigin refuses unsafe requests (POST, DELETE, ...) that a browser marks as coming
-// from another site: the CSRF protection of the HTML forms, and of the API for browsers.
-// Clients that send neither Origin nor Sec-Fetch-Site (curl, the CLI, scripts) are not
-// browsers and pass; they cannot be made to send a request by a hostile page.
-func (s *server) crossOrigin(next http.Handler) http.Handler {
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// refuseCrossOrigin refuses unsafe requests (POST, DELETE, ...) that a browser marks as
+// coming from another site: the CSRF protection of the HTML forms, and of the API for
+// browsers. Clients that send neither Origin nor Sec-Fetch-Site (curl, the CLI, scripts)
+// are not browsers and pass; they cannot be made to send a request by a hostile page.
+// s.crossOrigin trusts the --base-url origin too (initAuth), for a proxy that rewrites Host.
+func (s *server) refuseCrossOrigin(next http.Handler) http.Handler {
+	s.crossOrigin.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			writeProblem(w, http.StatusForbidden, "cross_origin",
 				"cross-origin requests that change state are refused; call the API from a script or the same origin")
@@ -37,5 +37,5 @@ func (s *server) crossOrigin(next http.Handler) http.Handler {
 		s.renderError(w, r, http.StatusForbidden, "This form came from another site",
 			"The request was refused because it did not come from a sheetq page. Go back to sheetq, reload the page and try again.")
 	}))
-	return cop.Handler(next)
+	return s.crossOrigin.Handler(next)
 }

@@ -14,6 +14,7 @@ type jobJSON struct {
 	ID            string         `json:"id"`
 	Status        store.Status   `json:"status"`
 	Report        string         `json:"report"`
+	CreatedBy     string         `json:"created_by,omitempty"`
 	Params        map[string]any `json:"params"`
 	Attempt       int            `json:"attempt"`
 	MaxAttempts   int            `json:"max_attempts"`
@@ -60,7 +61,7 @@ func toJobJSON(j store.Job) jobJSON {
 	var args export.Args
 	_ = json.Unmarshal(j.Args, &args)
 	out := jobJSON{
-		ID: j.ID, Status: j.Status, Report: args.Report, Params: args.Params,
+		ID: j.ID, Status: j.Status, Report: args.Report, CreatedBy: j.CreatedBy, Params: args.Params,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		Progress:  progressJSON{Rows: j.ProgressRows},
 		CreatedAt: timePtr(j.CreatedAt), StartedAt: timePtr(j.StartedAt),

@@ -24,6 +24,9 @@ type server struct {
 	hub      *hub             // job events for GET /api/v1/events
 	metrics  *metrics         // GET /metrics; nil serves no metrics
 	webhooks *webhook.Handler // nil or without a secret: requests with a webhook are refused
+
+	auth        *authenticator              // tokens and browser sessions (initAuth)
+	crossOrigin *http.CrossOriginProtection // for cookie-authenticated changes and sign-in
 }
 
 func (s *server) routes() http.Handler {
@@ -53,8 +56,15 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /reports/events", s.reportsChangedStream)
 	mux.HandleFunc("GET /queue", s.queuePage)
 	mux.Handle("GET /assets/", assets.Handler())
+
+	// Sign-in for browsers when tokens are set (app/login.go, app/auth.go).
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.Handle("POST /login", s.sameOrigin(s.login))
+	mux.Handle("POST /logout", s.sameOrigin(s.logout))
+
 	// Security headers go on every answer, the Host check's refusals too; the
 	// cross-origin check comes before authentication so that a forged form never
-	// reaches it.
-	return s.logRequests(s.metrics.instrument(mux, securityHeaders(s.checkHost(s.crossOrigin(s.authenticate(mux))))))
+	// reaches it. X-Forwarded-* from trusted proxies is applied before anything looks
+	// at the client's address, scheme or host.
+	return s.forwarded(s.logRequests(s.metrics.instrument(mux, securityHeaders(s.checkHost(s.refuseCrossOrigin(s.authenticate(mux)))))))
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,12 @@ type testOpts struct {
 	Hub hubConfig
 	// Webhooks configures webhook delivery; the zero value sends none (no secret).
 	Webhooks webhook.Config
+	// Tokens, BaseURL and TrustedProxies are the Config fields of the same names.
+	Tokens         []Token
+	BaseURL        string
+	TrustedProxies []netip.Prefix
+	// Log, if set, receives the server's logs (at debug level) instead of the test output.
+	Log io.Writer
 }
 
 // testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
@@ -47,6 +54,9 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.Log != nil {
+		log = slog.New(slog.NewTextHandler(opts.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	dir := DataDir{Root: t.TempDir()}
 
 	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now})
@@ -83,7 +93,12 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	appCfg := Config{
 		Addr: "127.0.0.1:0", DataDir: dir.Root, ReportsDir: dir.Reports(), Token: opts.Token,
 		MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
+		Tokens: opts.Tokens, BaseURL: opts.BaseURL, TrustedProxies: opts.TrustedProxies,
 	}
+	if err := appCfg.validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	log = appCfg.Logger // with request ids
 	kind, cleanup, err := openExports(ctx, appCfg, dir)
 	if err != nil {
 		t.Fatalf("open exports: %v", err)
@@ -101,6 +116,9 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		cfg:   appCfg,
 		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
 		hub: events, metrics: m, webhooks: hooks,
+	}
+	if err := s.initAuth(); err != nil {
+		t.Fatalf("auth: %v", err)
 	}
 	if err := events.Start(ctx); err != nil {
 		t.Fatalf("start event hub: %v", err)

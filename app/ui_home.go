@@ -48,7 +48,7 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.store.Now()
 	d := ui.HomeData{Status: string(opts.Status), Report: opts.Report,
-		Filtered: opts.Status != "" || opts.Report != "", Paged: q.Get("cursor") != ""}
+		Filtered: opts.Status != "" || opts.Report != "", Paged: q.Get("cursor") != "", Origin: s.publicOrigin(r)}
 	for _, j := range list {
 		d.Rows = append(d.Rows, jobRow(j, now))
 	}

@@ -84,6 +84,8 @@ type Job struct {
 	RequestHash     string
 	// Warnings are what a successful attempt wants the user to know.
 	Warnings []string
+	// CreatedBy names the access token that created the job ("" when none).
+	CreatedBy string
 }
 
 // Event is one row of the append-only job_events log.
@@ -100,7 +102,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings`
+	idempotency_key, request_hash, warnings, created_by`
 
 type scanner interface{ Scan(...any) error }
 
@@ -113,11 +115,11 @@ func scanJob(row scanner) (Job, error) {
 		worker, code, msg, fname, fsha, key, rh sql.NullString
 		fsize                                   sql.NullInt64
 		cancel                                  int
-		warnings                                sql.NullString
+		warnings, createdBy                     sql.NullString
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -135,6 +137,7 @@ func scanJob(row scanner) (Job, error) {
 	j.Worker, j.ErrorCode, j.ErrorMessage = worker.String, code.String, msg.String
 	j.FileName, j.FileSize, j.FileSHA256 = fname.String, fsize.Int64, fsha.String
 	j.IdempotencyKey, j.RequestHash = key.String, rh.String
+	j.CreatedBy = createdBy.String
 	if warnings.Valid {
 		if err := json.Unmarshal([]byte(warnings.String), &j.Warnings); err != nil {
 			return Job{}, fmt.Errorf("job %s warnings: %w", j.ID, err)
@@ -166,7 +169,7 @@ func (s *Store) addEvent(ctx context.Context, tx *sql.Tx, jobID, typ string, sta
 const (
 	insertEventSQL = `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`
 	insertJobSQL   = `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
-		created_at, idempotency_key, request_hash, webhook_url) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?)
+		created_at, idempotency_key, request_hash, webhook_url, created_by) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING ` + jobColumns
 )
 
@@ -184,6 +187,8 @@ type NewJob struct {
 	RequestHash    string
 	// WebhookURL, when set, is told of the job's final state (store/webhooks.go).
 	WebhookURL string
+	// CreatedBy names the access token that asked for the job; "" stores NULL.
+	CreatedBy string
 }
 
 // Enqueue inserts a PENDING job and its "accepted" event in one transaction and returns
@@ -219,7 +224,7 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		}
 		job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 			nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
-			nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL)))
+			nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL), nullString(nj.CreatedBy)))
 		if err != nil {
 			if isUnique(err) {
 				return ErrConflict

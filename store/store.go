@@ -45,6 +45,9 @@ type Options struct {
 	// ever taking the write lock, for tools that run beside a live server (sheetq backup).
 	// Every write then fails.
 	ReadOnly bool
+	// BaseURL, when set (https://host, no trailing slash), makes the links in webhook
+	// payloads absolute; otherwise they are paths relative to the server.
+	BaseURL string
 }
 
 // Store is the app database: one writer connection and a pool of readers.
@@ -52,6 +55,8 @@ type Store struct {
 	w   *sql.DB // exactly one connection; transactions start with BEGIN IMMEDIATE
 	r   *sql.DB // query_only readers; WAL lets them run beside the writer
 	now func() time.Time
+	// baseURL prefixes links in webhook payloads (Options.BaseURL).
+	baseURL string
 
 	// Statements every state change runs, prepared once: parsing SQL was a fifth of an
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
@@ -83,7 +88,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now}
+	s := &Store{w: w, now: opts.Now, baseURL: opts.BaseURL}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err

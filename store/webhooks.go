@@ -128,7 +128,7 @@ func (s *Store) enqueueWebhookTx(ctx context.Context, tx *sql.Tx, job Job) error
 		return nil
 	}
 	now := s.now()
-	payload, err := json.Marshal(webhookPayloadFor(job, event, now))
+	payload, err := json.Marshal(webhookPayloadFor(job, event, now, s.baseURL))
 	if err != nil {
 		return fmt.Errorf("webhook payload: %w", err)
 	}
@@ -154,8 +154,9 @@ func (s *Store) enqueueWebhookTx(ctx context.Context, tx *sql.Tx, job Job) error
 }
 
 // webhookPayloadFor describes a final job the way the API does, minus what only the app
-// knows (the download name).
-func webhookPayloadFor(job Job, event string, now time.Time) webhookPayload {
+// knows (the download name). base, when set, makes the download link absolute: a
+// receiver has no other way to know where the server is.
+func webhookPayloadFor(job Job, event string, now time.Time, base string) webhookPayload {
 	var args struct {
 		Report string          `json:"report"`
 		Params json.RawMessage `json:"params"`
@@ -171,7 +172,7 @@ func webhookPayloadFor(job Job, event string, now time.Time) webhookPayload {
 	}
 	if job.Status == StatusSucceeded && job.FileName != "" {
 		d.File = &webhookFile{Name: job.FileName, Size: job.FileSize, SHA256: job.FileSHA256}
-		d.DownloadURL = "/api/v1/exports/" + job.ID + "/file"
+		d.DownloadURL = base + "/api/v1/exports/" + job.ID + "/file"
 	}
 	return webhookPayload{Type: event, Timestamp: now.UTC(), Data: d}
 }

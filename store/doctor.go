@@ -1,0 +1,53 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// IntegrityCheck runs SQLite's integrity check and returns its findings; a healthy
+// database gives none. It reads only, so it may run beside a live server.
+func (s *Store) IntegrityCheck(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `PRAGMA integrity_check`)
+	if err != nil {
+		return nil, fmt.Errorf("integrity check: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var msg string
+		if err := rows.Scan(&msg); err != nil {
+			return nil, fmt.Errorf("integrity check: %w", err)
+		}
+		if msg != "ok" {
+			problems = append(problems, msg)
+		}
+	}
+	return problems, rows.Err()
+}
+
+// JobFile is what `sheetq doctor` needs to know of a job to match it with files.
+type JobFile struct {
+	ID       string
+	Status   Status
+	Attempt  int
+	FileName string // "" when no file was published
+}
+
+// JobFiles lists every job's status, attempt and published file name.
+func (s *Store) JobFiles(ctx context.Context) ([]JobFile, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, status, attempt, coalesce(file_name, '') FROM jobs`)
+	if err != nil {
+		return nil, fmt.Errorf("job files: %w", err)
+	}
+	defer rows.Close()
+	var out []JobFile
+	for rows.Next() {
+		var j JobFile
+		if err := rows.Scan(&j.ID, &j.Status, &j.Attempt, &j.FileName); err != nil {
+			return nil, fmt.Errorf("job files: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
