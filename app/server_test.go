@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,14 @@ type testOpts struct {
 	Hub hubConfig
 	// Webhooks configures webhook delivery; the zero value sends none (no secret).
 	Webhooks webhook.Config
+	// BusyTimeout is the store's busy_timeout (default: the production 10 s).
+	BusyTimeout time.Duration
+	// StallAfter turns on the engine's stall guard.
+	StallAfter time.Duration
+	// Idle leaves the engine stopped: accepted jobs stay PENDING.
+	Idle bool
+	// DataDir, if set, is the data directory instead of a fresh t.TempDir().
+	DataDir string
 }
 
 // testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
@@ -47,9 +56,9 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dir := DataDir{Root: t.TempDir()}
+	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now})
+	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now, BusyTimeout: opts.BusyTimeout})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -72,6 +81,7 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		BackoffBase:   10 * time.Millisecond,
 		BackoffMax:    50 * time.Millisecond,
 		ShutdownGrace: 200 * time.Millisecond,
+		StallAfter:    opts.StallAfter,
 		TmpDir:        dir.Tmp(),
 		ExportsDir:    dir.Exports(),
 		Now:           opts.Now,
@@ -91,10 +101,12 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Cleanup(cleanup)
 	eng.Register(export.Name, kind.Kind)
 	hooks := registerTestWebhooks(t, eng, st, log, opts.Webhooks)
-	if err := eng.Start(ctx); err != nil {
-		t.Fatalf("start engine: %v", err)
+	if !opts.Idle {
+		if err := eng.Start(ctx); err != nil {
+			t.Fatalf("start engine: %v", err)
+		}
+		t.Cleanup(eng.Stop)
 	}
-	t.Cleanup(eng.Stop)
 	m.watchQueue(eng)
 
 	s := &server{
