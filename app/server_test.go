@@ -54,6 +54,13 @@ type testServer struct {
 // the test ends.
 func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
+	s, hs := startTestApp(t, opts)
+	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
+}
+
+// startTestApp is newTestServer for any testing.TB (a fuzz target's *testing.F too).
+func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
@@ -122,7 +129,7 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	// Runs before hs.Close (cleanups run last first): open event streams end, so Close
 	// does not wait for them.
 	t.Cleanup(events.Stop)
-	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
+	return s, hs
 }
 
 // response is a finished HTTP exchange.
