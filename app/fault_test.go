@@ -246,8 +246,8 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 
 	big := ts.create(`{"report":"demo","params":{"rows":20000}}`)
 	j := waitSlow(ts, big.ID, store.StatusFailed)
-	if j.Error == nil || !strings.Contains(j.Error.Message, "no space left on device") {
-		t.Fatalf("error = %+v, want a message saying the disk is full", j.Error)
+	if j.Error == nil || j.Error.Code != "disk_full" || !strings.Contains(j.Error.Message, "no space left on device") {
+		t.Fatalf("error = %+v, want code disk_full and a message saying the disk is full", j.Error)
 	}
 	if j.Attempt != 2 {
 		t.Errorf("attempt = %d, want 2: a full disk is worth a retry", j.Attempt)
