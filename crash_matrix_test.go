@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -464,6 +465,9 @@ func TestCrashMatrix(t *testing.T) {
 				if !p.faultKilled() {
 					t.Fatalf("round %d: the process exited without reaching %s: %v\n%s", rounds, point, p.err, p.log())
 				}
+				if want := fmt.Sprintf("fault point %s reached (hit %d,", point, nth); !strings.Contains(p.log(), want) {
+					t.Fatalf("round %d: the process did not die at %q\n%s", rounds, want, p.log())
+				}
 				kills++
 			}
 			drain(t, data, l)
@@ -545,5 +549,43 @@ func TestCrashRandomKillsUnderLoad(t *testing.T) {
 		want, sent.Load(), inv.jobs, inv.succeeded, inv.lost, inv.duplicated, inv.unexpected, inv.notFinal, inv.badFiles, inv.leftoverFiles)
 	if got := len(l.snapshot()); int64(got) != sent.Load() {
 		t.Errorf("%d requests sent, %d acknowledged", sent.Load(), got)
+	}
+}
+
+var faultHit = regexp.MustCompile(`fault point (\S+) reached \(hit (\d+), seed (\d+)\)`)
+
+// A probabilistic fault point draws from SHEETQ_FAULT_SEED: the same seed kills at the
+// same hit, so a failing run can be replayed. A malformed spec is refused at start.
+func TestFaultPointProbabilityIsSeeded(t *testing.T) {
+	hitAt := func() string {
+		data := t.TempDir()
+		p := launch(t, data, []string{"SHEETQ_FAULT=while-writing%10", "SHEETQ_FAULT_SEED=42"},
+			append(crashArgs(t), "--workers", "1")...)
+		if p.url == "" {
+			t.Fatalf("died before listening\n%s", p.log())
+		}
+		l := newLedger(t)
+		l.submit(p.url, "p-1", `{"report":"demo","params":{"rows":20000}}`)
+		select {
+		case <-p.done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("while-writing%%10 never fired\n%s", p.log())
+		}
+		m := faultHit.FindStringSubmatch(p.log())
+		if !p.faultKilled() || m == nil || m[1] != "while-writing" || m[3] != "42" {
+			t.Fatalf("not killed at while-writing with seed 42: %v\n%s", p.err, p.log())
+		}
+		return m[2]
+	}
+	first, second := hitAt(), hitAt()
+	if first != second {
+		t.Errorf("seed 42 fired at hit %s, then at hit %s", first, second)
+	}
+
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "SHEETQ_FAULT=after-claim@0")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "SHEETQ_FAULT") {
+		t.Fatalf("a bad SHEETQ_FAULT: %v\n%s", err, out)
 	}
 }
