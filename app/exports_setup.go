@@ -79,6 +79,13 @@ func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func
 	}
 	closers = append([]io.Closer{closerFunc(cat.Stop)}, closers...)
 	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: sources})
+	// No export runs yet and this process owns the data directory: spill files in tmp/
+	// are what a killed process left behind.
+	if n, err := kind.RemoveScratch(); err != nil {
+		log.WarnContext(ctx, "remove stale spill files", "err", err)
+	} else if n > 0 {
+		log.InfoContext(ctx, "removed spill files left by an earlier run", "files", n)
+	}
 	return exportKind{Kind: kind, catalog: cat, config: fc}, cleanup, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"sheetq/jobs/export"
+	"sheetq/store"
 )
 
 // reportJSON is a report as GET /api/v1/reports shows it; a broken file is listed with
@@ -71,8 +72,17 @@ func (s *server) apiNotFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, http.StatusNotFound, "no_route", "no API route "+r.Method+" "+r.URL.Path)
 }
 
-// serverError logs an unexpected failure and answers 500 without internals.
+// serverError logs an unexpected failure and answers 500 without internals. A database
+// held busy by another connection is not a server bug: that answers 503 with Retry-After,
+// so clients (and their Idempotency-Key retries) come back instead of giving up.
 func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	if store.IsBusy(err) {
+		s.log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, "store_busy",
+			"the database is busy (another connection holds its lock); retry shortly")
+		return
+	}
 	s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, http.StatusInternalServerError, "internal", "the server could not complete the request; see its log")
 }

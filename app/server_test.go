@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,14 @@ type testOpts struct {
 	TrustedProxies []netip.Prefix
 	// Log, if set, receives the server's logs (at debug level) instead of the test output.
 	Log io.Writer
+	// BusyTimeout is the store's busy_timeout (default: the production 10 s).
+	BusyTimeout time.Duration
+	// StallAfter turns on the engine's stall guard.
+	StallAfter time.Duration
+	// Idle leaves the engine stopped: accepted jobs stay PENDING.
+	Idle bool
+	// DataDir, if set, is the data directory instead of a fresh t.TempDir().
+	DataDir string
 }
 
 // testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
@@ -52,14 +61,21 @@ type testServer struct {
 // the test ends.
 func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
+	s, hs := startTestApp(t, opts)
+	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
+}
+
+// startTestApp is newTestServer for any testing.TB (a fuzz target's *testing.F too).
+func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if opts.Log != nil {
 		log = slog.New(slog.NewTextHandler(opts.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	dir := DataDir{Root: t.TempDir()}
+	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now})
+	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now, BusyTimeout: opts.BusyTimeout})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -82,6 +98,7 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		BackoffBase:   10 * time.Millisecond,
 		BackoffMax:    50 * time.Millisecond,
 		ShutdownGrace: 200 * time.Millisecond,
+		StallAfter:    opts.StallAfter,
 		TmpDir:        dir.Tmp(),
 		ExportsDir:    dir.Exports(),
 		Now:           opts.Now,
@@ -106,10 +123,12 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Cleanup(cleanup)
 	eng.Register(export.Name, kind.Kind)
 	hooks := registerTestWebhooks(t, eng, st, log, opts.Webhooks)
-	if err := eng.Start(ctx); err != nil {
-		t.Fatalf("start engine: %v", err)
+	if !opts.Idle {
+		if err := eng.Start(ctx); err != nil {
+			t.Fatalf("start engine: %v", err)
+		}
+		t.Cleanup(eng.Stop)
 	}
-	t.Cleanup(eng.Stop)
 	m.watchQueue(eng)
 
 	s := &server{
@@ -128,7 +147,7 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	// Runs before hs.Close (cleanups run last first): open event streams end, so Close
 	// does not wait for them.
 	t.Cleanup(events.Stop)
-	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
+	return s, hs
 }
 
 // response is a finished HTTP exchange.

@@ -26,7 +26,7 @@ var testWebhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("she
 
 // registerTestWebhooks registers the webhook kind on eng as app.Run does, recording
 // attempts in st. The zero cfg has no secret: requests with a webhook are refused.
-func registerTestWebhooks(t *testing.T, eng *jobs.Engine, st *store.Store, log *slog.Logger, cfg webhook.Config) *webhook.Handler {
+func registerTestWebhooks(t testing.TB, eng *jobs.Engine, st *store.Store, log *slog.Logger, cfg webhook.Config) *webhook.Handler {
 	t.Helper()
 	cfg.Recorder, cfg.Logger = st, log
 	h, err := webhook.New(cfg)

@@ -1,6 +1,9 @@
 package jobs
 
 import (
+	"fmt"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,6 +49,9 @@ func TestClassify(t *testing.T) {
 		{Permanentf("bad_params", "x"), "bad_params", true},
 		{Retryable("upstream", errTest), "upstream", false},
 		{errTest, "error", false},
+		// A full disk has its own code under whatever wrapped it.
+		{Retryable("io", fmt.Errorf("write part: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC})), "disk_full", false},
+		{fmt.Errorf("spill: %w", syscall.ENOSPC), "disk_full", false},
 	} {
 		code, msg, permanent := classify(tc.err)
 		if code != tc.code || permanent != tc.permanent || msg != tc.err.Error() {

@@ -409,6 +409,8 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		switch {
 		case errors.Is(cause, errStalled):
 			code, msg = "stalled", fmt.Sprintf("no progress for %s", e.cfg.StallAfter)
+		case err == nil && diskFull(partErr):
+			code, msg = "disk_full", partErr.Error()
 		case err == nil:
 			code, msg = "io", partErr.Error()
 		default:

@@ -3,6 +3,7 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 )
 
@@ -52,10 +53,21 @@ func Permanentf(code, format string, args ...any) error {
 // An unmarked error is retryable: most unknown failures are I/O or an upstream hiccup.
 func classify(err error) (code, msg string, permanent bool) {
 	var je *Error
-	if errors.As(err, &je) {
+	switch {
+	case errors.As(err, &je) && diskFull(err):
+		return "disk_full", err.Error(), je.Permanent
+	case je != nil:
 		return je.Code, err.Error(), je.Permanent
+	case diskFull(err):
+		return "disk_full", err.Error(), false
 	}
 	return "error", err.Error(), false
+}
+
+// diskFull reports whether err comes from a full disk (or quota), whichever layer
+// wrapped it: that deserves its own code, so a user sees what to fix.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // retryAfter returns the delay an error asks for, or 0.

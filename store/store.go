@@ -243,6 +243,21 @@ func isUnique(err error) bool {
 	return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
+// IsBusy reports whether err is SQLite giving up on a lock another connection held for
+// longer than busy_timeout (SQLITE_BUSY or SQLITE_LOCKED, with any extended code): the
+// database is fine and the same request can succeed a moment later.
+func IsBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v sql.NullInt64) time.Time {

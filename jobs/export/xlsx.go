@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +96,43 @@ func checkSpillDir(dir string) error {
 	probe.Close()
 	os.Remove(probe.Name())
 	return nil
+}
+
+// scratchPrefixes name the files the xlsx writer and excelize create in the spill
+// directory while an export runs.
+var scratchPrefixes = []string{"sheetq-sheet-", "sheetq-probe-", "excelize-"}
+
+// RemoveScratch deletes spill files that a killed process left in the kind's TmpDir and
+// returns how many it removed. Call it only before any export runs, from the process
+// that owns the data directory: it cannot tell a dead run's files from a live one's.
+// With no TmpDir (the system's temporary directory, shared with others) it does nothing.
+func (k *Kind) RemoveScratch() (int, error) {
+	if k.cfg.TmpDir == "" {
+		return 0, nil
+	}
+	entries, err := os.ReadDir(k.cfg.TmpDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remove spill files: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !slices.ContainsFunc(scratchPrefixes, func(p string) bool { return strings.HasPrefix(e.Name(), p) }) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(k.cfg.TmpDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	if len(errs) > 0 {
+		return n, fmt.Errorf("remove spill files: %w", errors.Join(errs...))
+	}
+	return n, nil
 }
 
 // Why the workbook is assembled the way it is:
