@@ -7,6 +7,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"sheetq/store"
 	"sheetq/ui"
 )
 
@@ -45,6 +46,13 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, status int,
 
 // pageServerError logs an unexpected failure and shows an error page without internals.
 func (s *server) pageServerError(w http.ResponseWriter, r *http.Request, err error) {
+	if store.IsBusy(err) {
+		s.log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "1")
+		s.renderError(w, r, http.StatusServiceUnavailable, "sheetq is busy",
+			"The database is held by another program for the moment. Nothing was lost; try again in a few seconds.")
+		return
+	}
 	s.log.ErrorContext(r.Context(), "page failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	s.renderError(w, r, http.StatusInternalServerError, "Something went wrong",
 		"sheetq could not show this page. Reload it in a moment; if this repeats, the server log says why.")
