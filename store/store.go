@@ -45,6 +45,11 @@ type Options struct {
 	// ever taking the write lock, for tools that run beside a live server (sheetq backup).
 	// Every write then fails.
 	ReadOnly bool
+	// Unbatched commits every Enqueue in its own transaction instead of grouping
+	// concurrent ones (store/batch.go); benchmarks compare the two.
+	Unbatched bool
+	// MaxBatch bounds how many Enqueues one group commit holds (default 128).
+	MaxBatch int
 }
 
 // Store is the app database: one writer connection and a pool of readers.
@@ -57,6 +62,9 @@ type Store struct {
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
 	// writer pool's only connection is busy inside one.
 	insertJob, insertEvent *sql.Stmt
+
+	unbatched bool
+	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies pending migrations.
@@ -69,6 +77,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
 	}
 	if opts.ReadOnly {
 		return openReadOnly(ctx, path, opts)
@@ -83,7 +94,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now}
+	s := &Store{w: w, now: opts.Now, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -141,7 +152,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.insertEvent, err = s.w.PrepareContext(ctx, insertEventSQL); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	return nil
+	return s.batch.prepare(ctx, s.w)
 }
 
 // Close closes both pools.
