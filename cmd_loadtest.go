@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,10 +92,11 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	cfg := loadConfig{Params: map[string]string{}}
 	var (
-		rate     float64
-		duration time.Duration
-		jsonFile string
-		timeout  time.Duration
+		rate       float64
+		duration   time.Duration
+		jsonFile   string
+		timeout    time.Duration
+		cpuProfile string
 	)
 	params := map[string]string{}
 	fs.StringVar(&cfg.Server, "server", "http://127.0.0.1:8080", "server `URL`")
@@ -118,6 +120,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 20000, "safety cap on requests awaiting an answer; requests over it are dropped and counted as errors")
 	fs.BoolVar(&cfg.AllowErrors, "allow-errors", false, "exit 0 despite request errors (for overload), as long as the consistency check passes")
 	fs.StringVar(&jsonFile, "json", "", "also write every figure as JSON to `FILE`")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (to check it is not the bottleneck)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, loadtestUsage)
 		fs.PrintDefaults()
@@ -157,6 +160,17 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		cfg.Params[k] = v
 	}
 
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	lt := newLoadTest(cfg)
 	res, err := lt.run(ctx, stderr)
 	if err != nil {
