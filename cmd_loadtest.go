@@ -440,23 +440,29 @@ func (lt *loadTest) settle(ctx context.Context, reqs []*loadRequest) {
 func (lt *loadTest) drain(ctx context.Context, reqs []*loadRequest, progress io.Writer) bool {
 	deadline := time.Now().Add(lt.cfg.DrainTimeout)
 	lastReport := time.Now()
+	var pending []string
+	for _, r := range reqs {
+		if r.jobID != "" {
+			pending = append(pending, r.jobID)
+		}
+	}
 	for {
-		left := 0
-		for _, r := range reqs {
-			if r.jobID != "" {
-				if _, ok := lt.events.final(r.jobID); !ok {
-					left++
-				}
+		// Keep only the jobs not seen final yet, so each pass gets cheaper.
+		left := pending[:0]
+		for _, id := range pending {
+			if _, ok := lt.events.final(id); !ok {
+				left = append(left, id)
 			}
 		}
-		if left == 0 {
+		pending = left
+		if len(left) == 0 {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
 		if time.Since(lastReport) >= 10*time.Second {
-			fmt.Fprintf(progress, "loadtest: %d jobs not finished yet\n", left)
+			fmt.Fprintf(progress, "loadtest: %d jobs not finished yet\n", len(left))
 			lastReport = time.Now()
 		}
 		select {
