@@ -68,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return backupCmd(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], stdout, stderr)
+	case "loadtest":
+		return loadtestCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -94,6 +96,8 @@ Usage:
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|cancel|retry
                          look at and manage a running server's exports
+  sheetq loadtest [--profile burst|overload|steady] [--server URL]
+                         measure a running server under load and check every request
   sheetq version         print the version
 
 Every flag can also be set with SHEETQ_<NAME>, for example SHEETQ_WORKERS=4.

@@ -168,6 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer m.wait() // after the engine stops (deferred below), before the store closes
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, m.onChange)

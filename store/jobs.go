@@ -191,48 +191,23 @@ type NewJob struct {
 	CreatedBy string
 }
 
-// Enqueue inserts a PENDING job and its "accepted" event in one transaction and returns
-// it once committed. With an idempotency key that already has a job, it returns that job
-// and existed=true, or ErrIdempotencyMismatch (with the existing job) when the request
-// hash differs.
+// Enqueue inserts a PENDING job and its "accepted" event and returns it once committed.
+// With an idempotency key that already has a job, it returns that job and existed=true,
+// or ErrIdempotencyMismatch (with the existing job) when the request hash differs.
+// Concurrent calls share one write transaction (group commit, store/batch.go); each
+// call still returns only after the commit that holds its row.
 func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, err error) {
-	now := s.now()
-	if nj.RunAt.IsZero() {
-		nj.RunAt = now
-	}
-	if nj.MaxAttempts <= 0 {
-		nj.MaxAttempts = 3
-	}
 	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
 		return Job{}, false, errors.New("enqueue: id, kind and args are required")
 	}
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if nj.IdempotencyKey != "" {
-			// BEGIN IMMEDIATE holds the write lock, so this lookup and the insert below
-			// are atomic; the unique index is the backstop.
-			j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = ?`, nj.IdempotencyKey))
-			if err == nil {
-				job, existed = j, true
-				if j.RequestHash != nj.RequestHash {
-					return ErrIdempotencyMismatch
-				}
-				return nil
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-		}
-		job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
-			nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
-			nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL), nullString(nj.CreatedBy)))
-		if err != nil {
-			if isUnique(err) {
-				return ErrConflict
-			}
+	if s.unbatched {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			job, existed, err = s.enqueueTx(ctx, tx, nj)
 			return err
-		}
-		return s.addEvent(ctx, tx, job.ID, EventAccepted, StatusPending, 0, nil)
-	})
+		})
+	} else {
+		job, existed, err = s.batch.enqueue(ctx, s, nj)
+	}
 	if errors.Is(err, ErrIdempotencyMismatch) {
 		return job, true, err
 	}
@@ -240,6 +215,46 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		return Job{}, false, fmt.Errorf("enqueue: %w", err)
 	}
 	return job, existed, nil
+}
+
+// enqueueTx is one Enqueue inside tx: the idempotency lookup, the job row and its event.
+// On error the caller must undo what it wrote (roll back the transaction or savepoint).
+func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, existed bool, err error) {
+	now := s.now()
+	if nj.RunAt.IsZero() {
+		nj.RunAt = now
+	}
+	if nj.MaxAttempts <= 0 {
+		nj.MaxAttempts = 3
+	}
+	if nj.IdempotencyKey != "" {
+		// BEGIN IMMEDIATE holds the write lock, so this lookup and the insert below
+		// are atomic; the unique index is the backstop. Inside a group commit the lookup
+		// also sees rows written earlier in the same transaction.
+		j, err := scanJob(tx.StmtContext(ctx, s.batch.jobByKey).QueryRowContext(ctx, nj.IdempotencyKey))
+		if err == nil {
+			if j.RequestHash != nj.RequestHash {
+				return j, true, ErrIdempotencyMismatch
+			}
+			return j, true, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return Job{}, false, err
+		}
+	}
+	job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
+		nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
+		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL), nullString(nj.CreatedBy)))
+	if err != nil {
+		if isUnique(err) {
+			return Job{}, false, ErrConflict
+		}
+		return Job{}, false, err
+	}
+	if err := s.addEvent(ctx, tx, job.ID, EventAccepted, StatusPending, 0, nil); err != nil {
+		return Job{}, false, err
+	}
+	return job, false, nil
 }
 
 // Claim atomically takes the next runnable PENDING job (priority, then run_at, then

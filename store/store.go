@@ -48,6 +48,11 @@ type Options struct {
 	// BaseURL, when set (https://host, no trailing slash), makes the links in webhook
 	// payloads absolute; otherwise they are paths relative to the server.
 	BaseURL string
+	// Unbatched commits every Enqueue in its own transaction instead of grouping
+	// concurrent ones (store/batch.go); benchmarks compare the two.
+	Unbatched bool
+	// MaxBatch bounds how many Enqueues one group commit holds (default 128).
+	MaxBatch int
 }
 
 // Store is the app database: one writer connection and a pool of readers.
@@ -62,6 +67,9 @@ type Store struct {
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
 	// writer pool's only connection is busy inside one.
 	insertJob, insertEvent *sql.Stmt
+
+	unbatched bool
+	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies pending migrations.
@@ -74,6 +82,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 128
 	}
 	if opts.ReadOnly {
 		return openReadOnly(ctx, path, opts)
@@ -88,7 +99,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now, baseURL: opts.BaseURL}
+	s := &Store{w: w, now: opts.Now, baseURL: opts.BaseURL, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -146,7 +157,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.insertEvent, err = s.w.PrepareContext(ctx, insertEventSQL); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
-	return nil
+	return s.batch.prepare(ctx, s.w)
 }
 
 // Close closes both pools.
