@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -72,36 +73,70 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 			Detail: `the body needs "report": the id of a report (see GET /api/v1/reports)`})
 		return
 	}
-	args, err := s.exports.Validate(req.Report, req.Params)
-	if err != nil {
-		var pe *export.ParamError
-		switch {
-		case errors.As(err, &pe):
-			writeProblemValue(w, problem{Status: http.StatusUnprocessableEntity, Code: "invalid_param",
-				Detail: pe.Error(), Param: pe.Param})
-		case errors.Is(err, export.ErrUnknownReport):
-			writeProblem(w, http.StatusUnprocessableEntity, "unknown_report", err.Error())
-		case errors.Is(err, export.ErrUnknownSource):
-			writeProblem(w, http.StatusUnprocessableEntity, "unknown_source", err.Error())
-		case errors.As(err, new(*export.ParseError)):
-			writeProblem(w, http.StatusUnprocessableEntity, "broken_report",
-				"report "+strconv.Quote(req.Report)+" cannot be used until its file is fixed: "+err.Error())
-		default:
-			writeProblem(w, http.StatusUnprocessableEntity, "invalid_request", err.Error())
-		}
+	args, prob := s.validateExport(req.Report, req.Params)
+	if prob != nil {
+		writeProblemValue(w, *prob)
 		return
 	}
-	argsJSON, err := json.Marshal(args)
-	if err != nil {
-		s.serverError(w, r, err)
-		return
-	}
-	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts}
+	var webhookURL string
 	if req.Webhook != nil {
-		if nj.WebhookURL, ok = s.checkWebhook(w, r, req.Webhook); !ok {
+		if webhookURL, ok = s.checkWebhook(w, r, req.Webhook); !ok {
 			return
 		}
 	}
+	job, existed, prob, err := s.enqueueExport(r.Context(), args, webhookURL, key)
+	switch {
+	case prob != nil:
+		writeProblemValue(w, *prob)
+		return
+	case err != nil:
+		s.serverError(w, r, err)
+		return
+	}
+	if existed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if job.Status.Final() {
+		writeJSON(w, http.StatusOK, toJobJSON(job))
+		return
+	}
+	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
+	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
+	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+}
+
+// validateExport checks a request for report with params, for the API and the form alike,
+// and returns the canonical args, or the problem to show when the request is wrong.
+func (s *server) validateExport(report string, params map[string]any) (export.Args, *problem) {
+	args, err := s.exports.Validate(report, params)
+	if err == nil {
+		return args, nil
+	}
+	p := &problem{Status: http.StatusUnprocessableEntity, Code: "invalid_request", Detail: err.Error()}
+	var pe *export.ParamError
+	switch {
+	case errors.As(err, &pe):
+		p.Code, p.Detail, p.Param = "invalid_param", pe.Error(), pe.Param
+	case errors.Is(err, export.ErrUnknownReport):
+		p.Code = "unknown_report"
+	case errors.Is(err, export.ErrUnknownSource):
+		p.Code = "unknown_source"
+	case errors.As(err, new(*export.ParseError)):
+		p.Code = "broken_report"
+		p.Detail = "report " + strconv.Quote(report) + " cannot be used until its file is fixed: " + err.Error()
+	}
+	return args, p
+}
+
+// enqueueExport stores a validated export durably, at most once per idempotency key
+// (key "" for none), for the API and the form alike. existed is true when the key
+// already had this job; a key reused for another request gives a problem naming its job.
+func (s *server) enqueueExport(ctx context.Context, args export.Args, webhookURL, key string) (job store.Job, existed bool, prob *problem, err error) {
+	argsJSON, err := json.Marshal(args)
+	if err != nil {
+		return store.Job{}, false, nil, err
+	}
+	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts, WebhookURL: webhookURL}
 	if key != "" {
 		// The canonical form of the validated request: map keys are sorted by
 		// encoding/json, and params are normalised, so equal requests hash equal.
@@ -112,35 +147,25 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		canon, err := json.Marshal(struct {
 			export.Args
 			Webhook string `json:"webhook,omitempty"`
-		}{export.Args{Report: args.Report, Params: args.Params}, nj.WebhookURL})
+		}{export.Args{Report: args.Report, Params: args.Params}, webhookURL})
 		if err != nil {
-			s.serverError(w, r, err)
-			return
+			return store.Job{}, false, nil, err
 		}
 		sum := sha256.Sum256(canon)
 		nj.IdempotencyKey, nj.RequestHash = key, hex.EncodeToString(sum[:])
 	}
-	job, existed, err := s.engine.Enqueue(r.Context(), nj)
-	switch {
-	case errors.Is(err, store.ErrIdempotencyMismatch):
-		writeProblemValue(w, problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
-			Detail: "this Idempotency-Key was used for a different request (job " + job.ID + ")", Job: job.ID})
-		return
-	case err != nil:
-		s.serverError(w, r, err)
-		return
+	job, existed, err = s.engine.Enqueue(ctx, nj)
+	if errors.Is(err, store.ErrIdempotencyMismatch) {
+		return job, true, &problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+			Detail: "this Idempotency-Key was used for a different request (job " + job.ID + ")", Job: job.ID}, nil
+	}
+	if err != nil {
+		return store.Job{}, false, nil, err
 	}
 	if existed {
 		s.metrics.dedup()
-		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if job.Status.Final() {
-		writeJSON(w, http.StatusOK, toJobJSON(job))
-		return
-	}
-	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
-	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
-	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+	return job, existed, nil, nil
 }
 
 // idempotencyKey reads the Idempotency-Key header, bare or as a structured-field string

@@ -3,11 +3,8 @@ package app
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"sheetq/jobs/export"
-	"sheetq/store"
-	"sheetq/ui"
 )
 
 // reportJSON is a report as GET /api/v1/reports shows it; a broken file is listed with
@@ -78,29 +75,4 @@ func (s *server) apiNotFound(w http.ResponseWriter, r *http.Request) {
 func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, http.StatusInternalServerError, "internal", "the server could not complete the request; see its log")
-}
-
-// homePage lists the newest exports.
-func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
-	list, err := s.store.List(r.Context(), store.ListOptions{Kind: export.Name, Limit: 50})
-	if err != nil {
-		s.serverError(w, r, err)
-		return
-	}
-	rows := make([]ui.JobRow, 0, len(list))
-	for _, j := range list {
-		jj := toJobJSON(j)
-		row := ui.JobRow{ID: j.ID, Report: jj.Report, Status: string(j.Status), Rows: j.ProgressRows,
-			TotalRows: j.ProgressTotal, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-			Created: j.CreatedAt.Local().Format(time.DateTime), DownloadURL: jj.DownloadURL}
-		if jj.Error != nil {
-			row.Error = jj.Error.Message
-		}
-		rows = append(rows, row)
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	origin := "http://" + r.Host
-	if err := ui.Home(ui.Meta{Version: s.cfg.Version, DataDir: s.dir.Root}, origin, rows).Render(r.Context(), w); err != nil {
-		s.log.ErrorContext(r.Context(), "render home", "err", err)
-	}
 }

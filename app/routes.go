@@ -43,6 +43,18 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/stats", s.getStats)
 	mux.HandleFunc("GET /api/v1/openapi.json", s.openAPI)
 	mux.HandleFunc("GET /{$}", s.homePage)
+	mux.HandleFunc("GET /exports/new", s.newExportPage)
+	mux.HandleFunc("POST /exports", s.submitExportForm)
+	mux.HandleFunc("GET /exports/{id}", s.exportPage)
+	mux.HandleFunc("GET /exports/{id}/row", s.exportRowFragment)
+	mux.HandleFunc("POST /exports/{id}/cancel", s.cancelExportForm)
+	mux.HandleFunc("POST /exports/{id}/retry", s.retryExportForm)
+	mux.HandleFunc("GET /reports", s.reportsPage)
+	mux.HandleFunc("GET /reports/events", s.reportsChangedStream)
+	mux.HandleFunc("GET /queue", s.queuePage)
 	mux.Handle("GET /assets/", assets.Handler())
-	return s.logRequests(s.metrics.instrument(mux, s.checkHost(s.authenticate(mux))))
+	// Security headers go on every answer, the Host check's refusals too; the
+	// cross-origin check comes before authentication so that a forged form never
+	// reaches it.
+	return s.logRequests(s.metrics.instrument(mux, securityHeaders(s.checkHost(s.crossOrigin(s.authenticate(mux))))))
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -87,7 +88,16 @@ const maxStalledListed = 20
 // getStats answers GET /api/v1/stats for the UI's dashboard. Everything but the workers
 // is about exports: webhook deliveries, jobs too, have their own timeline.
 func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	out, err := s.stats(r.Context())
+	if err != nil {
+		s.serverError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// stats reads the queue's figures, for GET /api/v1/stats and the queue page.
+func (s *server) stats(ctx context.Context) (statsJSON, error) {
 	cfg := s.engine.Config()
 	now := s.store.Now()
 	late := lateAfter(cfg)
@@ -100,14 +110,12 @@ func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
 
 	all, err := s.store.QueueStats(ctx, now, now.Add(-late), export.Name)
 	if err != nil {
-		s.serverError(w, r, err)
-		return
+		return statsJSON{}, err
 	}
 	qs := all[export.Name]
 	stalled, stalledCount, err := s.store.StalledJobs(ctx, export.Name, now.Add(-late), now.Add(-noRows), maxStalledListed)
 	if err != nil {
-		s.serverError(w, r, err)
-		return
+		return statsJSON{}, err
 	}
 	out := statsJSON{
 		GeneratedAt:             now.UTC(),
@@ -134,8 +142,7 @@ func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
 	} {
 		buckets, err := s.store.Throughput(ctx, export.Name, now, win.width, win.n)
 		if err != nil {
-			s.serverError(w, r, err)
-			return
+			return statsJSON{}, err
 		}
 		*win.through = throughputJSON{BucketSeconds: int(win.width.Seconds()), Buckets: make([]bucketJSON, 0, len(buckets))}
 		for _, b := range buckets {
@@ -144,12 +151,11 @@ func (s *server) getStats(w http.ResponseWriter, r *http.Request) {
 		}
 		ds, err := s.store.Durations(ctx, export.Name, now.Add(-win.width*time.Duration(win.n)))
 		if err != nil {
-			s.serverError(w, r, err)
-			return
+			return statsJSON{}, err
 		}
 		*win.dur = waitRunJSON{Wait: toPercentilesJSON(ds.Wait), Run: toPercentilesJSON(ds.Run)}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 func toPercentilesJSON(p store.Percentiles) percentilesJSON {

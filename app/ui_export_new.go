@@ -1,0 +1,246 @@
+package app
+
+import (
+	"cmp"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"sheetq/jobs/export"
+	"sheetq/ui"
+)
+
+// newExportPage is GET /exports/new: the report chooser, or with ?report= that report's form.
+func (s *server) newExportPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.URL.Query().Get("report")
+	if id == "" {
+		var choices []ui.ReportChoice
+		for _, e := range s.catalog.Entries() {
+			c := ui.ReportChoice{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID), Description: e.Report.Description}
+			if e.Err != nil {
+				c.Broken = e.Err.Error()
+			}
+			choices = append(choices, c)
+		}
+		s.render(w, r, http.StatusOK, ui.ChooseReport(s.meta(ctx, "new", ""), choices))
+		return
+	}
+	rep, err := s.catalog.Report(id)
+	if err != nil {
+		s.reportUnusable(w, r, id, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, ui.NewExport(s.meta(ctx, "new", ""), exportForm(rep, nil, nil, newFormKey())))
+}
+
+// reportUnusable shows why a report's form cannot be shown.
+func (s *server) reportUnusable(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if errors.Is(err, export.ErrUnknownReport) {
+		s.renderError(w, r, http.StatusNotFound, "No such report",
+			"There is no report "+strconv.Quote(id)+". Pick one from the list on the New export page.")
+		return
+	}
+	s.renderError(w, r, http.StatusUnprocessableEntity, "This report cannot be used",
+		"Its file has an error: "+err.Error()+". Fix the file; the Reports page shows when it loads again.")
+}
+
+// submitExportForm is POST /exports from the form: the same validation and enqueue as
+// the API, with the form's hidden idempotency key, so a double submit gives one job.
+// Valid input goes to the job's page (303); invalid input shows the form again (422)
+// with an error beside each wrong field and every value kept.
+func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		s.renderError(w, r, http.StatusBadRequest, "The form could not be read",
+			"Go back to the form, reload it and submit it again.")
+		return
+	}
+	ctx := r.Context()
+	id := r.PostForm.Get("report")
+	rep, err := s.catalog.Report(id)
+	if err != nil {
+		s.reportUnusable(w, r, id, err)
+		return
+	}
+	key, ok := idempotencyKey(http.Header{"Idempotency-Key": r.PostForm["idempotency_key"]})
+	if !ok || key == "" {
+		// The key is part of the form; a missing one means a form from elsewhere or an
+		// old page: show a fresh form with the values given.
+		key = newFormKey()
+		f := exportForm(rep, r.PostForm, nil, key)
+		f.FormError = "The form was incomplete. Check the values and start the export again."
+		s.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(s.meta(ctx, "new", ""), f))
+		return
+	}
+	params := formParams(rep.Params, r.PostForm)
+	args, prob := s.validateExport(rep.ID, params)
+	if prob != nil {
+		fieldErrs := s.fieldErrors(rep, params)
+		f := exportForm(rep, r.PostForm, fieldErrs, key)
+		if len(fieldErrs) == 0 {
+			f.FormError = prob.Detail
+		}
+		s.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(s.meta(ctx, "new", ""), f))
+		return
+	}
+	job, _, prob, err := s.enqueueExport(ctx, args, "", key)
+	switch {
+	case prob != nil:
+		// The key was used for other values: this form was submitted before and then
+		// changed. A fresh key lets the user start the changed export deliberately.
+		f := exportForm(rep, r.PostForm, nil, newFormKey())
+		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
+			"). Check the values and press Start export again to start another one."
+		s.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(s.meta(ctx, "new", ""), f))
+		return
+	case err != nil:
+		s.pageServerError(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/exports/"+job.ID, http.StatusSeeOther)
+}
+
+// formParams reads the declared params from a form. An unchecked checkbox sends nothing,
+// which for a bool means false, not "use the default".
+func formParams(decl []export.Param, form map[string][]string) map[string]any {
+	out := map[string]any{}
+	for _, p := range decl {
+		vs, ok := form[p.Name]
+		switch {
+		case p.Type == export.TypeBool:
+			out[p.Name] = ok && len(vs) > 0 && vs[len(vs)-1] != "" && vs[len(vs)-1] != "false"
+		case ok && len(vs) > 0:
+			out[p.Name] = vs[0]
+		}
+	}
+	return out
+}
+
+// fieldErrors finds the error of every wrong parameter, not only the first: Validate
+// stops at the first, so each wrong value is set aside (replaced by a value of its type
+// that passes) and the rest checked again.
+func (s *server) fieldErrors(rep export.Report, params map[string]any) map[string]string {
+	errs := map[string]string{}
+	trial := map[string]any{}
+	for k, v := range params {
+		trial[k] = v
+	}
+	for range len(rep.Params) + 1 {
+		_, err := s.exports.Validate(rep.ID, trial)
+		var pe *export.ParamError
+		if !errors.As(err, &pe) || errs[pe.Param] != "" {
+			break
+		}
+		errs[pe.Param] = sentence(pe.Message)
+		for _, p := range rep.Params {
+			if p.Name == pe.Param {
+				trial[p.Name] = placeholder(p)
+			}
+		}
+	}
+	return errs
+}
+
+// placeholder is a value of p's type within its bounds, standing in for a wrong one.
+func placeholder(p export.Param) any {
+	if p.Default != nil {
+		return p.Default
+	}
+	switch p.Type {
+	case export.TypeInt, export.TypeNumber:
+		v := 0.0
+		if p.Min != nil {
+			v = *p.Min
+		} else if p.Max != nil && *p.Max < 0 {
+			v = *p.Max
+		}
+		if p.Type == export.TypeInt {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return v
+	case export.TypeDate:
+		return "2000-01-01"
+	case export.TypeDatetime:
+		return "2000-01-01T00:00:00Z"
+	case export.TypeBool:
+		return false
+	}
+	return "x"
+}
+
+// sentence capitalises an error message for a form: "must be an integer" → "Must be an integer."
+func sentence(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	b := []byte(msg)
+	if b[0] >= 'a' && b[0] <= 'z' {
+		b[0] -= 'a' - 'A'
+	}
+	if b[len(b)-1] != '.' {
+		b = append(b, '.')
+	}
+	return string(b)
+}
+
+// exportForm builds the form of rep: defaults, or the values sent (form, when not nil),
+// with the errors by field.
+func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string) ui.ExportForm {
+	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key}
+	for _, p := range rep.Params {
+		fd := ui.Field{Name: p.Name, Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
+		def := ""
+		if p.Default != nil {
+			def = fmt.Sprint(p.Default)
+		}
+		switch p.Type {
+		case export.TypeInt:
+			fd.Input, fd.Step = "number", "1"
+		case export.TypeNumber:
+			fd.Input, fd.Step = "number", "any"
+		case export.TypeDate:
+			fd.Input = "date"
+		case export.TypeDatetime:
+			fd.Input, fd.Hint = "datetime-local", "Times without a zone are taken as UTC."
+		case export.TypeBool:
+			fd.Input = "checkbox"
+			fd.Checked = def == "true"
+		default:
+			fd.Input = "text"
+		}
+		if p.Min != nil {
+			fd.Min = strconv.FormatFloat(*p.Min, 'f', -1, 64)
+		}
+		if p.Max != nil {
+			fd.Max = strconv.FormatFloat(*p.Max, 'f', -1, 64)
+		}
+		switch {
+		case fd.Min != "" && fd.Max != "":
+			fd.Hint = "From " + fd.Min + " to " + fd.Max + "."
+		case fd.Min != "":
+			fd.Hint = "At least " + fd.Min + "."
+		case fd.Max != "":
+			fd.Hint = "At most " + fd.Max + "."
+		}
+		fd.Value = def
+		if form != nil {
+			vs, sent := form[p.Name]
+			if p.Type == export.TypeBool {
+				fd.Checked = sent && len(vs) > 0 && vs[len(vs)-1] != "false"
+			} else if sent && len(vs) > 0 {
+				fd.Value = vs[0]
+			}
+		}
+		if p.Type == export.TypeDatetime && len(fd.Value) > 16 && fd.Value[10] == 'T' && form == nil {
+			fd.Value = fd.Value[:16] // datetime-local takes no zone or seconds
+		}
+		f.Fields = append(f.Fields, fd)
+	}
+	return f
+}
+
+// newFormKey is a fresh idempotency key for one rendering of the form.
+func newFormKey() string { return "form-" + rand.Text() }
