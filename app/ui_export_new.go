@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -218,12 +219,12 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 			fd.Max = strconv.FormatFloat(*p.Max, 'f', -1, 64)
 		}
 		switch {
-		case fd.Min != "" && fd.Max != "":
-			fd.Hint = "From " + fd.Min + " to " + fd.Max + "."
-		case fd.Min != "":
-			fd.Hint = "At least " + fd.Min + "."
-		case fd.Max != "":
-			fd.Hint = "At most " + fd.Max + "."
+		case p.Min != nil && p.Max != nil:
+			fd.Hint = "From " + num(*p.Min) + " to " + num(*p.Max) + "."
+		case p.Min != nil:
+			fd.Hint = "At least " + num(*p.Min) + "."
+		case p.Max != nil:
+			fd.Hint = "At most " + num(*p.Max) + "."
 		}
 		fd.Value = def
 		if form != nil {
@@ -240,6 +241,14 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		f.Fields = append(f.Fields, fd)
 	}
 	return f
+}
+
+// num writes a bound for people: 10,000,000, or 0.5.
+func num(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return ui.Count(int64(f))
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // newFormKey is a fresh idempotency key for one rendering of the form.

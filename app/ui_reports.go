@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -22,7 +23,7 @@ func (s *server) reportsPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusOK, ui.ReportList(views))
 		return
 	}
-	s.render(w, r, http.StatusOK, ui.Reports(s.meta(r.Context(), "reports", ""), s.cfg.ReportsDir, views))
+	s.render(w, r, http.StatusOK, ui.Reports(s.meta(r.Context(), "reports", ""), cmp.Or(s.cfg.ReportsDir, s.dir.Reports()), views))
 }
 
 // reportView is a report as the reports page shows it.
@@ -36,7 +37,6 @@ func reportView(rj reportJSON) ui.ReportView {
 		} else {
 			pv.Default = "(required)"
 		}
-		num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 		switch {
 		case p.Min != nil && p.Max != nil:
 			pv.Range = num(*p.Min) + " to " + num(*p.Max)
@@ -105,4 +105,3 @@ func (s *server) reportsChangedStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-

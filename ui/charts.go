@@ -37,7 +37,7 @@ type Chart struct {
 
 // Bucket is one time slot of the throughput chart.
 type Bucket struct {
-	Start                        time.Time
+	Start                       time.Time
 	Succeeded, Failed, Canceled int
 }
 

@@ -1,0 +1,768 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"sheetq/assets"
+	"sheetq/store"
+)
+
+// page parses an HTML answer, requiring the status and an HTML content type.
+func page(t *testing.T, res response, status int) *goquery.Document {
+	t.Helper()
+	if res.StatusCode != status {
+		t.Fatalf("%s %s: status %d, want %d; body:\n%s", res.Request.Method, res.Request.URL.Path, res.StatusCode, status, res.body)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Fatalf("Content-Type %q, want text/html", ct)
+	}
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(res.body))
+	if err != nil {
+		t.Fatalf("parse HTML: %v", err)
+	}
+	return doc
+}
+
+// tid selects the elements with a data-testid.
+func tid(s interface {
+	Find(string) *goquery.Selection
+}, id string) *goquery.Selection {
+	return s.Find(`[data-testid="` + id + `"]`)
+}
+
+// postForm sends a urlencoded form with extra headers (Origin, Sec-Fetch-Site) and does
+// not follow redirects, so the 303 itself can be checked.
+func (ts *testServer) postForm(path string, form url.Values, header http.Header) response {
+	ts.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, ts.url+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	hc := *ts.hc
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := hc.Do(req)
+	if err != nil {
+		ts.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(res.Body)
+	return response{Response: res, body: b.Bytes()}
+}
+
+// formOf reads the export form of a report page: its hidden fields and defaults.
+func formOf(t *testing.T, doc *goquery.Document) url.Values {
+	t.Helper()
+	form := tid(doc, "export-form")
+	if form.Length() != 1 {
+		t.Fatalf("no export-form")
+	}
+	if m, _ := form.Attr("method"); m != "post" {
+		t.Errorf("form method %q", m)
+	}
+	if a, _ := form.Attr("action"); a != "/exports" {
+		t.Errorf("form action %q", a)
+	}
+	v := url.Values{}
+	form.Find("input").Each(func(_ int, in *goquery.Selection) {
+		name, _ := in.Attr("name")
+		val, _ := in.Attr("value")
+		if typ, _ := in.Attr("type"); typ == "checkbox" {
+			if _, on := in.Attr("checked"); !on {
+				return
+			}
+		}
+		v.Set(name, val)
+	})
+	return v
+}
+
+func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
+	ts.waitStatus(j.ID, store.StatusSucceeded)
+	for _, path := range []string{"/", "/exports/new", "/exports/new?report=demo", "/exports/" + j.ID, "/reports", "/queue", "/queue?range=day"} {
+		res := ts.get(path)
+		doc := page(t, res, http.StatusOK)
+		csp := res.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"script-src 'self'", "style-src 'self'", "frame-ancestors 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %s", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("%s: CSP allows inline code: %q", path, csp)
+		}
+		if got := res.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", path, got)
+		}
+		if got := res.Header.Get("Referrer-Policy"); got == "" {
+			t.Errorf("%s: no Referrer-Policy", path)
+		}
+		for _, id := range []string{"nav-exports", "nav-new", "nav-reports", "nav-queue", "version", "data-dir"} {
+			if tid(doc, id).Length() != 1 {
+				t.Errorf("%s: want one %s", path, id)
+			}
+		}
+		if got := tid(doc, "version").Text(); !strings.Contains(got, "test") {
+			t.Errorf("%s: version %q", path, got)
+		}
+		if got := tid(doc, "data-dir").Text(); !strings.Contains(got, ts.dir.Root) {
+			t.Errorf("%s: data-dir %q, want %s", path, got, ts.dir.Root)
+		}
+		if st, _ := tid(doc, "conn-state").Attr("data-state"); st != "static" {
+			t.Errorf("%s: conn-state %q before any script runs", path, st)
+		}
+		if _, hidden := tid(doc, "reconnect-banner").Attr("hidden"); !hidden {
+			t.Errorf("%s: reconnect banner shown before any script runs", path)
+		}
+		// The CSP would block these: the pages must not depend on them.
+		if n := doc.Find("script:not([src])").Length(); n > 0 {
+			t.Errorf("%s: %d inline scripts", path, n)
+		}
+		if n := doc.Find("[style]").Length(); n > 0 {
+			t.Errorf("%s: %d style attributes", path, n)
+		}
+		if src, _ := doc.Find("script[src]").Attr("src"); src != assets.URL("app.js") {
+			t.Errorf("%s: script %q, want %q", path, src, assets.URL("app.js"))
+		}
+		events, _ := doc.Find("body").Attr("data-events")
+		if !strings.HasPrefix(events, "/api/v1/events?last_event_id=") {
+			t.Errorf("%s: data-events %q", path, events)
+		}
+	}
+	// The API answers carry the headers too.
+	if res := ts.get("/api/v1/exports"); res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Content-Security-Policy") == "" {
+		t.Errorf("API answer lacks the security headers: %v", res.Header)
+	}
+}
+
+func TestUIStaticAssetsAreHashedAndCached(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	for _, name := range []string{"app.js", "style.css", "favicon.svg"} {
+		u := assets.URL(name)
+		if !regexp.MustCompile(`\?v=[0-9a-f]{12}$`).MatchString(u) {
+			t.Errorf("URL(%s) = %q, want a content hash", name, u)
+		}
+		res := ts.get(u)
+		if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Cache-Control"), "immutable") {
+			t.Errorf("GET %s: status %d, Cache-Control %q", u, res.StatusCode, res.Header.Get("Cache-Control"))
+		}
+	}
+}
+
+func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
+	ts := newTestServer(t, testOpts{MaxAttempts: 1})
+	doc := page(t, ts.get("/"), http.StatusOK)
+	if tid(doc, "no-exports").Length() != 1 || tid(doc, "exports").Length() != 0 || tid(doc, "export-row").Length() != 0 {
+		t.Errorf("empty home: want no-exports and no exports table")
+	}
+	if tid(doc, "new-export-link").Length() != 1 || tid(doc, "filters").Length() != 1 {
+		t.Errorf("home lacks new-export-link or filters")
+	}
+
+	ok := ts.create(`{"report":"demo","params":{"rows":1234}}`)
+	bad := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":1}}`)
+	ts.waitStatus(ok.ID, store.StatusSucceeded)
+	ts.waitStatus(bad.ID, store.StatusFailed)
+
+	doc = page(t, ts.get("/"), http.StatusOK)
+	rows := tid(doc, "export-row")
+	if rows.Length() != 2 || tid(doc, "no-exports").Length() != 0 {
+		t.Fatalf("%d rows, want 2", rows.Length())
+	}
+	// Newest first.
+	if id, _ := rows.First().Attr("data-id"); id != bad.ID {
+		t.Errorf("first row %s, want the newest %s", id, bad.ID)
+	}
+	okRow := doc.Find(`[data-testid="export-row"][data-id="` + ok.ID + `"]`)
+	if st, _ := okRow.Attr("data-status"); st != "SUCCEEDED" {
+		t.Errorf("ok row status %q", st)
+	}
+	if href, _ := tid(okRow, "download").Attr("href"); href != "/api/v1/exports/"+ok.ID+"/file" {
+		t.Errorf("download href %q", href)
+	}
+	if href, _ := tid(okRow, "job-link").Attr("href"); href != "/exports/"+ok.ID {
+		t.Errorf("job-link href %q", href)
+	}
+	if got := tid(okRow, "progress-text").Text(); got != "1,234 rows" {
+		t.Errorf("progress-text %q, want 1,234 rows", got)
+	}
+	if tid(okRow, "error").Length() != 0 || tid(okRow, "attempt-info").Length() != 0 {
+		t.Error("succeeded first-attempt row shows an error or attempt info")
+	}
+	badRow := doc.Find(`[data-testid="export-row"][data-id="` + bad.ID + `"]`)
+	if st, _ := badRow.Attr("data-status"); st != "FAILED" {
+		t.Errorf("bad row status %q", st)
+	}
+	if got := tid(badRow, "error").Text(); !strings.Contains(got, "simulated upstream failure") {
+		t.Errorf("failed row error %q", got)
+	}
+	if tid(badRow, "download").Length() != 0 {
+		t.Error("failed row offers a download")
+	}
+	if got, _ := tid(badRow, "status").Attr("data-status"); got != "FAILED" {
+		t.Errorf("status badge %q", got)
+	}
+
+	// Filters: by status, and by report with a status that matches nothing.
+	doc = page(t, ts.get("/?status=FAILED"), http.StatusOK)
+	if n := tid(doc, "export-row").Length(); n != 1 {
+		t.Errorf("status=FAILED: %d rows", n)
+	}
+	if v, _ := tid(doc, "filter-status").Find("option[selected]").Attr("value"); v != "FAILED" {
+		t.Errorf("status filter keeps %q", v)
+	}
+	if tid(doc, "filter-report").Find(`option[value="demo"]`).Length() != 1 {
+		t.Error("report filter lacks demo")
+	}
+	doc = page(t, ts.get("/?report=demo&status=CANCELED"), http.StatusOK)
+	if tid(doc, "export-row").Length() != 0 || tid(doc, "no-exports").Length() != 1 {
+		t.Error("filter matching nothing: want the empty state")
+	}
+	page(t, ts.get("/?status=NOPE"), http.StatusBadRequest)
+	page(t, ts.get("/?cursor=%25%25"), http.StatusBadRequest)
+
+	// The row fragment the script fetches is the same row.
+	res := ts.get("/exports/" + ok.ID + "/row")
+	page(t, res, http.StatusOK)
+	// A bare <tr> is only a row inside a table, as where the script puts it.
+	frag, err := goquery.NewDocumentFromReader(strings.NewReader("<table><tbody>" + string(res.body) + "</tbody></table>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := tid(frag, "export-row").Attr("data-id"); id != ok.ID || tid(frag, "download").Length() != 1 {
+		t.Errorf("row fragment id %q", id)
+	}
+	page(t, ts.get("/exports/nosuch/row"), http.StatusNotFound)
+}
+
+func TestUIHomeLoadMore(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	var ids []string
+	for range homePageSize + 2 {
+		ids = append(ids, ts.create(`{"report":"demo","params":{"rows":0}}`).ID)
+	}
+	doc := page(t, ts.get("/"), http.StatusOK)
+	if n := tid(doc, "export-row").Length(); n != homePageSize {
+		t.Fatalf("first page: %d rows", n)
+	}
+	more, ok := tid(doc, "load-more").Attr("href")
+	if !ok {
+		t.Fatal("no load-more link")
+	}
+	doc = page(t, ts.get(more), http.StatusOK)
+	var rest []string
+	tid(doc, "export-row").Each(func(_ int, s *goquery.Selection) { rest = append(rest, s.AttrOr("data-id", "")) })
+	if len(rest) != 2 || rest[0] != ids[1] || rest[1] != ids[0] {
+		t.Errorf("second page %v, want the two oldest %v", rest, ids[:2])
+	}
+	if tid(doc, "load-more").Length() != 0 {
+		t.Error("load-more on the last page")
+	}
+	if live, _ := doc.Find("#exports-table").Attr("data-live"); live != "false" {
+		t.Errorf("a later page must not take new jobs live: data-live %q", live)
+	}
+}
+
+func TestUIFailedJobPage(t *testing.T) {
+	ts := newTestServer(t, testOpts{MaxAttempts: 1})
+	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
+	ts.waitStatus(j.ID, store.StatusFailed)
+
+	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	if st, _ := tid(doc, "job-status").Attr("data-status"); st != "FAILED" {
+		t.Errorf("job-status %q", st)
+	}
+	if got := tid(doc, "job-report").Text(); got != "demo" {
+		t.Errorf("job-report %q", got)
+	}
+	jobErr := tid(doc, "job-error").Text()
+	for _, want := range []string{"upstream", "simulated upstream failure", "Run again"} {
+		if !strings.Contains(jobErr, want) {
+			t.Errorf("job-error %q lacks %q", jobErr, want)
+		}
+	}
+	if tid(doc, "retry-button").Length() != 1 || tid(doc, "cancel-button").Length() != 0 || tid(doc, "download-button").Length() != 0 {
+		t.Errorf("buttons: retry %d cancel %d download %d, want only retry",
+			tid(doc, "retry-button").Length(), tid(doc, "cancel-button").Length(), tid(doc, "download-button").Length())
+	}
+	if tid(doc, "file-sha256").Length() != 0 {
+		t.Error("failed job shows a file")
+	}
+	params := tid(doc, "job-params").Text()
+	for _, want := range []string{"rows", "fail_first", "seconds"} {
+		if !strings.Contains(params, want) {
+			t.Errorf("job-params %q lacks %s", params, want)
+		}
+	}
+	types := timelineTypes(doc)
+	if want := "accepted started failed"; strings.Join(types, " ") != want {
+		t.Errorf("timeline %v, want %s", types, want)
+	}
+	for _, id := range []string{"timing-waited", "timing-ran", "timing-total", "job-progress", "progress-text"} {
+		if tid(doc, id).Length() != 1 {
+			t.Errorf("no %s", id)
+		}
+	}
+
+	// Retry from the page: 303 back, and the timeline says so.
+	res := ts.postForm("/exports/"+j.ID+"/retry", nil, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/exports/"+j.ID {
+		t.Fatalf("retry: status %d, Location %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	ts.waitStatus(j.ID, store.StatusFailed) // fails again: fail_first is 2
+	doc = page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	types = timelineTypes(doc)
+	if want := "accepted started failed retried started failed"; strings.Join(types, " ") != want {
+		t.Errorf("timeline after retry %v, want %s", types, want)
+	}
+	// The attempt after a retry is not the first: the page says which one it was.
+	if got := tid(doc, "attempt-info").Text(); !strings.Contains(got, "attempt 2") {
+		t.Errorf("attempt-info %q", got)
+	}
+	page(t, ts.get("/exports/nosuch"), http.StatusNotFound)
+}
+
+func timelineTypes(doc *goquery.Document) []string {
+	var out []string
+	tid(tid(doc, "timeline"), "timeline-item").Each(func(_ int, s *goquery.Selection) {
+		out = append(out, s.AttrOr("data-type", ""))
+	})
+	return out
+}
+
+func TestUISucceededJobPage(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	j := ts.create(`{"report":"demo","params":{"rows":50}}`)
+	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded)
+
+	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	if st, _ := tid(doc, "job-status").Attr("data-status"); st != "SUCCEEDED" {
+		t.Errorf("job-status %q", st)
+	}
+	if href, _ := tid(doc, "download-button").Attr("href"); href != done.DownloadURL {
+		t.Errorf("download-button %q, want %q", href, done.DownloadURL)
+	}
+	if tid(doc, "cancel-button").Length() != 0 || tid(doc, "retry-button").Length() != 0 || tid(doc, "job-error").Length() != 0 {
+		t.Error("succeeded job offers cancel or retry, or shows an error")
+	}
+	if got := tid(doc, "file-name").Text(); got != done.File.Name {
+		t.Errorf("file-name %q, want %q", got, done.File.Name)
+	}
+	if got := tid(doc, "file-sha256").Text(); got != done.File.SHA256 {
+		t.Errorf("file-sha256 %q, want %q", got, done.File.SHA256)
+	}
+	if got := tid(doc, "file-size").Text(); !strings.Contains(got, strconv.FormatInt(done.File.Size, 10)) &&
+		!strings.Contains(got, formatThousands(done.File.Size)) {
+		t.Errorf("file-size %q, want %d bytes", got, done.File.Size)
+	}
+	if types := timelineTypes(doc); strings.Join(types, " ") != "accepted started succeeded" {
+		t.Errorf("timeline %v", types)
+	}
+	if v, _ := tid(doc, "job-progress").Attr("value"); v == "" {
+		t.Error("a finished job's progress bar has no value")
+	}
+}
+
+func formatThousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func TestUIPendingJobCanBeCanceled(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	// Slow enough to still run when the page is read; canceled below.
+	j := ts.create(`{"report":"demo","params":{"rows":1000000,"seconds":600}}`)
+	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	if tid(doc, "cancel-button").Length() != 1 || tid(doc, "retry-button").Length() != 0 || tid(doc, "download-button").Length() != 0 {
+		t.Error("an unfinished job must offer cancel only")
+	}
+	res := ts.postForm("/exports/"+j.ID+"/cancel", nil, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: status %d", res.StatusCode)
+	}
+	ts.waitStatus(j.ID, store.StatusCanceled)
+	doc = page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	if tid(doc, "retry-button").Length() != 1 || tid(doc, "cancel-button").Length() != 0 {
+		t.Error("a canceled job must offer retry only")
+	}
+	types := timelineTypes(doc)
+	if types[len(types)-1] != store.EventCanceled {
+		t.Errorf("timeline %v does not end canceled", types)
+	}
+	// Canceling again changes nothing and goes back to the page.
+	if res := ts.postForm("/exports/"+j.ID+"/cancel", nil, nil); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("second cancel: status %d", res.StatusCode)
+	}
+}
+
+func TestUINewExportForm(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	doc := page(t, ts.get("/exports/new"), http.StatusOK)
+	choice := doc.Find(`[data-testid="report-choice"][data-id="demo"]`)
+	if href, _ := choice.Attr("href"); href != "/exports/new?report=demo" {
+		t.Fatalf("demo choice href %q", href)
+	}
+
+	doc = page(t, ts.get("/exports/new?report=demo"), http.StatusOK)
+	rows := tid(doc, "param-rows")
+	if typ, _ := rows.Attr("type"); typ != "number" || rows.AttrOr("value", "") != "1000" ||
+		rows.AttrOr("min", "") != "0" || rows.AttrOr("max", "") != "10000000" || rows.AttrOr("id", "") != "param-rows" {
+		t.Errorf("rows input: %v", rows.Nodes[0].Attr)
+	}
+	if doc.Find(`label[for="param-rows"]`).Length() != 1 {
+		t.Error("rows input has no label")
+	}
+	form := formOf(t, doc)
+	key := form.Get("idempotency_key")
+	if form.Get("report") != "demo" || key == "" {
+		t.Fatalf("hidden fields: %v", form)
+	}
+	if again := formOf(t, page(t, ts.get("/exports/new?report=demo"), http.StatusOK)); again.Get("idempotency_key") == key {
+		t.Error("two renderings of the form share an idempotency key")
+	}
+
+	// Invalid input: 422, an error beside each wrong field, every value kept, no job.
+	bad := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"lots"}, "seconds": {"-5"}, "fail_first": {"2"}}
+	res := ts.postForm("/exports", bad, nil)
+	doc = page(t, res, http.StatusUnprocessableEntity)
+	if got := tid(doc, "error-rows").Text(); !strings.Contains(got, "integer") {
+		t.Errorf("error-rows %q", got)
+	}
+	if got := tid(doc, "error-seconds").Text(); !strings.Contains(got, "between 0 and 86400") {
+		t.Errorf("error-seconds %q", got)
+	}
+	if tid(doc, "error-fail_first").Length() != 0 {
+		t.Error("a valid field got an error")
+	}
+	if v := tid(doc, "param-fail_first").AttrOr("value", ""); v != "2" {
+		t.Errorf("valid value not kept: fail_first %q", v)
+	}
+	if v := tid(doc, "param-rows").AttrOr("value", ""); v != "lots" {
+		t.Errorf("wrong value not kept for fixing: rows %q", v)
+	}
+	if n := ts.jobCount(); n != 0 {
+		t.Fatalf("invalid form created %d jobs", n)
+	}
+
+	// Valid input twice with the same key (a double submit): one job, both go to it.
+	good := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"10"}, "seconds": {"0"}, "fail_first": {"0"}}
+	first := ts.postForm("/exports", good, nil)
+	second := ts.postForm("/exports", good, nil)
+	loc := first.Header.Get("Location")
+	if first.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/exports/") {
+		t.Fatalf("submit: status %d, Location %q; %s", first.StatusCode, loc, first.body)
+	}
+	if second.StatusCode != http.StatusSeeOther || second.Header.Get("Location") != loc {
+		t.Errorf("double submit: status %d, Location %q, want %s", second.StatusCode, second.Header.Get("Location"), loc)
+	}
+	if n := ts.jobCount(); n != 1 {
+		t.Errorf("double submit made %d jobs", n)
+	}
+	id := strings.TrimPrefix(loc, "/exports/")
+	j, _ := ts.waitStatus(id, store.StatusSucceeded)
+	if j.Params["rows"] != float64(10) {
+		t.Errorf("job params %v", j.Params)
+	}
+	// The same key through the API (the same path) finds the same job.
+	api := ts.post(`{"report":"demo","params":{"rows":10,"seconds":0,"fail_first":0}}`, key)
+	if got := decodeJob(t, api); got.ID != id {
+		t.Errorf("API with the form's key gave job %s, want %s", got.ID, id)
+	}
+
+	// The same key with other values: refused with a message, no second job.
+	changed := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"11"}}
+	doc = page(t, ts.postForm("/exports", changed, nil), http.StatusUnprocessableEntity)
+	if got := tid(doc, "form-error").Text(); !strings.Contains(got, id) {
+		t.Errorf("form-error %q does not name the first job", got)
+	}
+	if n := ts.jobCount(); n != 1 {
+		t.Errorf("reused key made %d jobs", n)
+	}
+
+	page(t, ts.get("/exports/new?report=nosuch"), http.StatusNotFound)
+	page(t, ts.postForm("/exports", url.Values{"report": {"nosuch"}, "idempotency_key": {"x"}}, nil), http.StatusNotFound)
+	// Without a key (an old or foreign form) nothing is created and the form comes back.
+	doc = page(t, ts.postForm("/exports", url.Values{"report": {"demo"}, "rows": {"3"}}, nil), http.StatusUnprocessableEntity)
+	if tid(doc, "form-error").Length() != 1 || tid(doc, "param-rows").AttrOr("value", "") != "3" {
+		t.Error("keyless submit: want form-error and the value kept")
+	}
+	if n := ts.jobCount(); n != 1 {
+		t.Errorf("keyless submit made a job: %d", n)
+	}
+}
+
+// writeReport puts a report file in the test server's reports folder.
+func writeReport(t *testing.T, ts *testServer, name, text string) {
+	t.Helper()
+	if err := os.MkdirAll(ts.dir.Reports(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ts.dir.Reports(), name), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUIFormInputTypesFollowParamTypes(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "typed.sql", `-- title: Typed
+-- source: demo
+-- param: day date "Day" = 2024-02-29
+-- param: at datetime "At"
+-- param: n int "N" = 3
+-- param: x number "X"
+-- param: flag bool "Flag" = true
+-- param: name text "Name" = ann
+SELECT :day, :at, :n, :x, :flag, :name;
+`)
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.get("/exports/new?report=typed")
+		return res.StatusCode == http.StatusOK, "typed report not loaded: " + strconv.Itoa(res.StatusCode)
+	})
+	doc = page(t, ts.get("/exports/new?report=typed"), http.StatusOK)
+	for name, want := range map[string]string{"day": "date", "at": "datetime-local", "n": "number", "x": "number", "flag": "checkbox", "name": "text"} {
+		in := tid(doc, "param-"+name)
+		if typ := in.AttrOr("type", ""); typ != want {
+			t.Errorf("param %s: type %q, want %q", name, typ, want)
+		}
+		if doc.Find(`label[for="param-`+name+`"]`).Length() != 1 {
+			t.Errorf("param %s has no label", name)
+		}
+	}
+	if v := tid(doc, "param-day").AttrOr("value", ""); v != "2024-02-29" {
+		t.Errorf("date default %q", v)
+	}
+	if _, on := tid(doc, "param-flag").Attr("checked"); !on {
+		t.Error("bool default true is not checked")
+	}
+	if _, req := tid(doc, "param-x").Attr("required"); !req {
+		t.Error("a param without default is not required")
+	}
+	// Two required params left empty: both get an error at once.
+	form := formOf(t, doc)
+	form.Del("flag") // unchecked
+	doc = page(t, ts.postForm("/exports", form, nil), http.StatusUnprocessableEntity)
+	for _, name := range []string{"at", "x"} {
+		if got := tid(doc, "error-"+name).Text(); !strings.Contains(got, "required") {
+			t.Errorf("error-%s %q", name, got)
+		}
+	}
+	if _, on := tid(doc, "param-flag").Attr("checked"); on {
+		t.Error("an unchecked box came back checked")
+	}
+	// With the params right, the export starts, with the box's false, not its default.
+	form.Set("at", "2024-03-01T10:00")
+	form.Set("x", "1.5")
+	res := ts.postForm("/exports", form, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d; %s", res.StatusCode, res.body)
+	}
+	j, _ := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/"))
+	if j.Params["flag"] != false || j.Params["at"] != "2024-03-01T10:00:00Z" || j.Params["day"] != "2024-02-29" {
+		t.Errorf("params %v", j.Params)
+	}
+}
+
+func TestUICrossOriginFormsAreRefused(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	form := func(key string) url.Values {
+		return url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"1"}}
+	}
+	u, _ := url.Parse(ts.url)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		want   int
+	}{
+		{"cross-site fetch metadata", http.Header{"Sec-Fetch-Site": {"cross-site"}}, http.StatusForbidden},
+		{"foreign Origin", http.Header{"Origin": {"http://evil.example"}}, http.StatusForbidden},
+		{"same-origin fetch metadata", http.Header{"Sec-Fetch-Site": {"same-origin"}}, http.StatusSeeOther},
+		{"same Origin", http.Header{"Origin": {"http://" + u.Host}}, http.StatusSeeOther},
+		{"no browser headers (curl, CLI)", nil, http.StatusSeeOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := ts.postForm("/exports", form(tc.name), tc.header)
+			if res.StatusCode != tc.want {
+				t.Errorf("status %d, want %d; %s", res.StatusCode, tc.want, res.body)
+			}
+		})
+	}
+	if n := ts.jobCount(); n != 3 {
+		t.Errorf("%d jobs, want 3 (one per allowed request)", n)
+	}
+	// The API: refused to a cross-site browser, as problem+json; allowed to a script.
+	res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
+		http.Header{"Content-Type": {"application/json"}, "Sec-Fetch-Site": {"cross-site"}})
+	checkProblem(t, res, http.StatusForbidden, "cross_origin")
+	ts.create(`{"report":"demo","params":{"rows":1}}`)
+}
+
+func TestUIReportsPage(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "broken.sql", "-- title: Broken\n-- titel: typo\nSELECT 1;\n")
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		doc = page(t, ts.get("/reports"), http.StatusOK)
+		return tid(doc, "report-error").Length() == 1, "broken report not shown yet"
+	})
+	demo := doc.Find(`[data-testid="report"][data-id="demo"]`)
+	if demo.Length() != 1 {
+		t.Fatal("no demo report")
+	}
+	if got := tid(demo, "report-source").Text(); got != "demo" {
+		t.Errorf("demo source %q", got)
+	}
+	if got := tid(demo, "report-params").Text(); !strings.Contains(got, "fail_first") || !strings.Contains(got, "rows") {
+		t.Errorf("demo params %q", got)
+	}
+	if href, _ := tid(demo, "report-new-export").Attr("href"); href != "/exports/new?report=demo" {
+		t.Errorf("demo new export %q", href)
+	}
+	broken := doc.Find(`[data-testid="report"][data-id="broken"]`)
+	errEl := tid(broken, "report-error")
+	file, _ := errEl.Attr("data-file")
+	if !strings.HasSuffix(file, "broken.sql") {
+		t.Errorf("report-error data-file %q", file)
+	}
+	if got := errEl.Text(); !regexp.MustCompile(`broken\.sql:2: .*titel`).MatchString(got) {
+		t.Errorf("report-error %q, want file:line: message", got)
+	}
+	if tid(broken, "report-new-export").Length() != 0 {
+		t.Error("a broken report offers an export")
+	}
+
+	// The list fragment the script fetches, and a good report with its SQL.
+	writeReport(t, ts, "broken.sql", "-- title: Fixed now\n-- source: demo\nSELECT 42 AS answer;\n")
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		doc = page(t, ts.get("/reports?fragment=list"), http.StatusOK)
+		return tid(doc, "report-error").Length() == 0, "still broken"
+	})
+	fixed := doc.Find(`[data-testid="report"][data-id="broken"]`)
+	if got := tid(fixed, "report-title").Text(); !strings.Contains(got, "Fixed now") {
+		t.Errorf("fixed title %q", got)
+	}
+	if got := tid(fixed, "report-sql").Text(); !strings.Contains(got, "SELECT 42") {
+		t.Errorf("fixed SQL %q", got)
+	}
+	if doc.Find("header.top").Length() != 0 {
+		t.Error("the fragment carries the page layout")
+	}
+}
+
+func TestUIReportsEventStream(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/reports/events", nil)
+	res, err := ts.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// Wait for the stream's opening line, so the subscription exists before the change.
+	select {
+	case l := <-lines:
+		if !strings.HasPrefix(l, "retry:") {
+			t.Fatalf("first line %q", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no opening line")
+	}
+	writeReport(t, ts, "new.sql", "-- title: New\n-- source: demo\nSELECT 1;\n")
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended without a change event")
+			}
+			if l == "event: change" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no change event after a report file was written")
+		}
+	}
+}
+
+func TestUIQueuePage(t *testing.T) {
+	ts := newTestServer(t, testOpts{MaxAttempts: 1})
+	for range 2 {
+		j := ts.create(`{"report":"demo","params":{"rows":2}}`)
+		ts.waitStatus(j.ID, store.StatusSucceeded)
+	}
+	f := ts.create(`{"report":"demo","params":{"rows":2,"fail_first":1}}`)
+	ts.waitStatus(f.ID, store.StatusFailed)
+
+	for _, rng := range []string{"", "?range=hour", "?range=day"} {
+		doc := page(t, ts.get("/queue"+rng), http.StatusOK)
+		for status, want := range map[string]string{"PENDING": "0", "PROCESSING": "0", "SUCCEEDED": "2", "FAILED": "1", "CANCELED": "0", "EXPIRED": "0"} {
+			if got := strings.TrimSpace(tid(doc, "count-"+status).Text()); got != want {
+				t.Errorf("%s count-%s = %q, want %s", rng, status, got, want)
+			}
+		}
+		if got := tid(doc, "workers-busy").Text(); got != "0 of 2 busy" {
+			t.Errorf("workers-busy %q", got)
+		}
+		for _, id := range []string{"oldest-pending", "late-heartbeats", "stalled-jobs", "range-hour", "range-day"} {
+			if tid(doc, id).Length() != 1 {
+				t.Errorf("%s: no %s", rng, id)
+			}
+		}
+		for _, id := range []string{"chart-throughput", "chart-wait", "chart-run"} {
+			if s := tid(doc, id); s.Length() != 1 || goquery.NodeName(s) != "svg" {
+				t.Errorf("%s: %s is not one inline svg", rng, id)
+			}
+		}
+		// The throughput bars add up to what finished: 2 succeeded, 1 failed.
+		sum := func(class string) int {
+			n := 0
+			tid(doc, "chart-throughput").Find("rect." + class).Each(func(_ int, r *goquery.Selection) {
+				v, _ := strconv.Atoi(r.AttrOr("data-value", ""))
+				n += v
+			})
+			return n
+		}
+		if ok, bad := sum("bar-ok"), sum("bar-bad"); ok != 2 || bad != 1 {
+			t.Errorf("%s: throughput bars %d succeeded, %d failed; want 2, 1", rng, ok, bad)
+		}
+		if n := tid(doc, "chart-run").Find("rect").Length(); n != 2 {
+			t.Errorf("%s: run chart has %d bars, want p50 and p95", rng, n)
+		}
+	}
+}
