@@ -33,9 +33,10 @@ const (
 
 // tab is one browser tab on one sheetq server.
 type tab struct {
-	t    *testing.T
-	ctx  context.Context // the tab's chromedp context; it has no deadline (see chromedp.Run)
-	base string          // the server's URL, no trailing slash
+	t     *testing.T
+	ctx   context.Context // the tab's chromedp context; it has no deadline (see chromedp.Run)
+	close func()          // closes the tab
+	base  string          // the server's URL, no trailing slash
 }
 
 // newTab starts a headless Chromium for the test and opens a tab on base. Without
@@ -80,7 +81,7 @@ func newTab(t *testing.T, base string) *tab {
 	case <-time.After(stepTimeout):
 		t.Fatalf("chromium did not start within %s", stepTimeout)
 	}
-	b := &tab{t: t, ctx: ctx, base: strings.TrimSuffix(base, "/")}
+	b := &tab{t: t, ctx: ctx, base: strings.TrimSuffix(base, "/"), close: cancelTab}
 	b.watchExceptions()
 	return b
 }
@@ -90,6 +91,7 @@ func (b *tab) another() *tab {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx)
 	b.t.Cleanup(cancel)
+	var once sync.Once
 	started := make(chan error, 1)
 	go func() { started <- chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)) }()
 	select {
@@ -100,7 +102,7 @@ func (b *tab) another() *tab {
 	case <-time.After(stepTimeout):
 		b.t.Fatalf("no second tab within %s", stepTimeout)
 	}
-	o := &tab{t: b.t, ctx: ctx, base: b.base}
+	o := &tab{t: b.t, ctx: ctx, base: b.base, close: func() { once.Do(cancel) }}
 	o.watchExceptions()
 	return o
 }
@@ -150,11 +152,16 @@ func js(s string) string { return strconv.Quote(s) }
 // do runs the actions within d and fails the test, with what the page shows, on error.
 func (b *tab) do(what string, d time.Duration, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, d)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	if err := b.try(d, actions...); err != nil {
 		b.fatalf("%s: %v", what, err)
 	}
+}
+
+// try runs the actions within d.
+func (b *tab) try(d time.Duration, actions ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	defer cancel()
+	return chromedp.Do(ctx, actions...)
 }
 
 // fatalf fails the test and logs where the tab is and what its page says.

@@ -32,8 +32,13 @@ func TestBrowserLayout(t *testing.T) {
 	data := t.TempDir()
 	p := startBinary(t, data, nil)
 	b := newTab(t, p.url)
-	for _, path := range []string{"/", "/exports/new", "/exports/new?report=demo", "/reports", "/queue"} {
-		b.open(path)
+	pages := []string{"/", "/exports/new", "/exports/new?report=demo", "/reports", "/queue"}
+	// Twice round in one tab: a page left behind must let go of its event stream, or
+	// Chrome's six connections per host run out and the seventh page never loads.
+	for i, path := range append(pages, pages...) {
+		if err := b.try(stepTimeout, chromedp.Navigate(b.base+path)); err != nil {
+			b.fatalf("page %d, %s, did not load: %v; if the earlier pages' event streams are still open (back/forward cache keeps them), Chrome has no connection left for it", i+1, path, err)
+		}
 		for _, name := range []string{"nav-exports", "nav-new", "nav-reports", "nav-queue", "version", "data-dir"} {
 			b.waitVisible(tid(name), stepTimeout)
 		}
@@ -293,7 +298,12 @@ func TestBrowserReportsLive(t *testing.T) {
 // Screenshots of every page, with jobs in several states, at desktop and phone widths.
 // SHEETQ_SCREENSHOTS=docs/screenshots writes them into the repository.
 func TestBrowserScreenshots(t *testing.T) {
-	data := t.TempDir()
+	// A short data path, as a user's would be, not the test's long temporary one.
+	data, err := os.MkdirTemp("", "sheetq-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
 	p := startBinary(t, data, nil, "--workers", "1", "--max-attempts", "2")
 	dir := screenshotDir(t)
 
@@ -319,17 +329,28 @@ func TestBrowserScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b := newTab(t, p.url)
-	b.open("/")
+	// Each page in a tab of its own, closing the one before: the screenshots must not
+	// depend on what a long walk through the pages leaves open (TestBrowserLayout does that).
+	first := newTab(t, p.url)
+	var b *tab
+	page := func(path string) {
+		if b != nil && b != first {
+			b.close()
+		}
+		b = first.another()
+		b.open(path)
+	}
+
+	page("/")
 	b.waitFor("five rows", stepTimeout, `document.querySelectorAll(`+js(tid("export-row"))+`).length === 5`, nil)
 	b.waitAttr(tid("conn-state"), "data-state", "live", stepTimeout)
 	b.shoot(dir, "home")
 
-	b.open("/exports/new")
+	page("/exports/new")
 	b.waitVisible(tid("report-choice"), stepTimeout)
 	b.shoot(dir, "new-export-choose")
 
-	b.open("/exports/new?report=demo")
+	page("/exports/new?report=demo")
 	b.waitVisible(tid("export-form"), stepTimeout)
 	b.shoot(dir, "new-export")
 	// The browser's own checks would stop a bad value before the server sees it.
@@ -342,21 +363,21 @@ func TestBrowserScreenshots(t *testing.T) {
 	}
 	b.shoot(dir, "new-export-error")
 
-	b.open("/exports/" + ok.ID)
+	page("/exports/" + ok.ID)
 	b.waitVisible(tid("file-sha256"), stepTimeout)
 	b.shoot(dir, "job-succeeded")
-	b.open("/exports/" + failed.ID)
+	page("/exports/" + failed.ID)
 	b.waitVisible(tid("job-error"), stepTimeout)
 	b.shoot(dir, "job-failed")
-	b.open("/exports/" + running.ID)
+	page("/exports/" + running.ID)
 	b.waitFor("PROCESSING", stepTimeout, statusIs("PROCESSING"), nil)
 	b.shoot(dir, "job-running")
 
-	b.open("/reports")
+	page("/reports")
 	b.waitVisible(tid("report-error"), stepTimeout)
 	b.shoot(dir, "reports")
 
-	b.open("/queue")
+	page("/queue")
 	b.waitVisible(tid("chart-throughput"), stepTimeout)
 	b.shoot(dir, "queue")
 	t.Logf("screenshots in %s", dir)
