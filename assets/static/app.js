@@ -65,7 +65,15 @@
       var doc = new DOMParser().parseFromString(html, "text/html");
       var fresh = doc.querySelector(selector);
       var cur = document.querySelector(selector);
-      if (fresh && cur) cur.replaceWith(document.adoptNode(fresh));
+      if (!fresh || !cur) return;
+      // Keep the keyboard focus on the same control across the swap.
+      var focused = document.activeElement;
+      var keep = focused && cur.contains(focused) ? focused.getAttribute("data-testid") : null;
+      cur.replaceWith(document.adoptNode(fresh));
+      if (keep) {
+        var again = fresh.querySelector('[data-testid="' + keep + '"]');
+        if (again) again.focus();
+      }
     });
   }
 
@@ -241,7 +249,6 @@
   function watchReports() {
     var live = document.getElementById("reports-live");
     if (!live || !window.EventSource) return;
-    var es = new EventSource("/reports/events");
     var refresh = function () {
       later("reports", function () {
         return fetchHTML("/reports?fragment=list").then(function (html) {
@@ -258,13 +265,20 @@
         });
       });
     };
-    es.addEventListener("change", refresh);
-    // A change while the stream was down would be missed: fetch again on every reconnect.
-    var first = true;
-    es.onopen = function () {
-      if (!first) refresh();
-      first = false;
+    var opened = false;
+    var listen = function () {
+      var es = new EventSource("/reports/events");
+      es.addEventListener("change", refresh);
+      // A change while the stream was down would be missed: fetch again on every reconnect.
+      es.onopen = function () {
+        if (opened) refresh();
+        opened = true;
+      };
+      es.onerror = function () {
+        if (es.readyState === EventSource.CLOSED) setTimeout(listen, 3000);
+      };
     };
+    listen();
   }
 
   function watchQueue() {
