@@ -296,8 +296,8 @@ func progressExpr(sel string) string {
 }
 
 // download clicks sel with downloads going to a temporary directory and returns the
-// downloaded file's bytes.
-func (b *tab) download(sel string) []byte {
+// downloaded file's bytes and the name the server suggested for it.
+func (b *tab) download(sel string) ([]byte, string) {
 	b.t.Helper()
 	dir := b.t.TempDir()
 	ctx, cancel := context.WithTimeout(b.ctx, jobTimeout)
@@ -310,8 +310,17 @@ func (b *tab) download(sel string) []byte {
 		b.fatalf("set download behaviour: %v", err)
 	}
 	// Subscribe before the click, so that no event can come too early.
+	begin := chromedp.BrowserEvents(ctx, browser.DownloadWillBegin)
 	progress := chromedp.BrowserEvents(ctx, browser.DownloadProgress)
 	b.click(sel)
+	var name string
+	for ev, err := range begin {
+		if err != nil {
+			b.fatalf("no download after clicking %s: %v", sel, err)
+		}
+		name = ev.SuggestedFilename
+		break
+	}
 	for ev, err := range progress {
 		if err != nil {
 			b.fatalf("download after clicking %s: %v", sel, err)
@@ -323,13 +332,13 @@ func (b *tab) download(sel string) []byte {
 			if err != nil {
 				b.fatalf("downloaded file: %v", err)
 			}
-			return data
+			return data, name
 		case browser.DownloadProgressStateCanceled:
 			b.fatalf("the download of %s was canceled", sel)
 		}
 	}
 	b.fatalf("no completed download after clicking %s", sel)
-	return nil
+	return nil, ""
 }
 
 func ptrTo[T any](v T) *T { return &v }
