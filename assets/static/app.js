@@ -225,7 +225,10 @@
     return url;
   }
 
+  var away = false; // the page was left (pagehide): no reconnects until it is shown again
+
   function connect() {
+    if (away) return;
     var url = streamURL();
     if (!url || !window.EventSource) return;
     source = new EventSource(url);
@@ -245,6 +248,8 @@
   }
 
   // ---- the reports and queue pages ----
+
+  var reportsSource = null;
 
   function watchReports() {
     var live = document.getElementById("reports-live");
@@ -267,7 +272,8 @@
     };
     var opened = false;
     var listen = function () {
-      var es = new EventSource("/reports/events");
+      if (away) return;
+      var es = reportsSource = new EventSource("/reports/events");
       es.addEventListener("change", refresh);
       // A change while the stream was down would be missed: fetch again on every reconnect.
       es.onopen = function () {
@@ -275,7 +281,7 @@
         opened = true;
       };
       es.onerror = function () {
-        if (es.readyState === EventSource.CLOSED) setTimeout(listen, 3000);
+        if (es.readyState === EventSource.CLOSED && reportsSource === es) setTimeout(listen, 3000);
       };
     };
     listen();
@@ -311,6 +317,21 @@
       });
     });
   }
+
+  // A page left for another stays in the browser's back/forward cache with its streams
+  // open, and a browser allows only a few connections per host: close them on the way
+  // out, and reconnect (from the last event seen) if the page is shown again.
+  window.addEventListener("pagehide", function () {
+    away = true;
+    if (source) { source.close(); source = null; }
+    if (reportsSource) { reportsSource.close(); reportsSource = null; }
+  });
+  window.addEventListener("pageshow", function (e) {
+    away = false;
+    if (!e.persisted) return;
+    if (!source) connect();
+    if (!reportsSource) watchReports();
+  });
 
   // The state stays "static" until the stream opens or fails: no banner flashes on load.
   connect();
