@@ -121,6 +121,11 @@ func timings(j store.Job, evs []store.Event, now time.Time) (waited, ran, total 
 	var running time.Duration
 	var start time.Time // of the attempt in progress along the events
 	for _, e := range evs {
+		// finished_at and the final event's time are stamped apart: never show a run
+		// longer than the whole.
+		if j.Status.Final() && e.At.After(end) {
+			end = e.At
+		}
 		switch e.Type {
 		case store.EventStarted:
 			if firstStart.IsZero() {
@@ -171,6 +176,8 @@ func advice(code string, attempts int) string {
 		return "The worker stopped answering (a crash or an overloaded machine). Press Run again; if it keeps happening, look at the server log."
 	case "stalled":
 		return "The export made no progress for too long, so sheetq stopped it. Check that the data source answers, then press Run again."
+	case "disk_full":
+		return "The disk holding the data directory is full. Free some space (old exports can be deleted), then press Run again."
 	case "io":
 		return "Writing the file failed. Check the free disk space of the data directory, then press Run again."
 	case "panic":
