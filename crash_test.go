@@ -37,6 +37,14 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "sheetq")
 	// Client commands keep interrupted requests' keys in the user cache: keep the tests'
 	// out of the real one.
+	// The build keeps the real Go build cache: it lives under XDG_CACHE_HOME by default,
+	// and an empty one makes every run compile all dependencies again (minutes).
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go env GOCACHE:", err)
+		os.Exit(1)
+	}
+	os.Setenv("GOCACHE", strings.TrimSpace(string(gocache)))
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	build := exec.Command("go", "build", "-tags", "faultpoints", "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
