@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
@@ -30,6 +31,7 @@ type createRequest struct {
 
 // createExport accepts an export request: validate, store durably, then 202.
 func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
+	defer jobs.Foreground()() // workers yield the CPU while a request is being accepted
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/ui"
 )
@@ -53,6 +54,7 @@ func (s *server) reportUnusable(w http.ResponseWriter, r *http.Request, id strin
 // Valid input goes to the job's page (303); invalid input shows the form again (422)
 // with an error beside each wrong field and every value kept.
 func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
+	defer jobs.Foreground()()
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
 		s.renderError(w, r, http.StatusBadRequest, "The form could not be read",

@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -257,7 +256,7 @@ func (c *sheetCapture) Write(p []byte) (int, error) {
 			return total, err
 		}
 		p = p[n:]
-		runtime.Gosched()
+		jobs.Yield()
 	}
 	return total, nil
 }
@@ -438,7 +437,7 @@ func (x *xlsxWriter) Row(values []any) error {
 	}
 	x.progress(x.rows, x.total)
 	if x.rows%yieldEvery == 0 {
-		runtime.Gosched()
+		jobs.Yield()
 	}
 	return nil
 }
@@ -447,7 +446,8 @@ func (x *xlsxWriter) Row(values []any) error {
 // sheet is pure CPU, and with as many workers as cores Go preempts a running goroutine
 // only every 10 ms: an HTTP handler woken meanwhile (a 202 waiting to be written) would
 // wait for it. Yielding every few hundred microseconds keeps accepting fast while every
-// core writes sheets, for a negligible cost.
+// core writes sheets, for a negligible cost; while a request is being accepted the yield
+// waits for it (jobs.Yield).
 const yieldEvery = 32
 
 // finish writes what is held back and closes the last sheet.
