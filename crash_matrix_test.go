@@ -501,7 +501,9 @@ func TestCrashRandomKillsUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var senders sync.WaitGroup
 	var sent atomic.Int64
+	ticking := make(chan struct{}) // closed when the generator has stopped adding senders
 	go func() {
+		defer close(ticking)
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; ; i++ {
@@ -540,6 +542,7 @@ func TestCrashRandomKillsUnderLoad(t *testing.T) {
 		cur.Store(np)
 	}
 	close(stop)
+	<-ticking // no senders.Add after this: Wait must not race with Add
 	senders.Wait()
 	cur.Load().stop(t)
 

@@ -33,7 +33,9 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	ts.waitStatus(before.ID, store.StatusSucceeded)
 
 	// Another process's connection (sheetq backup, a sqlite3 shell) takes the write lock.
-	other, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(0)")
+	// It waits for the server's own short writes (the engine finishing the job above)
+	// to end before it holds the lock.
+	other, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
