@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -179,35 +178,7 @@ func (l *ledger) snapshot() map[string]string {
 // fire while the engine starts, before the HTTP server is up.
 func launch(t *testing.T, data string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, args...)...)
-	p.cmd.Env = append(os.Environ(), env...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listening.FindStringSubmatch(line); m != nil {
-				urlc <- m[1]
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
+	p, urlc := spawn(t, data, env, args...)
 	select {
 	case p.url = <-urlc:
 	case <-p.done:

@@ -72,8 +72,29 @@ var listening = regexp.MustCompile(`msg=listening .*url=(http://\S+)`)
 // startBinary starts `sheetq serve` on a free loopback port and waits until it listens.
 func startBinary(t *testing.T, data string, env []string, args ...string) *proc {
 	t.Helper()
+	p, urlc := spawn(t, data, env, append([]string{"--log-level", "debug"}, args...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.log())
+		}
+	})
+	select {
+	case p.url = <-urlc:
+	case <-p.done:
+		t.Fatalf("sheetq exited before listening: %v\n%s", p.err, p.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("sheetq did not listen in time\n%s", p.log())
+	}
+	return p
+}
+
+// spawn starts `sheetq serve --addr 127.0.0.1:0 --data DATA ARGS...` with its log
+// captured; the channel yields the URL once it listens. The process is killed when the
+// test ends.
+func spawn(t *testing.T, data string, env []string, args ...string) (*proc, <-chan string) {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--log-level", "debug"}, args...)...)
+	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", data}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -100,18 +121,8 @@ func startBinary(t *testing.T, data string, env []string, args ...string) *proc 
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		if t.Failed() {
-			t.Logf("server log:\n%s", p.log())
-		}
 	})
-	select {
-	case p.url = <-urlc:
-	case <-p.done:
-		t.Fatalf("sheetq exited before listening: %v\n%s", p.err, p.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("sheetq did not listen in time\n%s", p.log())
-	}
-	return p
+	return p, urlc
 }
 
 func (p *proc) log() string {
