@@ -31,14 +31,7 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		asJSON bool
 	)
 	cf.register(fs)
-	fs.Func("p", "report parameter `name=value` (repeatable)", func(s string) error {
-		name, value, ok := strings.Cut(s, "=")
-		if !ok || name == "" {
-			return fmt.Errorf("want name=value, got %q", s)
-		}
-		params[name] = value
-		return nil
-	})
+	fs.Func("p", "report parameter `name=value` (repeatable)", paramFlag(params))
 	fs.BoolVar(&wait, "wait", false, "wait for the export, showing its progress, and download the file")
 	fs.StringVar(&out, "o", "", "with --wait, save the file as `FILE` (default: the server's file name, in the current folder)")
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, the finished job; progress goes to stderr)")
@@ -500,4 +493,16 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// paramFlag parses one -p name=value into params.
+func paramFlag(params map[string]string) func(string) error {
+	return func(s string) error {
+		name, value, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want name=value, got %q", s)
+		}
+		params[name] = value
+		return nil
+	}
 }

@@ -105,14 +105,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&rate, "rate", 0, "steady profile: requests per `second`")
 	fs.DurationVar(&duration, "duration", 0, "steady profile: how long to send")
 	fs.StringVar(&cfg.Report, "report", "demo", "`report` to request")
-	fs.Func("p", "report parameter `name=value` (repeatable; default rows=2000 seconds=0 for demo)", func(s string) error {
-		name, value, ok := strings.Cut(s, "=")
-		if !ok || name == "" {
-			return fmt.Errorf("want name=value, got %q", s)
-		}
-		params[name] = value
-		return nil
-	})
+	fs.Func("p", "report parameter `name=value` (repeatable; default rows=2000 seconds=0 for demo)", paramFlag(params))
 	fs.DurationVar(&timeout, "timeout", 0, "client timeout per request (default 10s; 5s for overload)")
 	fs.IntVar(&cfg.Retries, "retries", 1, "retries of a request that timed out or lost its connection, with the same Idempotency-Key")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 10*time.Minute, "how long to wait for every accepted job to finish")

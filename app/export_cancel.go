@@ -30,11 +30,5 @@ func (s *server) cancelExport(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, err)
 		return
 	}
-	if job.Status.Final() {
-		writeJSON(w, http.StatusOK, toJobJSON(job))
-		return
-	}
-	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
-	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
-	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+	s.writeJobAnswer(w, job)
 }

@@ -98,13 +98,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 	if existed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if job.Status.Final() {
-		writeJSON(w, http.StatusOK, toJobJSON(job))
-		return
-	}
-	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
-	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
-	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+	s.writeJobAnswer(w, job)
 }
 
 // validateExport checks a request for report with params, for the API and the form alike,

@@ -111,3 +111,15 @@ func decodeCursor(c string) (time.Time, string, bool) {
 	}
 	return time.UnixMilli(ms), id, true
 }
+
+// writeJobAnswer answers with a job after a change: 200 once it is final, otherwise 202
+// with where to look and when to look again.
+func (s *server) writeJobAnswer(w http.ResponseWriter, job store.Job) {
+	if job.Status.Final() {
+		writeJSON(w, http.StatusOK, toJobJSON(job))
+		return
+	}
+	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
+	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
+	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+}
