@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -17,7 +18,7 @@ func (s *server) retryExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := cur.ID
-	job, err := s.store.Retry(r.Context(), id, s.cfg.MaxAttempts)
+	job, err := s.retryJob(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, "not_found", "no export with id "+strconv.Quote(id))
@@ -30,11 +31,19 @@ func (s *server) retryExport(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, err)
 		return
 	}
+	s.writeJobAnswer(w, job)
+}
+
+// retryJob puts a FAILED or CANCELED job back in the queue with a fresh attempt budget,
+// for the API and the job page alike, and tells the workers and the event stream.
+func (s *server) retryJob(ctx context.Context, id string) (store.Job, error) {
+	job, err := s.store.Retry(ctx, id, s.cfg.MaxAttempts)
+	if err != nil {
+		return job, err
+	}
 	s.engine.Wake()
 	if s.hub != nil {
 		s.hub.Notify() // the retried event is not the engine's, so it does not wake the hub
 	}
-	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
-	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfter(job)))
-	writeJSON(w, http.StatusAccepted, toJobJSON(job))
+	return job, nil
 }

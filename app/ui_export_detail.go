@@ -51,18 +51,10 @@ func (s *server) retryExportForm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	_, err := s.store.Retry(r.Context(), j.ID, s.cfg.MaxAttempts)
-	switch {
-	case errors.Is(err, store.ErrNotRetryable):
-		// Already running again (a double click): the page shows where it is.
-	case err != nil:
+	// Already running again (a double click) is no error: the page shows where it is.
+	if _, err := s.retryJob(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrNotRetryable) {
 		s.pageServerError(w, r, err)
 		return
-	default:
-		s.engine.Wake()
-		if s.hub != nil {
-			s.hub.Notify() // the retried event is not the engine's, so it does not wake the hub
-		}
 	}
 	http.Redirect(w, r, "/exports/"+j.ID, http.StatusSeeOther)
 }
