@@ -11,11 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"sheetq/app"
+	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/ui"
 )
 
 // doctorProblem is one finding of `sheetq doctor`.
@@ -91,7 +92,7 @@ Flags:
 			fmt.Fprintln(stdout, line)
 		}
 		if rep.Healthy {
-			fmt.Fprintf(stdout, "ok: %s (%d exports, %d files, %s free)\n", rep.Data, rep.Jobs, rep.Files, humanBytes(rep.FreeBytes))
+			fmt.Fprintf(stdout, "ok: %s (%d exports, %d files, %s free)\n", rep.Data, rep.Jobs, rep.Files, ui.Size(int64(rep.FreeBytes)))
 		}
 	}
 	if !rep.Healthy {
@@ -130,20 +131,20 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 	for _, f := range findings {
 		add(doctorProblem{Check: "database", Path: dir.DB(), Message: dir.DB() + ": " + f})
 	}
-	jobs, err := st.JobFiles(ctx)
+	jobFiles, err := st.JobFiles(ctx)
 	if err != nil {
 		add(doctorProblem{Check: "database", Path: dir.DB(), Message: fmt.Sprintf("%s: cannot list jobs: %v", dir.DB(), err)})
 	}
-	for _, j := range jobs {
+	for _, j := range jobFiles {
 		byID[j.ID] = j
 	}
-	rep.Jobs = len(jobs)
+	rep.Jobs = len(jobFiles)
 
 	// Part files: tmp/<id>.<attempt>.part belongs to the running attempt of a job, and
 	// only while a server runs (it removes them all at start).
 	parts, _ := filepath.Glob(filepath.Join(dir.Tmp(), "*.part"))
 	for _, path := range parts {
-		id, attempt := parsePart(filepath.Base(path))
+		id, attempt := jobs.ParsePartName(filepath.Base(path))
 		j, known := byID[id]
 		if running && known && j.Status == store.StatusProcessing && j.Attempt == attempt {
 			continue
@@ -184,7 +185,7 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 				Message: fmt.Sprintf("%s: published file of export %s, which is %s", path, id, j.Status)})
 		}
 	}
-	for _, j := range jobs {
+	for _, j := range jobFiles {
 		if j.Status == store.StatusSucceeded && j.FileName != "" && !onDisk[strings.TrimSuffix(j.FileName, ".xlsx")] {
 			path := filepath.Join(dir.Exports(), j.FileName)
 			if _, err := os.Stat(path); err != nil {
@@ -200,36 +201,9 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 		add(doctorProblem{Check: "disk_space", Path: dir.Root, Message: fmt.Sprintf("%s: cannot read free space: %v", dir.Root, err)})
 	case free < minFree:
 		add(doctorProblem{Check: "disk_space", Path: dir.Root,
-			Message: fmt.Sprintf("%s: only %s free (want at least %s)", dir.Root, humanBytes(free), humanBytes(minFree))})
+			Message: fmt.Sprintf("%s: only %s free (want at least %s)", dir.Root, ui.Size(int64(free)), ui.Size(int64(minFree)))})
 	}
 	rep.FreeBytes = free
 	rep.Healthy = !slices.ContainsFunc(rep.Problems, func(p doctorProblem) bool { return !p.Fixed })
 	return rep, nil
-}
-
-// parsePart splits "<id>.<attempt>.part"; a name of another shape gives attempt -1.
-func parsePart(name string) (id string, attempt int) {
-	base := strings.TrimSuffix(name, ".part")
-	i := strings.LastIndexByte(base, '.')
-	if i < 0 {
-		return base, -1
-	}
-	n, err := strconv.Atoi(base[i+1:])
-	if err != nil {
-		return base, -1
-	}
-	return base[:i], n
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -74,16 +74,3 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("missing directory: exit %d, stderr %q", code, stderr)
 	}
 }
-
-func TestParsePart(t *testing.T) {
-	for name, want := range map[string]struct {
-		id      string
-		attempt int
-	}{
-		"abc.2.part": {"abc", 2}, "abc.part": {"abc", -1}, "a.b.x.part": {"a.b.x", -1}, "j.10.part": {"j", 10},
-	} {
-		if id, n := parsePart(name); id != want.id || n != want.attempt {
-			t.Errorf("parsePart(%q) = %q, %d; want %q, %d", name, id, n, want.id, want.attempt)
-		}
-	}
-}

@@ -590,7 +590,7 @@ func (e *Engine) reap(ctx context.Context, before time.Time) error {
 		if err != nil {
 			return err
 		}
-		_ = os.Remove(filepath.Join(e.cfg.TmpDir, fmt.Sprintf("%s.%d.part", j.ID, j.Attempt)))
+		_ = os.Remove(filepath.Join(e.cfg.TmpDir, PartName(j.ID, j.Attempt)))
 		log.WarnContext(ctx, "orphan recovered", "status", rec.Status, "reason", reason)
 		e.notify(rec)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // hashingWriter counts and hashes what is written to the part file, so publishing does
@@ -64,4 +66,24 @@ func syncDir(dir string) error {
 // FilePath returns where a job's published file lives under exportsDir.
 func FilePath(exportsDir, id string) string {
 	return filepath.Join(exportsDir, id+".xlsx")
+}
+
+// PartName is the name of an attempt's file while it is being written, in the tmp
+// directory: "<id>.<attempt>.part".
+func PartName(id string, attempt int) string {
+	return id + "." + strconv.Itoa(attempt) + ".part"
+}
+
+// ParsePartName splits a PartName; a name of another shape gives attempt -1.
+func ParsePartName(name string) (id string, attempt int) {
+	base := strings.TrimSuffix(name, ".part")
+	i := strings.LastIndexByte(base, '.')
+	if i < 0 {
+		return base, -1
+	}
+	n, err := strconv.Atoi(base[i+1:])
+	if err != nil {
+		return base, -1
+	}
+	return base[:i], n
 }

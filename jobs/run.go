@@ -51,7 +51,7 @@ type Run struct {
 func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts int) *Run {
 	r := &Run{
 		JobID: id, Kind: kind, Args: args, Attempt: attempt, MaxAttempts: maxAttempts,
-		partPath: filepath.Join(tmpDir, fmt.Sprintf("%s.%d.part", id, attempt)),
+		partPath: filepath.Join(tmpDir, PartName(id, attempt)),
 	}
 	r.total.Store(-1)
 	return r
