@@ -126,7 +126,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
 	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
 	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGINT/SIGTERM, how long running exports may finish")
-	fs.IntVar(&maxAttemptsFlag, "max-attempts", 3, "attempts per export before it fails")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "attempts per export before it fails")
 	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "remove finished exports' files after this long, and the exports after twice as long (0 = keep)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
@@ -182,7 +182,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
 	case cfg.Retention < 0:
 		return usageError{errors.New("--retention cannot be negative")}
-	case maxAttemptsFlag < 1:
+	case cfg.MaxAttempts < 1:
 		return usageError{errors.New("--max-attempts must be at least 1")}
 	}
 	if eng.ShutdownGrace == 0 {
@@ -199,7 +199,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(app.LogHandler(h))
 	cfg.Engine, cfg.Logger, cfg.Version = eng, log, versionString()
-	cfg.MaxAttempts = maxAttemptsFlag
 	if open {
 		cfg.Ready = func(url string) {
 			if err := app.OpenBrowser(url); err != nil {
@@ -217,8 +216,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	return err
 }
-
-var maxAttemptsFlag int
 
 // notInFile are the serve flags the config file cannot set: where it is, and the data
 // directory it defaults into, are known before it is read; tokens go in [[tokens]].
