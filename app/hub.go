@@ -80,10 +80,11 @@ type hub struct {
 
 	wake chan struct{} // capacity 1: a pending wake-up is enough
 
-	mu      sync.Mutex
-	subs    map[*subscriber]struct{}
-	stopped bool
-	dropped int // clients disconnected for falling behind
+	mu       sync.Mutex
+	subs     map[*subscriber]struct{}
+	stopped  bool
+	stopping chan struct{} // closed by Stop: other long-lived streams end with the hub's
+	dropped  int           // clients disconnected for falling behind
 
 	nsubs atomic.Int64 // len(subs), read by the Progress hook without a lock
 
@@ -97,12 +98,13 @@ type hub struct {
 // newHub returns a hub over st; Start it before serving.
 func newHub(st *store.Store, cfg hubConfig, log *slog.Logger) *hub {
 	return &hub{
-		cfg:     cfg.withDefaults(),
-		st:      st,
-		log:     log,
-		wake:    make(chan struct{}, 1),
-		subs:    map[*subscriber]struct{}{},
-		pending: map[string]progressFigures{},
+		cfg:      cfg.withDefaults(),
+		st:       st,
+		log:      log,
+		wake:     make(chan struct{}, 1),
+		stopping: make(chan struct{}),
+		subs:     map[*subscriber]struct{}{},
+		pending:  map[string]progressFigures{},
 	}
 }
 
@@ -147,6 +149,7 @@ func (h *hub) Stop() {
 		return
 	}
 	h.stopped = true
+	close(h.stopping)
 	for s := range h.subs {
 		h.dropLocked(s)
 	}
@@ -156,6 +159,10 @@ func (h *hub) Stop() {
 	}
 	h.done.Wait()
 }
+
+// Stopping is closed when the hub stops: streams other than the hub's own (the reports
+// page's) end at shutdown too, which graceful shutdown does not do by itself.
+func (h *hub) Stopping() <-chan struct{} { return h.stopping }
 
 // Notify makes the tailer read new events now instead of at its next poll. It never
 // blocks.

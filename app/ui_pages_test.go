@@ -705,6 +705,7 @@ func TestUIReportsEventStream(t *testing.T) {
 	}
 	writeReport(t, ts, "new.sql", "-- title: New\n-- source: demo\nSELECT 1;\n")
 	deadline := time.After(10 * time.Second)
+wait:
 	for {
 		select {
 		case l, ok := <-lines:
@@ -712,10 +713,24 @@ func TestUIReportsEventStream(t *testing.T) {
 				t.Fatal("stream ended without a change event")
 			}
 			if l == "event: change" {
-				return
+				break wait
 			}
 		case <-deadline:
 			t.Fatal("no change event after a report file was written")
+		}
+	}
+	// Shutdown ends the stream (graceful shutdown waits for open requests otherwise),
+	// and a new one is refused.
+	ts.hub.Stop()
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				checkProblem(t, ts.get("/reports/events"), http.StatusServiceUnavailable, "shutting_down")
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the reports stream stayed open after the hub stopped")
 		}
 	}
 }

@@ -65,15 +65,13 @@ func (s *server) reportsChangedStream(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	changed, unsubscribe := s.catalog.Subscribe()
 	defer unsubscribe()
-	// A hub subscription to a job id that never exists receives nothing, but its gone
-	// channel closes when the server shuts down, which ends this stream too (graceful
-	// shutdown does not end open streams by itself).
-	stop, err := s.hub.subscribe(" reports")
-	if err != nil {
+	stop := s.hub.Stopping()
+	select {
+	case <-stop:
 		writeProblem(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; reconnect shortly")
 		return
+	default:
 	}
-	defer s.hub.unsubscribe(stop)
 
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream lives for hours
@@ -93,7 +91,7 @@ func (s *server) reportsChangedStream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-stop.gone:
+		case <-stop:
 			return
 		case <-keepAlive.C:
 			err = out.raw(": keep-alive\n\n")
