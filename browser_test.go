@@ -122,6 +122,23 @@ func TestBrowserExportProgressAndDownload(t *testing.T) {
 	b.open("/")
 	b.waitAttr(rowSel(id), "data-status", "SUCCEEDED", stepTimeout)
 	b.waitVisible(rowSel(id)+" "+tid("download"), stepTimeout)
+
+	// Deleted through the API, the export leaves the open page without a reload.
+	b.setMarker()
+	req, err := http.NewRequest(http.MethodDelete, p.url+"/api/v1/exports/"+id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: status %d", res.StatusCode)
+	}
+	b.waitFor("the deleted export's row to go", stepTimeout, `!document.querySelector(`+js(rowSel(id))+`)`, nil)
+	b.checkMarker("after the deletion")
 }
 
 // Cancel from the job page: the job page and an open home page both show CANCELED

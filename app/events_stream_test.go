@@ -659,3 +659,35 @@ func TestRunEndsEventStreams(t *testing.T) {
 		t.Fatal("Run did not stop after cancel")
 	}
 }
+
+// Deleting an export tells the open streams, so pages drop it without a reload; the
+// message has no id (the job's stored events are gone with it) and only concerns the job.
+func TestEventsStreamTellsOfDeletion(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
+	ts.waitStatus(j.ID, store.StatusSucceeded)
+	all := openEvents(t, ts, "", "")
+	one := openEvents(t, ts, "?job="+j.ID, "")
+	other := ts.create(`{"report":"demo","params":{"rows":3}}`)
+	ts.waitStatus(other.ID, store.StatusSucceeded)
+
+	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", res.StatusCode, res.body)
+	}
+	for name, c := range map[string]*sseClient{"all": all, "?job=": one} {
+		for {
+			ev := c.next()
+			if ev.Type != "deleted" {
+				continue
+			}
+			if ev.HasID {
+				t.Errorf("%s: deleted event has an id %q", name, ev.LastID)
+			}
+			var d struct{ ID string }
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || d.ID != j.ID {
+				t.Errorf("%s: deleted event data %s, want id %s", name, ev.Data, j.ID)
+			}
+			break
+		}
+	}
+}

@@ -32,6 +32,9 @@ func (s *server) deleteExport(w http.ResponseWriter, r *http.Request) {
 		s.serverError(w, r, err)
 		return
 	}
+	if s.hub != nil {
+		s.hub.Deleted(job.ID)
+	}
 	// Only after the row is gone: a crash in between leaves an orphan file, never a
 	// SUCCEEDED job without its file. The job is deleted whatever happens here, so a
 	// failure is logged, not answered.

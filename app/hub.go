@@ -320,6 +320,16 @@ func (h *hub) flushProgress() {
 	h.publish(msgs...)
 }
 
+// Deleted tells the streams that a job was deleted. Deleting removes the job's stored
+// events, so this message, like progress, has no id and is never replayed.
+func (h *hub) Deleted(jobID string) {
+	data, err := json.Marshal(map[string]string{"id": jobID})
+	if err != nil {
+		return
+	}
+	h.publish(sseMessage{id: -1, job: jobID, event: "deleted", data: data})
+}
+
 // progressEventJSON is the data of a progress event.
 type progressEventJSON struct {
 	ID        string `json:"id"`

@@ -156,6 +156,15 @@
     if (rowOf(id) || wanted(job)) refreshRow(id, job);
   }
 
+  function onDeleted(e) {
+    var d;
+    try { d = JSON.parse(e.data); } catch (err) { return; }
+    var row = rowOf(d.id);
+    if (row) row.parentNode.removeChild(row);
+    // On the deleted export's own page, reloading shows that it is gone.
+    if (jobPage(d.id)) location.reload();
+  }
+
   function onSnapshot(e) {
     if (e.lastEventId) lastID = e.lastEventId;
     // Events were pruned while away: the page is fetched again as a whole.
@@ -245,6 +254,7 @@
     STATE_EVENTS.forEach(function (t) { source.addEventListener(t, onState); });
     source.addEventListener("progress", onProgress);
     source.addEventListener("snapshot", onSnapshot);
+    source.addEventListener("deleted", onDeleted);
   }
 
   // ---- the reports and queue pages ----
