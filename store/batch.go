@@ -3,9 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Group commit for Enqueue.
@@ -25,8 +29,13 @@ import (
 // once, and batches only form while the disk is busy, so the extra latency is at most
 // the one commit it waited for.
 //
-// Each job runs inside its own SAVEPOINT, so a job that fails (a duplicate id, a reused
-// idempotency key with another body) is rolled back alone and the others still commit.
+// A job that is refused (a duplicate id, a reused idempotency key with another body) is
+// refused alone and the others still commit, without a SAVEPOINT per job (they were a
+// third of the statements a batched job ran): the idempotency lookup writes nothing, and
+// SQLite undoes a statement that breaks a constraint by itself, so a refused job has left
+// no row behind. A job that fails after writing its row (its event insert) rolls the
+// transaction back; it is answered with its error and the others go again in a new
+// transaction. Any other error fails the whole batch.
 // The idempotency lookup runs inside the batch's transaction, so two requests with the
 // same key in one batch give one job: the second sees the first's uncommitted row and
 // gets existed=true.
@@ -52,7 +61,7 @@ type batcher struct {
 	committing bool // a committer goroutine is running
 
 	// Prepared like the inserts: parsing was a sixth of a batched enqueue's CPU time.
-	jobByKey, savepoint, rollbackTo, release *sql.Stmt
+	jobByKey *sql.Stmt
 
 	// Counters for tests and benchmarks: transactions committed (or attempted) and the
 	// calls they carried.
@@ -62,20 +71,9 @@ type batcher struct {
 const jobByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ?`
 
 func (b *batcher) prepare(ctx context.Context, w *sql.DB) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&b.jobByKey, jobByKeySQL},
-		// One name serves every job: each savepoint is released before the next opens.
-		{&b.savepoint, `SAVEPOINT enqueue`},
-		{&b.rollbackTo, `ROLLBACK TO enqueue`},
-		{&b.release, `RELEASE enqueue`},
-	} {
-		var err error
-		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
+	var err error
+	if b.jobByKey, err = w.PrepareContext(ctx, jobByKeySQL); err != nil {
+		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
 }
@@ -136,42 +134,59 @@ func (b *batcher) run(s *Store) {
 
 // commit writes batch in one transaction and answers every call after COMMIT returns.
 func (b *batcher) commit(s *Store, batch []*enqueueCall) {
-	b.commits.Add(1)
 	b.calls.Add(int64(len(batch)))
 	// The transaction outlives any one caller: a caller that gives up must not roll back
 	// the others' rows, so it runs on a context no caller can cancel.
 	ctx := context.Background()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for _, c := range batch {
-			if c.ctx.Err() != nil {
-				// Gave up before its turn: skip it rather than commit a job nobody
-				// will be told about.
-				c.err = c.ctx.Err()
-				continue
-			}
-			if _, err := tx.StmtContext(ctx, b.savepoint).ExecContext(ctx); err != nil {
-				return err
-			}
-			c.job, c.existed, c.err = s.enqueueTx(ctx, tx, c.nj)
-			if c.err != nil {
-				// Undo this job's writes only; the savepoint stays open until RELEASE.
-				if _, err := tx.StmtContext(ctx, b.rollbackTo).ExecContext(ctx); err != nil {
-					return err
+	out := make([]bool, len(batch)) // answered already: gave up, or broke an earlier try
+	var err error
+	for {
+		b.commits.Add(1)
+		broke := -1
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			for i, c := range batch {
+				if out[i] {
+					continue
+				}
+				if c.ctx.Err() != nil {
+					// Gave up before its turn: skip it rather than commit a job nobody
+					// will be told about.
+					c.err, out[i] = c.ctx.Err(), true
+					continue
+				}
+				c.job, c.existed, c.err = s.enqueueTx(ctx, tx, c.nj)
+				if c.err != nil && !refusedAlone(c.err) {
+					if errors.Is(c.err, errAfterInsert) {
+						broke = i
+					}
+					return c.err
 				}
 			}
-			if _, err := tx.StmtContext(ctx, b.release).ExecContext(ctx); err != nil {
-				return err
-			}
+			return nil
+		})
+		if err == nil || broke < 0 {
+			break
 		}
-		return nil
-	})
-	for _, c := range batch {
-		if err != nil {
+		// One job failed after writing its row: the whole transaction is rolled back, so
+		// that job fails alone and the others go again in a new one.
+		out[broke] = true
+	}
+	for i, c := range batch {
+		if err != nil && !out[i] {
 			// Nothing was committed: every call in the batch fails, none with a job.
 			c.job, c.existed, c.err = Job{}, false, err
 		}
 		close(c.done)
 	}
+}
+
+// refusedAlone reports whether err refused one job without writing anything, so that the
+// transaction can go on with the others: the idempotency checks write nothing, and a
+// constraint violation (a duplicate id) is undone by SQLite at the statement.
+func refusedAlone(err error) bool {
+	var se *sqlite.Error
+	return errors.Is(err, ErrIdempotencyMismatch) || errors.Is(err, ErrConflict) ||
+		(errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT && !errors.Is(err, errAfterInsert))
 }
 
 // BatchStats counts Enqueue's group commits since Open.

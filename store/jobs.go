@@ -218,7 +218,7 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 }
 
 // enqueueTx is one Enqueue inside tx: the idempotency lookup, the job row and its event.
-// On error the caller must undo what it wrote (roll back the transaction or savepoint).
+// On an error other than a refusal (refusedAlone) the caller must roll back the transaction.
 func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, existed bool, err error) {
 	now := s.now()
 	if nj.RunAt.IsZero() {
@@ -252,10 +252,15 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 		return Job{}, false, err
 	}
 	if err := s.addEvent(ctx, tx, job.ID, EventAccepted, StatusPending, 0, nil); err != nil {
-		return Job{}, false, err
+		// The job row is written: whatever the error, the transaction must not commit.
+		return Job{}, false, fmt.Errorf("%w: %w", errAfterInsert, err)
 	}
 	return job, false, nil
 }
+
+// errAfterInsert marks an Enqueue error that came after the job's row was written, so a
+// group commit never mistakes it for a job refused alone.
+var errAfterInsert = errors.New("after the job was written")
 
 // Claim atomically takes the next runnable PENDING job (priority, then run_at, then
 // insertion order), sets it PROCESSING, increments attempt (the fencing token) and stamps
