@@ -32,6 +32,10 @@ type hubConfig struct {
 	ProgressEvery time.Duration
 	// Retry is the reconnection delay suggested to clients (default 3 s).
 	Retry time.Duration
+	// Gather is the shortest time between two reads of new events (default 10 ms). A
+	// burst commits hundreds of times a second; one read a few milliseconds later takes
+	// all of them for the CPU of one, which the requests being accepted need more.
+	Gather time.Duration
 }
 
 func (c hubConfig) withDefaults() hubConfig {
@@ -40,6 +44,7 @@ func (c hubConfig) withDefaults() hubConfig {
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.ProgressEvery = cmp.Or(c.ProgressEvery, 250*time.Millisecond)
 	c.Retry = cmp.Or(c.Retry, 3*time.Second)
+	c.Gather = cmp.Or(c.Gather, 10*time.Millisecond)
 	return c
 }
 
@@ -250,6 +255,7 @@ func (h *hub) run(ctx context.Context, cursor int64) {
 	defer poll.Stop()
 	prog := time.NewTicker(h.cfg.ProgressEvery)
 	defer prog.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,8 +264,16 @@ func (h *hub) run(ctx context.Context, cursor int64) {
 			h.flushProgress()
 			continue
 		case <-h.wake:
+			if d := h.cfg.Gather - time.Since(last); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return
+				}
+			}
 		case <-poll.C:
 		}
+		last = time.Now()
 		next, err := h.tail(ctx, cursor)
 		if err != nil && ctx.Err() == nil {
 			h.log.ErrorContext(ctx, "tail job events", "after_id", cursor, "err", err)

@@ -142,6 +142,9 @@ func (m *metrics) onChange(store.Job) {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
+		// Changes come in bursts (a group commit is hundreds of them a second): let them
+		// gather, then count them all with one read.
+		time.Sleep(metricsGather)
 		m.pending.Store(false) // before reading, so a later change schedules another run
 		// No request bounds this.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -149,6 +152,9 @@ func (m *metrics) onChange(store.Job) {
 		m.catchUp(ctx)
 	}()
 }
+
+// metricsGather is how long a catch-up waits for more changes before it reads them.
+const metricsGather = 20 * time.Millisecond
 
 // wait waits for background catch-ups, before the store closes.
 func (m *metrics) wait() { m.bg.Wait() }

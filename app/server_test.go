@@ -90,6 +90,7 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
+	t.Cleanup(m.wait) // as in Run: after the engine stops, before the store closes
 	eng := jobs.New(st, jobs.Config{
 		Workers:       2,
 		Heartbeat:     50 * time.Millisecond,
