@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -122,6 +123,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` when published behind a reverse proxy, e.g. https://sheetq.example.com/")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For/-Proto/-Host are believed")
 	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
+	fs.IntVar(&eng.Nice, "worker-nice", 19, "CPU priority of running exports as a nice value, 0 to 19 (Linux): 19 lets accepting requests, pages and the rest of the machine go first; 0 runs exports at the server's priority")
 	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")
 	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
 	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
@@ -184,6 +186,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("--retention cannot be negative")}
 	case cfg.MaxAttempts < 1:
 		return usageError{errors.New("--max-attempts must be at least 1")}
+	case eng.Nice < 0 || eng.Nice > 19:
+		return usageError{errors.New("--worker-nice must be from 0 to 19")}
+	}
+	if eng.Nice > 0 && jobs.LowerPrioritySupported {
+		// Each running export holds a P on its low-priority thread even while the OS
+		// runs something else in its place; a P per worker on top of the default keeps
+		// one free for every core, so requests never queue behind an export's thread.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + eng.Workers)
 	}
 	if eng.ShutdownGrace == 0 {
 		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once

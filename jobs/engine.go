@@ -54,6 +54,13 @@ type Config struct {
 	// OnProgress, if set, is called when a running job reports progress. It is called
 	// from the handler's goroutine on every report: it must be cheap and never block.
 	OnProgress func(jobID string, rows, total int64)
+	// Nice, from 1 to 19, runs each handler on an OS thread of its own with that nice
+	// value (Linux; LowerPrioritySupported), so that accepting requests, serving pages
+	// and the rest of the machine go first and exports take the CPU time left over.
+	// 0 runs handlers at the process's priority. The process needs spare Ps for this to
+	// help: a handler's thread holds its P even while the OS runs others in its place,
+	// so the server raises GOMAXPROCS by Workers when it sets Nice.
+	Nice int
 }
 
 func (c Config) withDefaults() Config {
@@ -83,6 +90,8 @@ func (c Config) validate() error {
 	switch {
 	case c.TmpDir == "" || c.ExportsDir == "":
 		return errors.New("TmpDir and ExportsDir are required")
+	case c.Nice < 0 || c.Nice > 19:
+		return fmt.Errorf("Nice must be from 0 to 19, not %d", c.Nice)
 	case c.Workers < 1:
 		return fmt.Errorf("workers must be at least 1, not %d", c.Workers)
 	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 ||
@@ -304,6 +313,7 @@ func (e *Engine) dispatch() {
 			return
 		default:
 		}
+		awaitForeground() // see Foreground: let the request being accepted commit first
 		job, err := e.st.Claim(ctx, e.cfg.WorkerID)
 		if err == nil {
 			faultPoint("after-claim")
@@ -375,7 +385,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 
 	var err error
 	if h, ok := e.handlers[job.Kind]; ok {
-		err = safeRun(ctx, log, h, run)
+		err = e.runHandler(ctx, log, h, run)
 	} else {
 		err = Permanentf("unknown_kind", "no handler for job kind %q", job.Kind)
 	}
@@ -454,6 +464,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 			return nil
 		}
 	}
+	awaitForeground()
 	j, err := e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
@@ -628,6 +639,22 @@ func (e *Engine) backoff(attempt int) time.Duration {
 
 // safeRun runs the handler, turning a panic into a retryable failed attempt. The stack
 // goes to the log only: the job's error is shown to API clients.
+// runHandler runs h for one attempt: on a thread of lowered priority when Config.Nice
+// is set, else on the calling goroutine.
+func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, h Handler, run *Run) error {
+	if e.cfg.Nice == 0 || !LowerPrioritySupported {
+		return safeRun(ctx, log, h, run)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if err := lowerPriority(e.cfg.Nice); err != nil {
+			log.DebugContext(ctx, "job runs at normal priority", "err", err)
+		}
+		done <- safeRun(ctx, log, h, run)
+	}()
+	return <-done
+}
+
 func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

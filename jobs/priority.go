@@ -54,16 +54,24 @@ func Foreground() (done func()) {
 // Yield lets other goroutines run; while foreground work is in progress it waits for
 // that work to finish, for at most maxYieldWait. Job code calls it between units of work.
 func Yield() {
-	if prio.active.Load() == 0 {
+	if !awaitForeground() {
 		runtime.Gosched()
-		return
+	}
+}
+
+// awaitForeground waits while foreground work is in progress, for at most maxYieldWait,
+// and reports whether there was any. The engine calls it before its own store writes:
+// they share SQLite's one writer with the group commit of accepted requests, and one
+// started while a request is being accepted makes that request wait for it.
+func awaitForeground() bool {
+	if prio.active.Load() == 0 {
+		return false
 	}
 	prio.mu.Lock()
 	idle := prio.idle
 	prio.mu.Unlock()
 	if idle == nil {
-		runtime.Gosched()
-		return
+		return false
 	}
 	t := time.NewTimer(maxYieldWait)
 	defer t.Stop()
@@ -71,4 +79,5 @@ func Yield() {
 	case <-idle:
 	case <-t.C:
 	}
+	return true
 }
