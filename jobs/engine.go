@@ -645,6 +645,7 @@ func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, h Handler, ru
 	if e.cfg.Nice == 0 || !LowerPrioritySupported {
 		return safeRun(ctx, log, h, run)
 	}
+	handlersLowered.Store(true)
 	done := make(chan error, 1)
 	go func() {
 		if err := lowerPriority(e.cfg.Nice); err != nil {

@@ -54,10 +54,16 @@ func Foreground() (done func()) {
 // Yield lets other goroutines run; while foreground work is in progress it waits for
 // that work to finish, for at most maxYieldWait. Job code calls it between units of work.
 func Yield() {
-	if !awaitForeground() {
+	if !awaitForeground() && !handlersLowered.Load() {
 		runtime.Gosched()
 	}
 }
+
+// handlersLowered is set once an engine runs its handlers on threads of lowered
+// priority (Config.Nice). Those threads leave the process's other Ps free and the OS
+// prefers every other thread to them, so Yield has nothing to hand over; on a locked
+// thread runtime.Gosched would also cost two thread switches each time.
+var handlersLowered atomic.Bool
 
 // awaitForeground waits while foreground work is in progress, for at most maxYieldWait,
 // and reports whether there was any. The engine calls it before its own store writes:
