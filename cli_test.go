@@ -45,3 +45,24 @@ func TestReportsCheck(t *testing.T) {
 		t.Fatalf("unknown subcommand succeeded:\n%s", out)
 	}
 }
+
+// serve refuses a --worker-nice outside 0..19 before it touches the data directory: exit
+// 2 and one line on stderr that names the flag.
+func TestServeRefusesBadWorkerNice(t *testing.T) {
+	for _, v := range []string{"-1", "20"} {
+		data := filepath.Join(t.TempDir(), "data")
+		cmd := exec.Command(binary, "serve", "--data", data, "--addr", "127.0.0.1:0", "--worker-nice", v)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Fatalf("--worker-nice %s: %v, want exit 2", v, err)
+		}
+		if msg := strings.TrimSpace(stderr.String()); strings.Contains(msg, "\n") || !strings.Contains(msg, "--worker-nice") {
+			t.Fatalf("--worker-nice %s: want one line naming the flag, got %q", v, msg)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Fatalf("--worker-nice %s created the data directory (%v)", v, err)
+		}
+	}
+}
