@@ -146,7 +146,11 @@ func sqlTokens(query string) iter.Seq[sqlToken] {
 				i++
 				continue
 			case c == '\'':
-				esc := i > 0 && (query[i-1] == 'e' || query[i-1] == 'E') && (i < 2 || !isIdentByte(query[i-2]))
+				// E'...' takes backslash escapes, unless the E ends a word or a named
+				// placeholder (:E'...' is the placeholder :E, then a plain string, and must
+				// lex the same after :E becomes $1).
+				esc := i > 0 && (query[i-1] == 'e' || query[i-1] == 'E') &&
+					(i < 2 || !isIdentByte(query[i-2]) && query[i-2] != ':')
 				end, ok := quotedEnd(query, i, '\'', esc)
 				tok = sqlToken{kind: tokQuoted, start: i, end: end, unterminated: !ok}
 			case c == '"' || c == '`':
