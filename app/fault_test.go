@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,8 @@ import (
 // 503 problem+json with Retry-After (not 500, not a hang), reads keep working, nothing
 // is created or lost, and once the lock is released the same request goes through.
 func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
-	ts := newTestServer(t, testOpts{BusyTimeout: 100 * time.Millisecond})
+	var logs syncBuffer
+	ts := newTestServer(t, testOpts{BusyTimeout: 100 * time.Millisecond, Log: &logs})
 	before := ts.create(`{"report":"demo","params":{"rows":10}}`)
 	ts.waitStatus(before.ID, store.StatusSucceeded)
 
@@ -55,6 +57,11 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 		}
 	}()
 
+	// The engine's claims (it polls) find the lock too: one WARN line says they wait,
+	// not an ERROR per poll.
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		return strings.Contains(logs.String(), "claims wait"), "no log line about claims waiting"
+	})
 	n := ts.jobCount()
 	body := `{"report":"demo","params":{"rows":20}}`
 	res := ts.post(body, "busy-1")
@@ -88,6 +95,9 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	}
 	if err := ts.store.Check(context.Background()); err != nil {
 		t.Error(err)
+	}
+	if l := logs.String(); strings.Count(l, "claims wait") != 1 || strings.Contains(l, "claim failed") {
+		t.Errorf("want one line about claims waiting and no \"claim failed\":\n%s", l)
 	}
 }
 
@@ -296,4 +306,76 @@ func waitSlow(ts *testServer, id string, want store.Status) jobJSON {
 		return j.Status == want, fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %s", id, j.Status, j.Attempt, j.Error, want)
 	})
 	return j
+}
+
+// A client that hangs up while its export waits for the group commit (a timeout under
+// overload) is not a server error: its job is dropped before any write, the log says so
+// at INFO, and the status is 499, not a 500 with an ERROR line.
+func TestClientGoneDuringEnqueue(t *testing.T) {
+	var logs syncBuffer
+	ts := newTestServer(t, testOpts{BusyTimeout: 30 * time.Second, Idle: true, Log: &logs})
+	n := ts.jobCount()
+
+	// Another connection holds the write lock, so the first request's commit waits for it
+	// and the next request queues behind that commit.
+	other, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	defer func() {
+		if locked {
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+		}
+	}()
+
+	body := `{"report":"demo","params":{"rows":10}}`
+	first := make(chan response, 1)
+	go func() { first <- ts.post(body, "gone-1") }()
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		return ts.store.BatchStats().Commits > 0, "the first request's commit has not started"
+	})
+
+	ctx, hangUp := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/api/v1/exports", strings.NewReader(body))
+	req.Host = strings.TrimPrefix(ts.url, "http://")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "gone-2")
+	rec := httptest.NewRecorder()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		ts.routes().ServeHTTP(rec, req)
+	}()
+	waitFor(t, 15*time.Second, func() (bool, string) {
+		return ts.store.BatchStats().Waiting == 1, "the second request is not queued"
+	})
+	hangUp()
+	<-served
+	if rec.Code != statusClientClosed {
+		t.Errorf("abandoned request: status %d, want %d (%s)", rec.Code, statusClientClosed, rec.Body)
+	}
+
+	if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	locked = false
+	if res := <-first; res.StatusCode != http.StatusAccepted {
+		t.Fatalf("the request that stayed: %d %s", res.StatusCode, res.body)
+	}
+	if got := ts.jobCount(); got != n+1 {
+		t.Errorf("%d jobs after one kept and one abandoned request, want %d", got, n+1)
+	}
+	if l := logs.String(); strings.Contains(l, "level=ERROR") || !strings.Contains(l, "client closed the request") {
+		t.Errorf("log should say the client closed the request, without an ERROR line:\n%s", l)
+	}
 }

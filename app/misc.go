@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -72,10 +73,21 @@ func (s *server) apiNotFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, http.StatusNotFound, "no_route", "no API route "+r.Method+" "+r.URL.Path)
 }
 
+// statusClientClosed is the status logged for a request its client abandoned.
+const statusClientClosed = 499
+
 // serverError logs an unexpected failure and answers 500 without internals. A database
 // held busy by another connection is not a server bug: that answers 503 with Retry-After,
 // so clients (and their Idempotency-Key retries) come back instead of giving up.
 func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client hung up first (a timeout under overload) and its work was abandoned
+		// (an enqueue still queued for the group commit is dropped before any write).
+		// Nobody reads the answer, and it is not a server error: 499, as nginx logs it.
+		s.log.InfoContext(r.Context(), "client closed the request", "method", r.Method, "path", r.URL.Path)
+		w.WriteHeader(statusClientClosed)
+		return
+	}
 	if store.IsBusy(err) {
 		s.log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
