@@ -301,6 +301,7 @@ func (e *Engine) notify(job store.Job) {
 func (e *Engine) dispatch() {
 	defer e.loops.Done()
 	ctx := e.runCtx
+	busy := false // said once that claims wait for a busy database, until they work again
 	for {
 		select {
 		case e.slots <- struct{}{}:
@@ -316,17 +317,27 @@ func (e *Engine) dispatch() {
 		awaitForeground() // see Foreground: let the request being accepted commit first
 		job, err := e.st.Claim(ctx, e.cfg.WorkerID)
 		if err == nil {
+			busy = false
 			faultPoint("after-claim")
 			e.start(job)
 			continue
 		}
 		<-e.slots
 		wait := e.cfg.PollInterval
-		if errors.Is(err, store.ErrNotFound) {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			busy = false
 			if next, err := e.st.NextRunAt(ctx); err == nil {
 				wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
 			}
-		} else {
+		case store.IsBusy(err):
+			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
+			// error of ours, and worth one line, not one per poll.
+			if !busy {
+				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "err", err)
+				busy = true
+			}
+		default:
 			e.log.ErrorContext(ctx, "claim failed", "err", err)
 		}
 		t := time.NewTimer(wait)
