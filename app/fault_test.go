@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // Fault tests: each puts the running app in a bad situation and checks the outcome it
@@ -37,25 +37,7 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	// Another process's connection (sheetq backup, a sqlite3 shell) takes the write lock.
 	// It waits for the server's own short writes (the engine finishing the job above)
 	// to end before it holds the lock.
-	other, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
-		t.Fatal(err)
-	}
-	locked := true
-	defer func() {
-		if locked {
-			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
-		}
-	}()
+	release := storetest.HoldWriteLock(t, ts.dir.DB())
 
 	// The engine's claims (it polls) find the lock too: one WARN line says they wait,
 	// not an ERROR per poll.
@@ -80,10 +62,7 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 		t.Errorf("a refused request created a job: %d jobs, want %d", got, n)
 	}
 
-	if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
-		t.Fatal(err)
-	}
-	locked = false
+	release()
 	res = ts.post(body, "busy-1")
 	if res.StatusCode != http.StatusAccepted {
 		t.Fatalf("after the lock is released: %d %s", res.StatusCode, res.body)
@@ -318,25 +297,7 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 
 	// Another connection holds the write lock, so the first request's commit waits for it
 	// and the next request queues behind that commit.
-	other, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), `BEGIN EXCLUSIVE`); err != nil {
-		t.Fatal(err)
-	}
-	locked := true
-	defer func() {
-		if locked {
-			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
-		}
-	}()
+	release := storetest.HoldWriteLock(t, ts.dir.DB())
 
 	body := `{"report":"demo","params":{"rows":10}}`
 	first := make(chan response, 1)
@@ -365,10 +326,7 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 		t.Errorf("abandoned request: status %d, want %d (%s)", rec.Code, statusClientClosed, rec.Body)
 	}
 
-	if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
-		t.Fatal(err)
-	}
-	locked = false
+	release()
 	if res := <-first; res.StatusCode != http.StatusAccepted {
 		t.Fatalf("the request that stayed: %d %s", res.StatusCode, res.body)
 	}

@@ -11,33 +11,8 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
-
-// holdWriteLock takes SQLite's write lock on another connection, so that the store's next
-// transaction waits (busy_timeout) and the Enqueues behind it pile up into one batch.
-// The returned func releases the lock.
-func holdWriteLock(t *testing.T, path string) (release func()) {
-	t.Helper()
-	db := rawDB(t, path)
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), `BEGIN IMMEDIATE`); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
-				t.Error(err)
-			}
-			conn.Close()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
 
 // waitTaken waits until n Enqueue calls have been taken into a transaction.
 func waitTaken(t *testing.T, st *store.Store, base store.BatchStats, n int) {
@@ -104,7 +79,7 @@ func TestGroupCommitManyConcurrentEnqueues(t *testing.T) {
 	st, path := openStore(t, store.Options{MaxBatch: 64})
 	ctx := context.Background()
 	const n = 200
-	release := holdWriteLock(t, path)
+	release := storetest.HoldWriteLock(t, path)
 	base := st.BatchStats()
 	results := make([]<-chan enqueueResult, n)
 	for i := range n {
@@ -157,7 +132,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	release := holdWriteLock(t, path)
+	release := storetest.HoldWriteLock(t, path)
 	base := st.BatchStats()
 	// A blocker takes the first transaction and waits for the lock; the calls below are
 	// sent in order, each after the one before has queued, so they form the second
@@ -223,7 +198,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 func TestGroupCommitCallerGivesUp(t *testing.T) {
 	st, path := openStore(t, store.Options{})
 	ctx := context.Background()
-	release := holdWriteLock(t, path)
+	release := storetest.HoldWriteLock(t, path)
 	base := st.BatchStats()
 	first := enqueueAsync(ctx, st, store.NewJob{ID: "first"})
 	waitTaken(t, st, base, 1) // in a transaction waiting for the lock: the next two queue
