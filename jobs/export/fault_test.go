@@ -2,7 +2,6 @@ package export
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -91,27 +90,11 @@ func TestSourceFailingMidStreamPublishesNothing(t *testing.T) {
 			kind := New(Config{TmpDir: tmp, Library: oneReport{rep},
 				Sources: map[string]Source{"mem": brokenStream{rows: 5000, after: 3000, failures: tc.failures}}})
 			eng.Register(Name, kind)
-			args, err := kind.Validate("broken", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, err := json.Marshal(args)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if err := eng.Start(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			defer eng.Stop()
-			if _, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw, MaxAttempts: 3}); err != nil {
-				t.Fatal(err)
-			}
-			var j store.Job
-			select {
-			case j = <-done:
-			case <-time.After(time.Minute): // a safety net, not a wait: done is the signal
-				t.Fatal("the job did not finish")
-			}
+			j := runExport(t, eng, kind, "broken", 3, done)
 			mu.Lock()
 			for _, p := range problems {
 				t.Error(p)

@@ -63,27 +63,11 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 	rep := Report{ID: "long", Title: "Long text", Source: "mem", Sheet: "Long"}
 	kind := New(Config{TmpDir: filepath.Join(dir, "spill"), Library: oneReport{rep}, Sources: map[string]Source{"mem": src}})
 	eng.Register(Name, kind)
-	args, err := kind.Validate("long", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := eng.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Stop()
-	if _, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw}); err != nil {
-		t.Fatal(err)
-	}
-	var j store.Job
-	select {
-	case j = <-done:
-	case <-time.After(time.Minute): // a safety net, not a wait: done is the signal
-		t.Fatal("the job did not finish")
-	}
+	j := runExport(t, eng, kind, "long", 0, done)
 	if j.Status != store.StatusSucceeded {
 		t.Fatalf("job %s: %s %s", j.Status, j.ErrorCode, j.ErrorMessage)
 	}
@@ -114,5 +98,29 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(dir, "spill")); len(left) > 0 {
 		t.Errorf("spill directory not empty: %v", left)
+	}
+}
+
+// runExport enqueues one export of report (no params) on the started eng and returns the
+// job once done delivers it final; the engine's OnChange feeds done.
+func runExport(t *testing.T, eng *jobs.Engine, kind *Kind, report string, maxAttempts int, done <-chan store.Job) store.Job {
+	t.Helper()
+	args, err := kind.Validate(report, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw, MaxAttempts: maxAttempts}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case j := <-done:
+		return j
+	case <-time.After(time.Minute): // a safety net, not a wait: done is the signal
+		t.Fatal("the job did not finish")
+		return store.Job{}
 	}
 }
