@@ -648,8 +648,6 @@ func (e *Engine) backoff(attempt int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
-// safeRun runs the handler, turning a panic into a retryable failed attempt. The stack
-// goes to the log only: the job's error is shown to API clients.
 // runHandler runs h for one attempt: on a thread of lowered priority when Config.Nice
 // is set, else on the calling goroutine.
 func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, h Handler, run *Run) error {
@@ -667,6 +665,8 @@ func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, h Handler, ru
 	return <-done
 }
 
+// safeRun runs the handler, turning a panic into a retryable failed attempt. The stack
+// goes to the log only: the job's error is shown to API clients.
 func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
