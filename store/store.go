@@ -171,14 +171,15 @@ func (s *Store) Close() error {
 // Now returns the store's clock reading.
 func (s *Store) Now() time.Time { return s.now() }
 
-// Check runs PRAGMA integrity_check and returns an error unless it says ok.
+// Check runs PRAGMA integrity_check (IntegrityCheck) and returns an error naming its
+// findings unless it says ok.
 func (s *Store) Check(ctx context.Context) error {
-	var res string
-	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&res); err != nil {
-		return fmt.Errorf("integrity check: %w", err)
+	problems, err := s.IntegrityCheck(ctx)
+	if err != nil {
+		return err
 	}
-	if res != "ok" {
-		return fmt.Errorf("integrity check: %s", res)
+	if len(problems) > 0 {
+		return fmt.Errorf("integrity check: %s", strings.Join(problems, "; "))
 	}
 	return nil
 }
