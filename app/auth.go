@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sheetq/internal/envref"
 )
 
 // Token is a named access token.
@@ -35,12 +37,7 @@ var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 func resolveSecret(v string) (string, error) {
 	switch {
 	case strings.HasPrefix(v, "env:"):
-		name := strings.TrimPrefix(v, "env:")
-		s, ok := os.LookupEnv(name)
-		if !ok || strings.TrimSpace(s) == "" {
-			return "", fmt.Errorf("environment variable %s is not set", name)
-		}
-		return strings.TrimSpace(s), nil
+		return envref.Resolve(v)
 	case strings.HasPrefix(v, "file:"):
 		path := strings.TrimPrefix(v, "file:")
 		b, err := os.ReadFile(path)

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"sheetq/internal/envref"
 )
 
 // SourceConfig is one [sources.NAME] table of the config file.
@@ -84,16 +85,9 @@ func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
 // resolveDSN reads an env:NAME DSN from the environment, so that a password need not
 // sit in the config file.
 func resolveDSN(dsn string) (string, error) {
-	name, ok := strings.CutPrefix(dsn, "env:")
-	if !ok {
-		return dsn, nil
-	}
-	if name == "" {
-		return "", errors.New(`dsn "env:" names no environment variable`)
-	}
-	v := os.Getenv(name)
-	if v == "" {
-		return "", fmt.Errorf("dsn: environment variable %s is not set", name)
+	v, err := envref.Resolve(dsn)
+	if err != nil {
+		return "", fmt.Errorf("dsn: %w", err)
 	}
 	return v, nil
 }

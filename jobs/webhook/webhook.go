@@ -17,11 +17,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"sheetq/internal/envref"
 	"sheetq/jobs"
 	"sheetq/store"
 )
@@ -49,14 +49,9 @@ type Settings struct {
 
 // Config returns the delivery settings with an env:NAME secret read from the environment.
 func (s Settings) Config() (Config, error) {
-	secret := s.Secret
-	if name, ok := strings.CutPrefix(secret, "env:"); ok {
-		if name == "" {
-			return Config{}, errors.New(`webhooks: secret "env:" names no environment variable`)
-		}
-		if secret = os.Getenv(name); secret == "" {
-			return Config{}, fmt.Errorf("webhooks: secret: environment variable %s is not set", name)
-		}
+	secret, err := envref.Resolve(s.Secret)
+	if err != nil {
+		return Config{}, fmt.Errorf("webhooks: secret: %w", err)
 	}
 	return Config{Secret: secret, AllowPrivate: s.AllowPrivate}, nil
 }
