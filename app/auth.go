@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"sheetq/internal/durable"
 	"sheetq/internal/envref"
 )
 
@@ -171,25 +172,9 @@ func loadSessionKey(d DataDir) ([]byte, error) {
 	}
 	key := make([]byte, 32)
 	rand.Read(key)
-	// Synced before the rename: after a power cut the name holds the whole key or
-	// nothing, and a key that vanished would sign every browser out.
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("session key: %w", err)
-	}
-	_, err = f.Write(key)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	// After a power cut the name holds the whole key or nothing: a key that vanished
+	// would sign every browser out.
+	if err := durable.WriteFile(path, key, 0o600); err != nil {
 		return nil, fmt.Errorf("session key: %w", err)
 	}
 	return key, nil

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"sheetq/internal/durable"
 	"sheetq/store"
 )
 
@@ -468,7 +469,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 			if err := os.Rename(run.partPath, final); err != nil {
 				return err
 			}
-			if err := syncDir(e.cfg.ExportsDir); err != nil {
+			if err := durable.SyncDir(e.cfg.ExportsDir); err != nil {
 				return err
 			}
 			faultPoint("after-rename")

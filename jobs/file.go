@@ -49,20 +49,6 @@ func hashFile(path string) (int64, string, error) {
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// syncDir fsyncs a directory so that a rename into it survives a power cut.
-// Windows cannot open a directory for sync; there the rename is already durable enough.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !isUnsupportedSync(err) {
-		return err
-	}
-	return nil
-}
-
 // FilePath returns where a job's published file lives under exportsDir.
 func FilePath(exportsDir, id string) string {
 	return filepath.Join(exportsDir, id+".xlsx")

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"sheetq/internal/durable"
 )
 
 // openReadOnly opens the one pool of a read-only Store: mode=ro and no migrations. The
@@ -50,7 +52,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("backup: vacuum into %s: %w", tmp, err)
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := durable.SyncFile(tmp); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -68,29 +70,8 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	} else {
 		_ = os.Remove(tmp)
 	}
-	_ = syncDir(filepath.Dir(path))
+	if err := durable.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
 	return nil
-}
-
-func syncFile(name string) error {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// syncDir makes a rename in dir durable; some systems cannot open a directory, which is
-// why callers ignore its error.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

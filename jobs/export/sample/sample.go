@@ -15,6 +15,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the sample database is SQLite
+
+	"sheetq/internal/durable"
 )
 
 //go:embed reports/*.sql sheetq.toml
@@ -73,38 +75,10 @@ func copyOut(name, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dst, b); err != nil {
+	if err := durable.WriteFile(dst, b, 0o644); err != nil {
 		return fmt.Errorf("sample %s: %w", name, err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes via a temporary name so that a crash never leaves half a file
-// where a complete one is expected.
-func writeFileAtomic(dst string, b []byte) error {
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return syncRename(tmp, dst)
-}
-
-// syncRename fsyncs tmp and renames it to dst, so that what the name points at after a
-// power cut is the whole file (the generator writes with synchronous=OFF for speed).
-func syncRename(tmp, dst string) error {
-	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, dst)
 }
 
 func exists(path string) bool {
@@ -148,7 +122,7 @@ func WriteDB(ctx context.Context, path string) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("sample database: %w", err)
 	}
-	return syncRename(tmp, path)
+	return durable.Rename(tmp, path)
 }
 
 func fill(ctx context.Context, db *sql.DB) error {

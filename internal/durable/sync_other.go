@@ -1,5 +1,5 @@
 //go:build !windows
 
-package jobs
+package durable
 
 func isUnsupportedSync(error) bool { return false }
