@@ -1,12 +1,12 @@
 package app
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -70,12 +70,12 @@ func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
 		opts.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		created, id, ok := decodeCursor(v)
+		seq, ok := s.cursorSeq(r.Context(), v)
 		if !ok {
 			writeProblem(w, http.StatusBadRequest, "bad_cursor", "cursor is not one this server gave out")
 			return
 		}
-		opts.BeforeCreated, opts.BeforeID = created, id
+		opts.Before = seq
 	}
 	jobs, err := s.store.List(r.Context(), opts)
 	if err != nil {
@@ -88,28 +88,40 @@ func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(jobs) == opts.Limit {
 		last := jobs[len(jobs)-1]
-		out.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+		out.NextCursor = encodeCursor(last)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// A cursor is the (created_at, id) of the last job shown, encoded so clients treat it
-// as opaque.
-func encodeCursor(created time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(created.UnixMilli(), 10) + "." + id))
+// A cursor is the Seq of the last job shown, encoded so clients treat it as opaque.
+func encodeCursor(j store.Job) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.Seq, 10)))
 }
 
-func decodeCursor(c string) (time.Time, string, bool) {
+// cursorSeq decodes a cursor into ListOptions.Before. Cursors given out before listings
+// went by insertion order hold "<created ms>.<job id>"; one of those resumes after its
+// job while that job exists.
+func (s *server) cursorSeq(ctx context.Context, c string) (int64, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, "", false
+		return 0, false
 	}
-	msStr, id, ok := strings.Cut(string(b), ".")
-	ms, err := strconv.ParseInt(msStr, 10, 64)
-	if !ok || err != nil || id == "" {
-		return time.Time{}, "", false
+	msStr, id, legacy := strings.Cut(string(b), ".")
+	if _, err := strconv.ParseInt(msStr, 10, 64); err != nil {
+		return 0, false
 	}
-	return time.UnixMilli(ms), id, true
+	if !legacy {
+		seq, _ := strconv.ParseInt(msStr, 10, 64)
+		return seq, seq > 0
+	}
+	if id == "" {
+		return 0, false
+	}
+	j, err := s.store.Get(ctx, id)
+	if err != nil {
+		return 0, false
+	}
+	return j.Seq, true
 }
 
 // writeJobAnswer answers with a job after a change: 200 once it is final, otherwise 202

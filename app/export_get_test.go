@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,14 +226,34 @@ func TestListExportsBadQuery(t *testing.T) {
 	}
 }
 
-func TestCursorRoundTrip(t *testing.T) {
-	j := store.Job{ID: "abc123", CreatedAt: fixedTime}
-	created, id, ok := decodeCursor(encodeCursor(j.CreatedAt, j.ID))
-	if !ok || id != j.ID || !created.Equal(j.CreatedAt) {
-		t.Errorf("round trip gave %v %q %v, want %v %q", created, id, ok, j.CreatedAt, j.ID)
+func TestCursors(t *testing.T) {
+	ts := newTestServer(t, testOpts{Now: tickClock()})
+	var newestFirst []string
+	for range 4 {
+		newestFirst = slices.Insert(newestFirst, 0, ts.create(`{"report":"demo","params":{"rows":3}}`).ID)
 	}
-	if c := encodeCursor(j.CreatedAt, j.ID); strings.ContainsAny(c, "+/=") {
-		t.Errorf("cursor %q is not URL-safe", c)
+	first := ts.list("?limit=1")
+	if c := first.NextCursor; c == "" || strings.ContainsAny(c, "+/=") {
+		t.Fatalf("next_cursor %q: want a URL-safe cursor", c)
+	}
+	if got := ids(ts.list("?cursor=" + first.NextCursor).Exports); !slices.Equal(got, newestFirst[1:]) {
+		t.Errorf("after the first page: %v, want %v", got, newestFirst[1:])
+	}
+
+	// A cursor from before listings went by insertion order ("<created ms>.<id>") resumes
+	// after its job while that job exists.
+	j, err := ts.store.Get(context.Background(), newestFirst[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.CreatedAt.UnixMilli(), 10) + "." + j.ID))
+	if got := ids(ts.list("?cursor=" + legacy).Exports); !slices.Equal(got, newestFirst[2:]) {
+		t.Errorf("after a legacy cursor: %v, want %v", got, newestFirst[2:])
+	}
+	gone := base64.RawURLEncoding.EncodeToString([]byte("1700000000000.nosuchjob"))
+	for _, c := range []string{gone, "!!", base64.RawURLEncoding.EncodeToString([]byte("-3")),
+		base64.RawURLEncoding.EncodeToString([]byte("0")), base64.RawURLEncoding.EncodeToString([]byte("x.y"))} {
+		checkProblem(t, ts.get("/api/v1/exports?cursor="+url.QueryEscape(c)), http.StatusBadRequest, "bad_cursor")
 	}
 }
 

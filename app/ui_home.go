@@ -31,13 +31,13 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v := q.Get("cursor"); v != "" {
-		created, id, ok := decodeCursor(v)
+		seq, ok := s.cursorSeq(r.Context(), v)
 		if !ok {
 			s.renderError(w, r, http.StatusBadRequest, "This link has expired",
 				"The \"load more\" link is not one this server gave out. Start again from the exports page.")
 			return
 		}
-		opts.BeforeCreated, opts.BeforeID = created, id
+		opts.Before = seq
 	}
 	ctx := r.Context()
 	m := s.meta(ctx, "exports", "") // before the list: the stream replays what follows it
@@ -54,7 +54,7 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(list) == opts.Limit {
 		last := list[len(list)-1]
-		more := url.Values{"cursor": {encodeCursor(last.CreatedAt, last.ID)}}
+		more := url.Values{"cursor": {encodeCursor(last)}}
 		if opts.Status != "" {
 			more.Set("status", string(opts.Status))
 		}

@@ -15,7 +15,15 @@ import (
 func TestBackupWhileWriterIsOpen(t *testing.T) {
 	ctx := context.Background()
 	live, path := openStore(t, store.Options{})
+	// A deleted job leaves a gap in the rowids, which the copy must keep (listings use them).
+	gone := enqueue(t, live, store.NewJob{})
 	j := enqueue(t, live, store.NewJob{})
+	if _, err := live.Cancel(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.Delete(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
 
 	ro := openAt(t, path, store.Options{ReadOnly: true})
 	// Writes keep going in the live store while the backup runs.
@@ -49,6 +57,24 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 	}
 	if got, err := cp.Get(ctx, j.ID); err != nil || got.ID != j.ID {
 		t.Fatalf("job %s in backup: %+v, %v", j.ID, got, err)
+	}
+	// Listings go by rowid, which VACUUM INTO keeps: the copy lists the same jobs in the
+	// same order with the same cursors.
+	copied, err := cp.List(ctx, store.ListOptions{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copied) == 0 {
+		t.Fatal("the backup lists no jobs")
+	}
+	if copied[len(copied)-1].Seq != j.Seq || j.Seq != gone.Seq+1 {
+		t.Fatalf("oldest job in the backup %+v, want %s with seq %d", copied[len(copied)-1], j.ID, gone.Seq+1)
+	}
+	for _, c := range copied {
+		orig, err := live.Get(ctx, c.ID)
+		if err != nil || orig.Seq != c.Seq {
+			t.Fatalf("job %s: seq %d in the backup, %d (%v) in the live store", c.ID, c.Seq, orig.Seq, err)
+		}
 	}
 
 	if err := ro.Backup(ctx, out); err == nil || !strings.Contains(err.Error(), "already exists") {

@@ -31,14 +31,14 @@ import (
 //
 // A job that is refused (a duplicate id, a reused idempotency key with another body) is
 // refused alone and the others still commit, without a SAVEPOINT per job (they were a
-// third of the statements a batched job ran): the idempotency lookup writes nothing, and
-// SQLite undoes a statement that breaks a constraint by itself, so a refused job has left
-// no row behind. A job that fails after writing its row (its event insert) rolls the
+// third of the statements a batched job ran): its insert broke a unique index, SQLite
+// undoes a statement that breaks a constraint by itself, and the lookup that follows
+// writes nothing, so a refused job has left no row behind. A job that fails after writing its row (its event insert) rolls the
 // transaction back; it is answered with its error and the others go again in a new
 // transaction. Any other error fails the whole batch.
-// The idempotency lookup runs inside the batch's transaction, so two requests with the
-// same key in one batch give one job: the second sees the first's uncommitted row and
-// gets existed=true.
+// The unique index is checked inside the batch's transaction, so two requests with the
+// same key in one batch give one job: the second's insert meets the first's uncommitted
+// row, and the second gets existed=true.
 
 // enqueueCall is one waiting Enqueue.
 type enqueueCall struct {
@@ -181,8 +181,9 @@ func (b *batcher) commit(s *Store, batch []*enqueueCall) {
 }
 
 // refusedAlone reports whether err refused one job without writing anything, so that the
-// transaction can go on with the others: the idempotency checks write nothing, and a
-// constraint violation (a duplicate id) is undone by SQLite at the statement.
+// transaction can go on with the others: an insert that breaks a unique index (a
+// duplicate id or idempotency key) is undone by SQLite at the statement, and the lookup
+// that follows writes nothing.
 func refusedAlone(err error) bool {
 	var se *sqlite.Error
 	return errors.Is(err, ErrIdempotencyMismatch) || errors.Is(err, ErrConflict) ||

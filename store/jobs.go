@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -86,6 +88,8 @@ type Job struct {
 	Warnings []string
 	// CreatedBy names the access token that created the job ("" when none).
 	CreatedBy string
+	// Seq is the job's place in insertion order (its rowid): List's order and cursor.
+	Seq int64
 }
 
 // Event is one row of the append-only job_events log.
@@ -102,7 +106,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings, created_by`
+	idempotency_key, request_hash, warnings, created_by, rowid`
 
 type scanner interface{ Scan(...any) error }
 
@@ -119,7 +123,7 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &j.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -227,29 +231,30 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 	if nj.MaxAttempts <= 0 {
 		nj.MaxAttempts = 3
 	}
-	if nj.IdempotencyKey != "" {
-		// BEGIN IMMEDIATE holds the write lock, so this lookup and the insert below
-		// are atomic; the unique index is the backstop. Inside a group commit the lookup
-		// also sees rows written earlier in the same transaction.
-		j, err := scanJob(tx.StmtContext(ctx, s.batch.jobByKey).QueryRowContext(ctx, nj.IdempotencyKey))
-		if err == nil {
-			if j.RequestHash != nj.RequestHash {
-				return j, true, ErrIdempotencyMismatch
-			}
-			return j, true, nil
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return Job{}, false, err
-		}
-	}
+	// The insert goes first and the unique index on idempotency_key decides: a new key (the
+	// common case) costs no lookup inside the write transaction. A key that has a job
+	// already, committed or written earlier in this transaction (a group commit), makes
+	// the insert fail, SQLite undoes that one statement, and the lookup below answers
+	// with the job. BEGIN IMMEDIATE holds the write lock, so nothing comes in between.
 	job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
 		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL), nullString(nj.CreatedBy)))
 	if err != nil {
-		if isUnique(err) {
-			return Job{}, false, ErrConflict
+		if !isUnique(err) {
+			return Job{}, false, err
 		}
-		return Job{}, false, err
+		if nj.IdempotencyKey != "" {
+			j, err := scanJob(tx.StmtContext(ctx, s.batch.jobByKey).QueryRowContext(ctx, nj.IdempotencyKey))
+			switch {
+			case err == nil && j.RequestHash != nj.RequestHash:
+				return j, true, ErrIdempotencyMismatch
+			case err == nil:
+				return j, true, nil
+			case !errors.Is(err, ErrNotFound):
+				return Job{}, false, err
+			}
+		}
+		return Job{}, false, ErrConflict // the id, not the key
 	}
 	if err := s.addEvent(ctx, tx, job.ID, EventAccepted, StatusPending, 0, nil); err != nil {
 		// The job row is written: whatever the error, the transaction must not commit.
@@ -627,42 +632,82 @@ type ListOptions struct {
 	// Report keeps jobs whose args name this report ($.report); empty: any.
 	Report string
 	Limit  int // default 50, at most 1000
-	// Before lists jobs created strictly before this (created_at, id) position: the cursor.
-	BeforeCreated time.Time
-	BeforeID      string
+	// Before lists the jobs inserted before the one whose Seq it is: the cursor; 0 starts
+	// at the newest.
+	Before int64
 }
 
-// List returns jobs newest first.
+// List returns jobs newest first, in insertion order.
+//
+// No listing index is written when a job is accepted (migration 0006): the table's
+// rowid order is the listing order, PENDING jobs are found through jobs_claim, and the
+// others through the partial indexes jobs_settled_status and jobs_settled_report, which
+// end in the rowid and so read newest first. INDEXED BY pins each part to its index: a
+// plan that scanned the table for a few old PENDING retries could read all of it.
 func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
+	q, args := listQuery(o)
+	return s.queryJobs(ctx, s.r, q, args...)
+}
+
+// listQuery is List's statement and its arguments.
+func listQuery(o ListOptions) (string, []any) {
 	if o.Limit <= 0 {
 		o.Limit = 50
 	}
 	o.Limit = min(o.Limit, 1000)
 	var where []string
 	var args []any
-	if o.Status != "" {
-		where = append(where, `status = ?`)
-		args = append(args, o.Status)
-	}
 	if o.Kind != "" {
 		where = append(where, `kind = ?`)
 		args = append(args, o.Kind)
 	}
 	if o.Report != "" {
-		// The same expression as the jobs_report_created index, so the planner uses it.
+		// The same expression as the jobs_settled_report index, so the planner uses it.
 		where = append(where, `json_extract(args, '$.report') = ?`)
 		args = append(args, o.Report)
 	}
-	if !o.BeforeCreated.IsZero() {
-		where = append(where, `(created_at < ? OR (created_at = ? AND id < ?))`)
-		args = append(args, ms(o.BeforeCreated), ms(o.BeforeCreated), o.BeforeID)
+	if o.Before > 0 {
+		where = append(where, `rowid < ?`)
+		args = append(args, o.Before)
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+	// part selects the newest jobs that match where and extra, through index ("" for the
+	// table itself), with its arguments.
+	part := func(index string, extra ...string) (string, []any) {
+		q := `SELECT ` + jobColumns + ` FROM jobs`
+		if index != "" {
+			q += ` INDEXED BY ` + index
+		}
+		if w := append(slices.Clone(where), extra...); len(w) > 0 {
+			q += ` WHERE ` + strings.Join(w, ` AND `)
+		}
+		return q + ` ORDER BY rowid DESC LIMIT ?`, append(slices.Clone(args), o.Limit)
 	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	return s.queryJobs(ctx, s.r, q, append(args, o.Limit)...)
+	// The partial indexes hold no PENDING job, so a query that uses one says so.
+	const settled = `status <> 'PENDING'`
+	var q string
+	switch {
+	case o.Status == StatusPending:
+		q, args = part("jobs_claim", `status = 'PENDING'`)
+	case o.Status != "":
+		index := "jobs_settled_status"
+		if o.Report != "" {
+			index = "jobs_settled_report"
+		}
+		q, args = part(index, `status = ?`, settled)
+		// status = ? comes after the shared conditions; its argument goes before the limit.
+		args = slices.Insert(args, len(args)-1, any(o.Status))
+	case o.Report != "":
+		// Any status, one report: the newest PENDING and the newest settled jobs of the
+		// report, each at most a page, merged. seq is the last column (rowid).
+		pq, pa := part("jobs_claim", `status = 'PENDING'`)
+		sq, sa := part("jobs_settled_report", settled)
+		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
+			strconv.Itoa(strings.Count(jobColumns, ",")+1) + ` DESC LIMIT ?`
+		args = append(append(pa, sa...), o.Limit)
+	default:
+		q, args = part("")
+	}
+	return q, args
 }
 
 // Counts returns the number of jobs in each state, webhook deliveries left out.

@@ -194,7 +194,7 @@ func TestListNewestFirstWithFilterAndCursor(t *testing.T) {
 			}
 			paged = append(paged, ids(page)...)
 			last := page[len(page)-1]
-			o.BeforeCreated, o.BeforeID = last.CreatedAt, last.ID
+			o.Before = last.Seq
 		}
 		want := newest
 		if status != "" {

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAcceptWritesNoListingIndex guards migration 0006: every index a PENDING job
+// enters is a page in the WAL before its 202 (BENCHMARKS.md). Accepting a job may write
+// the table, its id, the claim index and (with a key) the idempotency index; anything
+// else a listing needs must be a partial index that leaves PENDING jobs out.
+func TestAcceptWritesNoListingIndex(t *testing.T) {
+	s := openTestStore(t)
+	rows, err := s.r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	allowed := map[string]bool{"sqlite_autoindex_jobs_1": true, "jobs_claim": true, "jobs_idempotency_key": true}
+	skipsPending := []string{`WHERE status <> 'PENDING'`, `WHERE status = 'PROCESSING'`}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		if allowed[name] {
+			continue
+		}
+		ok := false
+		for _, w := range skipsPending {
+			ok = ok || strings.HasSuffix(strings.TrimSpace(def), w)
+		}
+		if !ok {
+			t.Errorf("index %s is written for every accepted job: %s", name, def)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListPlans checks every shape of List's query against the planner: the PENDING part
+// searches jobs_claim, the settled part reads its partial index newest first without a
+// sort, and no filtered listing scans the table.
+func TestListPlans(t *testing.T) {
+	s := openTestStore(t)
+	ctx := context.Background()
+	// Enough rows of each kind and state that a plan reading the wrong index would show.
+	for i := range 400 {
+		args := fmt.Sprintf(`{"report":"r%d","params":{}}`, i%7)
+		if _, _, err := s.Enqueue(ctx, NewJob{ID: fmt.Sprintf("job%04d", i), Kind: "export", Args: []byte(args)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := s.Cancel(ctx, fmt.Sprintf("job%04d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.w.Exec(`ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		o    ListOptions
+		want []string // each must appear in the plan
+	}{
+		{"newest", ListOptions{Kind: "export"}, []string{"SCAN jobs"}},
+		{"newest, after a cursor", ListOptions{Kind: "export", Before: 100}, []string{"SEARCH jobs USING INTEGER PRIMARY KEY (rowid<?)"}},
+		{"pending", ListOptions{Kind: "export", Status: StatusPending}, []string{"USING INDEX jobs_claim"}},
+		{"canceled", ListOptions{Kind: "export", Status: StatusCanceled}, []string{"USING INDEX jobs_settled_status (kind=? AND status=?)"}},
+		{"canceled, after a cursor", ListOptions{Kind: "export", Status: StatusCanceled, Before: 100}, []string{"USING INDEX jobs_settled_status (kind=? AND status=? AND rowid<?)"}},
+		{"report", ListOptions{Kind: "export", Report: "r3"}, []string{"USING INDEX jobs_claim", "USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
+		{"report and status", ListOptions{Kind: "export", Report: "r3", Status: StatusCanceled}, []string{"USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
+		{"report and pending", ListOptions{Kind: "export", Report: "r3", Status: StatusPending}, []string{"USING INDEX jobs_claim"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, args := listQuery(tt.o)
+			plan := explain(t, s.r, q, args...)
+			for _, w := range tt.want {
+				if !strings.Contains(plan, w) {
+					t.Errorf("plan has no %q:\n%s", w, plan)
+				}
+			}
+			// Only the PENDING part may sort (it is bounded by the queue); nothing filtered
+			// reads the whole table.
+			if tt.o.Status != StatusPending && tt.o.Report == "" && strings.Contains(plan, "TEMP B-TREE") {
+				t.Errorf("plan sorts:\n%s", plan)
+			}
+			if (tt.o.Status != "" || tt.o.Report != "") && strings.Contains(plan, "SCAN jobs\n") {
+				t.Errorf("plan scans the table:\n%s", plan)
+			}
+			if _, err := s.List(ctx, tt.o); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sheetq.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestMigrationToInsertionOrder upgrades a database as 0005 left it, with jobs in it:
+// the settled jobs enter the new partial indexes and every listing still finds them.
+func TestMigrationToInsertionOrder(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sheetq.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		id := fmt.Sprintf("job%d", i)
+		if _, _, err := s.Enqueue(ctx, NewJob{ID: id, Kind: "export", Args: []byte(`{"report":"demo"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			if _, err := s.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Back to version 5: its indexes, not 0006's.
+	for _, q := range []string{
+		`DROP INDEX jobs_settled_status`, `DROP INDEX jobs_settled_report`,
+		`CREATE INDEX jobs_created ON jobs (created_at DESC)`,
+		`CREATE INDEX jobs_status_created ON jobs (status, created_at DESC)`,
+		`CREATE INDEX jobs_kind_created ON jobs (kind, created_at DESC)`,
+		`CREATE INDEX jobs_report_created ON jobs (json_extract(args, '$.report'), created_at DESC, id DESC)`,
+		`DELETE FROM schema_migrations WHERE version = 6`,
+	} {
+		if _, err := s.w.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	s.Close()
+
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := func(o ListOptions) string {
+		t.Helper()
+		js, err := s.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, j := range js {
+			out = append(out, j.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tt := range []struct {
+		o    ListOptions
+		want string
+	}{
+		{ListOptions{Kind: "export"}, "job5 job4 job3 job2 job1 job0"},
+		{ListOptions{Kind: "export", Status: StatusCanceled}, "job5 job3 job1"},
+		{ListOptions{Kind: "export", Status: StatusPending, Report: "demo"}, "job4 job2 job0"},
+		{ListOptions{Kind: "export", Report: "demo", Limit: 4}, "job5 job4 job3 job2"},
+		{ListOptions{Kind: "export", Report: "demo", Status: StatusCanceled, Before: 5}, "job3 job1"},
+	} {
+		if got := ids(tt.o); got != tt.want {
+			t.Errorf("List(%+v) = %s, want %s", tt.o, got, tt.want)
+		}
+	}
+	var n int
+	if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_created', 'jobs_status_created', 'jobs_kind_created', 'jobs_report_created')`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("old listing indexes left: %d (%v)", n, err)
+	}
+}
