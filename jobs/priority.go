@@ -15,6 +15,10 @@ import (
 // accept work wrap themselves in Foreground. While any foreground work runs, Yield
 // blocks, for at most maxYieldWait each time, so a stream of requests slows the workers
 // down but never starves them.
+//
+// A burst of requests gets the cores to itself for a while (burstGate): lower priority
+// is not enough there, because on the 2-core benchmark machine any busy core slowed
+// acceptance, whatever its thread's priority (BENCHMARKS.md, "Fourth session").
 var prio struct {
 	active atomic.Int64
 	mu     sync.Mutex
@@ -28,6 +32,7 @@ const maxYieldWait = 10 * time.Millisecond
 // Foreground marks the start of latency-sensitive work, such as accepting an export
 // request; call the returned func when it is done.
 func Foreground() (done func()) {
+	burst.accepted()
 	if prio.active.Add(1) == 1 {
 		prio.mu.Lock()
 		if prio.idle == nil {
@@ -52,7 +57,8 @@ func Foreground() (done func()) {
 }
 
 // Yield lets other goroutines run; while foreground work is in progress it waits for
-// that work to finish, for at most maxYieldWait. Job code calls it between units of work.
+// that work to finish, for at most maxYieldWait, and during a burst of requests it waits
+// for the burst to pass (burstGate). Job code calls it between units of work.
 func Yield() {
 	if !awaitForeground() && !handlersLowered.Load() {
 		runtime.Gosched()
@@ -65,11 +71,15 @@ func Yield() {
 // thread runtime.Gosched would also cost two thread switches each time.
 var handlersLowered atomic.Bool
 
-// awaitForeground waits while foreground work is in progress, for at most maxYieldWait,
-// and reports whether there was any. The engine calls it before its own store writes:
-// they share SQLite's one writer with the group commit of accepted requests, and one
-// started while a request is being accepted makes that request wait for it.
+// awaitForeground holds the caller through a burst of requests (burstGate), or else
+// waits while foreground work is in progress, for at most maxYieldWait; it reports
+// whether it waited. The engine calls it before its own store writes: they share
+// SQLite's one writer with the group commit of accepted requests, and one started while
+// a request is being accepted makes that request wait for it.
 func awaitForeground() bool {
+	if burst.hold() {
+		return true
+	}
 	if prio.active.Load() == 0 {
 		return false
 	}
@@ -86,4 +96,83 @@ func awaitForeground() bool {
 	case <-t.C:
 	}
 	return true
+}
+
+// burst is the process's gate; Foreground feeds it and awaitForeground asks it.
+var burst = newBurstGate(time.Now, time.Sleep)
+
+// A burst is burstCount requests accepted within burstSpan (400/s and more). While one
+// lasts, workers hold at their next Yield and the engine before its next claim or
+// success, so that the cores are left to acceptance; they go on at most burstSpan after
+// the requests slow down. A burst that lasts longer than burstHold does not starve the
+// workers: they go back to sharing (the waits of at most maxYieldWait) until requests
+// have been below the rate for burstHold, and only then may a new hold begin, so the
+// workers get at least half of any stretch of time.
+const (
+	burstCount = 16
+	burstSpan  = 40 * time.Millisecond
+	burstHold  = 5 * time.Second
+)
+
+type burstGate struct {
+	now   func() time.Time
+	sleep func(time.Duration)
+
+	mu      sync.Mutex
+	starts  [burstCount]time.Time // the latest accepts, a ring; starts[next] is the oldest
+	next    int
+	held    time.Time // when the current hold began; zero: none
+	lastHot time.Time // when a burst was last seen going on
+	off     bool      // tests of the in-flight wait alone
+}
+
+func newBurstGate(now func() time.Time, sleep func(time.Duration)) *burstGate {
+	return &burstGate{now: now, sleep: sleep}
+}
+
+// accepted records that a request is being accepted.
+func (g *burstGate) accepted() {
+	g.mu.Lock()
+	g.starts[g.next] = g.now()
+	g.next = (g.next + 1) % burstCount
+	g.mu.Unlock()
+}
+
+// hold waits while a burst lasts and the hold has time left; it reports whether it waited.
+func (g *burstGate) hold() bool {
+	waited := false
+	for {
+		d := g.wait()
+		if d <= 0 {
+			return waited
+		}
+		waited = true
+		g.sleep(d)
+	}
+}
+
+// wait is how long a caller should wait before asking again: until the burst seen now
+// could be over, or 0 to go on.
+func (g *burstGate) wait() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.off {
+		return 0
+	}
+	now := g.now()
+	oldest := g.starts[g.next]
+	if !g.held.IsZero() && now.Sub(g.lastHot) >= burstHold {
+		g.held = time.Time{} // no burst for as long as a hold may last: a new one may begin
+	}
+	if oldest.IsZero() || now.Sub(oldest) >= burstSpan {
+		return 0
+	}
+	g.lastHot = now
+	if g.held.IsZero() {
+		g.held = now
+	}
+	if now.Sub(g.held) >= burstHold {
+		return 0 // held long enough: share until the burst ends
+	}
+	return min(burstSpan-now.Sub(oldest), burstHold-now.Sub(g.held))
 }

@@ -9,6 +9,7 @@ import (
 // A Yield while foreground work runs returns once that work is done, and the gate's
 // state is clean after many overlapping foreground spans.
 func TestYieldWaitsForForeground(t *testing.T) {
+	inFlightWaitOnly(t) // thousands of spans in a moment are a burst
 	done := Foreground()
 	returned := make(chan struct{})
 	go func() {
@@ -64,5 +65,108 @@ func TestYieldIsBounded(t *testing.T) {
 	case <-returned:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Yield blocked while foreground work was running")
+	}
+}
+
+// inFlightWaitOnly turns the burst gate off for a test of the wait for requests in flight.
+func inFlightWaitOnly(t *testing.T) {
+	burst.mu.Lock()
+	burst.off = true
+	burst.mu.Unlock()
+	t.Cleanup(func() {
+		burst.mu.Lock()
+		burst.off = false
+		burst.mu.Unlock()
+	})
+}
+
+// fakeTime is a clock that only moves when told to, and a sleep that moves it.
+type fakeTime struct {
+	t      time.Time
+	slept  []time.Duration
+	during func() // runs at every sleep, before the clock moves
+}
+
+func (f *fakeTime) now() time.Time { return f.t }
+func (f *fakeTime) sleep(d time.Duration) {
+	f.slept = append(f.slept, d)
+	if f.during != nil {
+		f.during()
+	}
+	f.t = f.t.Add(d)
+}
+
+func TestBurstGate(t *testing.T) {
+	ft := &fakeTime{t: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)}
+	g := newBurstGate(ft.now, ft.sleep)
+	accept := func(n int, every time.Duration) {
+		for range n {
+			g.accepted()
+			ft.t = ft.t.Add(every)
+		}
+	}
+
+	// 100 requests a second is no burst: nothing waits.
+	accept(50, 10*time.Millisecond)
+	if g.hold() || len(ft.slept) > 0 {
+		t.Fatalf("held at 100 requests/s (slept %v)", ft.slept)
+	}
+
+	// 1,000 a second is: a hold waits until the requests stop, and ends one span after.
+	accept(burstCount, time.Millisecond)
+	stopAt := ft.t.Add(300 * time.Millisecond)
+	// Keep the burst going while the holder sleeps: one request per millisecond of sleep.
+	ft.during = func() {
+		if ft.t.Before(stopAt) {
+			for range int(ft.slept[len(ft.slept)-1] / time.Millisecond) {
+				g.accepted()
+			}
+		}
+	}
+	start := ft.t
+	if !g.hold() {
+		t.Fatal("no hold during a burst")
+	}
+	if held := ft.t.Sub(start); held < 300*time.Millisecond || held > 300*time.Millisecond+2*burstSpan {
+		t.Errorf("held %s for a burst that ended after 300ms", held)
+	}
+	for _, d := range ft.slept {
+		if d <= 0 || d > burstSpan {
+			t.Errorf("slept %s at a time, want (0, %s]", d, burstSpan)
+		}
+	}
+
+	// A burst longer than burstHold: the hold ends after burstHold, and later calls go
+	// on at once while the burst lasts.
+	ft.during = func() {
+		for range int(ft.slept[len(ft.slept)-1] / time.Millisecond) {
+			g.accepted()
+		}
+	}
+	ft.t = ft.t.Add(2 * burstHold) // rested: a new hold may begin
+	accept(burstCount, time.Millisecond)
+	start = ft.t
+	if !g.hold() {
+		t.Fatal("no hold at the start of a long burst")
+	}
+	if held := ft.t.Sub(start); held != burstHold {
+		t.Errorf("held %s in a long burst, want %s", held, burstHold)
+	}
+	accept(burstCount, time.Millisecond)
+	if g.hold() {
+		t.Error("held again in the same burst after burstHold")
+	}
+
+	// A pause shorter than burstHold does not renew the hold; one as long does.
+	ft.during = nil
+	ft.t = ft.t.Add(burstHold / 2)
+	accept(burstCount, time.Millisecond)
+	if g.hold() {
+		t.Error("a new hold began after a pause shorter than burstHold")
+	}
+	ft.t = ft.t.Add(burstHold)
+	accept(burstCount, time.Millisecond)
+	if !g.hold() {
+		t.Error("no new hold after a pause of burstHold")
 	}
 }
