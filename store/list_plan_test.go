@@ -14,7 +14,7 @@ import (
 // the table, its id, the claim index and (with a key) the idempotency index; anything
 // else a listing needs must be a partial index that leaves PENDING jobs out.
 func TestAcceptWritesNoListingIndex(t *testing.T) {
-	s := openTestStore(t)
+	s := openBench(t)
 	rows, err := s.r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'`)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestAcceptWritesNoListingIndex(t *testing.T) {
 // searches jobs_claim, the settled part reads its partial index newest first without a
 // sort, and no filtered listing scans the table.
 func TestListPlans(t *testing.T) {
-	s := openTestStore(t)
+	s := openBench(t)
 	ctx := context.Background()
 	// Enough rows of each kind and state that a plan reading the wrong index would show.
 	for i := range 400 {
@@ -100,16 +100,6 @@ func TestListPlans(t *testing.T) {
 			}
 		})
 	}
-}
-
-func openTestStore(t *testing.T) *Store {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sheetq.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 func explain(t *testing.T, db *sql.DB, q string, args ...any) string {

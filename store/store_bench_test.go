@@ -49,13 +49,15 @@ func BenchmarkRawCommit(b *testing.B) {
 	reportRate(b, "commits/s")
 }
 
-func openBench(b *testing.B) *Store {
-	b.Helper()
-	st, err := Open(context.Background(), filepath.Join(b.TempDir(), "sheetq.db"), Options{})
+// openBench opens a fresh store in a temporary directory, for benchmarks and for the
+// tests that need the store's insides.
+func openBench(tb testing.TB) *Store {
+	tb.Helper()
+	st, err := Open(context.Background(), filepath.Join(tb.TempDir(), "sheetq.db"), Options{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
+	tb.Cleanup(func() { st.Close() })
 	return st
 }
 
@@ -96,12 +98,7 @@ func BenchmarkClaim(b *testing.B) {
 // B-tree a PENDING row enters is a frame (migration 0006 took the listing indexes out).
 func BenchmarkEnqueueWALFrames(b *testing.B) {
 	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "sheetq.db")
-	s, err := Open(ctx, path, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := openBench(b)
 	args := json.RawMessage(`{"report":"demo","params":{"rows":2000,"seconds":0},"spec":"0123456789abcdef"}`)
 	enqueue := func(i int) {
 		_, _, err := s.Enqueue(ctx, NewJob{ID: fmt.Sprintf("%026x", uint64(i)*0x9e3779b97f4a7c15), Kind: "export", Args: args,
