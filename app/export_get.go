@@ -70,7 +70,11 @@ func (s *server) listExports(w http.ResponseWriter, r *http.Request) {
 		opts.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		seq, ok := s.cursorSeq(r.Context(), v)
+		seq, ok, err := s.cursorSeq(r.Context(), v)
+		if err != nil {
+			s.serverError(w, r, err)
+			return
+		}
 		if !ok {
 			writeProblem(w, http.StatusBadRequest, "bad_cursor", "cursor is not one this server gave out")
 			return
@@ -98,30 +102,29 @@ func encodeCursor(j store.Job) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.Seq, 10)))
 }
 
-// cursorSeq decodes a cursor into ListOptions.Before. Cursors given out before listings
-// went by insertion order hold "<created ms>.<job id>"; one of those resumes after its
-// job while that job exists.
-func (s *server) cursorSeq(ctx context.Context, c string) (int64, bool) {
+// cursorSeq decodes a cursor into ListOptions.Before; ok is false for one this server did
+// not give out. Cursors given out before listings went by insertion order hold
+// "<created ms>.<job id>"; one of those resumes after its job while that job exists.
+func (s *server) cursorSeq(ctx context.Context, c string) (seq int64, ok bool, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
-	msStr, id, legacy := strings.Cut(string(b), ".")
-	if _, err := strconv.ParseInt(msStr, 10, 64); err != nil {
-		return 0, false
-	}
-	if !legacy {
-		seq, _ := strconv.ParseInt(msStr, 10, 64)
-		return seq, seq > 0
-	}
-	if id == "" {
-		return 0, false
+	head, id, legacy := strings.Cut(string(b), ".")
+	n, err := strconv.ParseInt(head, 10, 64)
+	switch {
+	case err != nil:
+		return 0, false, nil
+	case !legacy:
+		return n, n > 0, nil
+	case id == "":
+		return 0, false, nil
 	}
 	j, err := s.store.Get(ctx, id)
-	if err != nil {
-		return 0, false
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil
 	}
-	return j.Seq, true
+	return j.Seq, err == nil, err
 }
 
 // writeJobAnswer answers with a job after a change: 200 once it is final, otherwise 202

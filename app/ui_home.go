@@ -31,7 +31,11 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v := q.Get("cursor"); v != "" {
-		seq, ok := s.cursorSeq(r.Context(), v)
+		seq, ok, err := s.cursorSeq(r.Context(), v)
+		if err != nil {
+			s.pageServerError(w, r, err)
+			return
+		}
 		if !ok {
 			s.renderError(w, r, http.StatusBadRequest, "This link has expired",
 				"The \"load more\" link is not one this server gave out. Start again from the exports page.")
