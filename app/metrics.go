@@ -50,8 +50,10 @@ type metrics struct {
 	mu     sync.Mutex // serialises catching up with the event log
 	cursor int64      // id of the last job event counted
 
-	pending atomic.Bool    // a background catch-up is scheduled (onChange)
-	bg      sync.WaitGroup // background catch-ups
+	pending  atomic.Bool    // a background catch-up is scheduled (onChange)
+	bg       sync.WaitGroup // background catch-ups
+	stopping chan struct{}  // closed by wait: a scheduled catch-up is dropped
+	stopOnce sync.Once
 
 	// By job kind.
 	accepted, started, succeeded, failed, retried, recovered, canceled *prometheus.CounterVec
@@ -71,7 +73,7 @@ func newMetrics(ctx context.Context, st *store.Store, log *slog.Logger) (*metric
 	if err != nil {
 		return nil, err
 	}
-	m := &metrics{reg: prometheus.NewRegistry(), st: st, log: log, cursor: last}
+	m := &metrics{reg: prometheus.NewRegistry(), st: st, log: log, cursor: last, stopping: make(chan struct{})}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sheetq", Name: name, Help: help + ", by kind."},
 			[]string{"kind"})
@@ -144,7 +146,13 @@ func (m *metrics) onChange(store.Job) {
 		defer m.bg.Done()
 		// Changes come in bursts (a group commit is hundreds of them a second): let them
 		// gather, then count them all with one read.
-		time.Sleep(metricsGather)
+		t := time.NewTimer(metricsGather)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-m.stopping:
+			return // the counters end with the process
+		}
 		m.pending.Store(false) // before reading, so a later change schedules another run
 		// No request bounds this.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -153,11 +161,17 @@ func (m *metrics) onChange(store.Job) {
 	}()
 }
 
-// metricsGather is how long a catch-up waits for more changes before it reads them.
-const metricsGather = 20 * time.Millisecond
+// metricsGather is how long a catch-up waits for more changes before it reads them. A
+// scrape catches up by itself, so the background one only keeps the backlog short: once
+// a second is plenty, and at 20 ms a burst of requests paid for fifty reads a second
+// (6% of the server's CPU while accepting 1,200 requests a second).
+const metricsGather = time.Second
 
-// wait waits for background catch-ups, before the store closes.
-func (m *metrics) wait() { m.bg.Wait() }
+// wait ends background catch-ups, before the store closes.
+func (m *metrics) wait() {
+	m.stopOnce.Do(func() { close(m.stopping) })
+	m.bg.Wait()
+}
 
 // dedup counts an idempotent replay; m may be nil.
 func (m *metrics) dedup() {
