@@ -195,6 +195,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// one free for every core, so requests never queue behind an export's thread.
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + eng.Workers)
 	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
 	if eng.ShutdownGrace == 0 {
 		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
 	}
@@ -388,3 +391,12 @@ func dataRoot(flagValue string) (string, error) {
 	}
 	return app.DefaultDataDir()
 }
+
+// serveGCPercent is the server's garbage-collection target (GOGC) unless the GOGC
+// variable sets one. Accepting a request allocates about 40 KB (decoding, the insert, the
+// answer, the event stream), and the live heap is a few MB, so with Go's default of 100 a
+// burst of 1,200 requests a second ran about 30 collections a second; each one's mark
+// phase takes a whole P, half of a 2-core machine, and the group commit that every
+// request waits for queued behind it. At 400 the heap may grow to five times the live
+// data (tens of MB here) and collections are a quarter as frequent (BENCHMARKS.md).
+const serveGCPercent = 400
