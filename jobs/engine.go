@@ -5,7 +5,6 @@ package jobs
 import (
 	"cmp"
 	"context"
-	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -242,9 +240,6 @@ func (e *Engine) runningCount() int {
 
 // Running reports how many jobs this engine is executing now.
 func (e *Engine) Running() int { return e.runningCount() }
-
-// NewID returns an opaque, unguessable job id (128 random bits, base32).
-func NewID() string { return strings.ToLower(crand.Text()) }
 
 // Enqueue stores a new job (durably, before returning) and wakes the pool.
 func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool, error) {

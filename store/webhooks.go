@@ -138,7 +138,7 @@ func (s *Store) enqueueWebhookTx(ctx context.Context, tx *sql.Tx, job Job) error
 	if err != nil {
 		return fmt.Errorf("webhook args: %w", err)
 	}
-	id := randomID()
+	id := NewID() // in creation order, like an export's (id.go)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at)
 		VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?)`,
 		id, WebhookKind, string(args), webhookPriority, ms(now), WebhookMaxAttempts, ms(now)); err != nil {
