@@ -393,7 +393,7 @@ func dataRoot(flagValue string) (string, error) {
 }
 
 // serveGCPercent is the server's garbage-collection target (GOGC) unless the GOGC
-// variable sets one. Accepting a request allocates about 40 KB (decoding, the insert, the
+// variable sets one. Accepting a request allocates about 35 KB (decoding, the insert, the
 // answer, the event stream), and the live heap is a few MB, so with Go's default of 100 a
 // burst of 1,200 requests a second ran about 30 collections a second; each one's mark
 // phase takes a whole P, half of a 2-core machine, and the group commit that every
