@@ -33,9 +33,10 @@ import (
 // refused alone and the others still commit, without a SAVEPOINT per job (they were a
 // third of the statements a batched job ran): its insert broke a unique index, SQLite
 // undoes a statement that breaks a constraint by itself, and the lookup that follows
-// writes nothing, so a refused job has left no row behind. A job that fails after writing its row (its event insert) rolls the
-// transaction back; it is answered with its error and the others go again in a new
-// transaction. Any other error fails the whole batch.
+// writes nothing, so a refused job has left no row behind. A job that fails after
+// writing its row (its event insert) rolls the transaction back; it is answered with its
+// error and the others go again in a new transaction. Any other error fails the whole
+// batch.
 // The unique index is checked inside the batch's transaction, so two requests with the
 // same key in one batch give one job: the second's insert meets the first's uncommitted
 // row, and the second gets existed=true.
