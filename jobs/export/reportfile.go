@@ -380,6 +380,11 @@ func (p *reportParser) body(body string, bodyLine int) (string, bool) {
 	if end == 0 {
 		return "", p.fail(0, "no query after the header")
 	}
+	// A report that would write is refused when it loads rather than when it first runs;
+	// the source refuses it again (readonly.go), since this reads the SQL only as text.
+	if msg, line := readOnlyProblem(body[:end]); msg != "" {
+		return "", p.fail(bodyLine+line-1, "%s", msg)
+	}
 	// The first line holds SQL, so trimming cannot shift the line numbers.
 	return strings.TrimLeftFunc(body[:end], unicode.IsSpace), true
 }

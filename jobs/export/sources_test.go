@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +193,17 @@ func TestMySQLSource(t *testing.T) {
 		},
 		"SELECT SLEEP(60)")
 	testSrcFixture(t, fx)
+
+	// MySQL runs the SQL in /*! ... */ comments, which every other reader skips.
+	t.Run("no files on the server", func(t *testing.T) {
+		out := filepath.Join(os.TempDir(), fx.table+".txt")
+		_, err := srcStream(t.Context(), t, fx.src, srcReport(fmt.Sprintf("SELECT id FROM %s /*!50000 INTO DUMPFILE '%s' */",
+			fx.table, out)), nil)
+		srcJobError(t, err, true, "query")
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("the report wrote %s", out)
+		}
+	})
 
 	t.Run("more types", func(t *testing.T) {
 		more := fx.table + "_more"

@@ -137,6 +137,16 @@ func (s *sqlSource) stream(ctx context.Context, db *sql.DB, q Query, w RowWriter
 	if text == "" {
 		return jobs.Permanentf("query", "report %s: the query is empty", q.Report.ID)
 	}
+	// The statement check gives a clear message before anything connects; what keeps
+	// the source unchanged is the read-only connection or transaction below.
+	if msg, _ := readOnlyProblem(text); msg != "" {
+		return jobs.Permanentf("query", "report %s: %s", q.Report.ID, msg)
+	}
+	if s.dialect == mysqlDialect {
+		if msg := mysqlProblem(text); msg != "" {
+			return jobs.Permanentf("query", "report %s: %s", q.Report.ID, msg)
+		}
+	}
 	query, args, err := BindNamed(text, s.dialect.placeholders(), s.dialect.params(q))
 	if err != nil {
 		return jobs.Permanent("query", fmt.Errorf("report %s: %w", q.Report.ID, err))
@@ -151,6 +161,13 @@ func (s *sqlSource) stream(ctx context.Context, db *sql.DB, q Query, w RowWriter
 		return s.fail(ctx, "connect", err)
 	}
 	defer conn.Close()
+	if s.dialect == sqliteDialect {
+		// The connection is this query's own (the file is opened per query), so the
+		// authorizer leaves with it.
+		if err := readOnlySQLite(conn); err != nil {
+			return s.fail(ctx, "connect", err)
+		}
+	}
 	if s.dialect == mysqlDialect {
 		// DDL (CREATE, DROP, ALTER, TRUNCATE) first commits the transaction it is sent
 		// in and then runs outside it: only a read-only session refuses it too. Every
@@ -297,6 +314,10 @@ func (s *sqlSource) fail(ctx context.Context, doing string, err error) error {
 		return jobs.Retryable("canceled", fmt.Errorf("source %s: %w", s.name, cerr))
 	}
 	err = redact(err, s.secret)
+	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqliteAuth {
+		return jobs.Permanent("query", fmt.Errorf("source %s: %s: a report may only read, and this query would write, "+
+			"change a setting or attach a database: %w", s.name, doing, err))
+	}
 	if s.dialect.queryError(err) {
 		return jobs.Permanent("query", fmt.Errorf("source %s: %s: %w", s.name, doing, err))
 	}
@@ -412,13 +433,16 @@ func (d sqlDialect) queryError(err error) bool {
 			18, // SQLITE_TOOBIG
 			19, // SQLITE_CONSTRAINT
 			20, // SQLITE_MISMATCH
-			23, // SQLITE_AUTH
+			sqliteAuth,
 			25: // SQLITE_RANGE: a parameter index out of range
 			return true
 		}
 		return false
 	}
 }
+
+// sqliteAuth is SQLITE_AUTH, the result code of a statement the authorizer denied.
+const sqliteAuth = 23
 
 // colSpec is how one result column is typed and how its values are converted.
 type colSpec struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -205,7 +206,19 @@ ORDER BY id`, fx.table),
 	})
 
 	t.Run("read-only", func(t *testing.T) {
+		dir := t.TempDir() // where a hostile query would create files (servers here run locally)
 		for _, q := range []string{
+			// SQLite's ATTACH created the file it names.
+			"ATTACH DATABASE '" + filepath.Join(dir, "a.db") + "' AS a",
+			"DETACH DATABASE a",
+			// MySQL writes files on the server whatever the transaction; PostgreSQL's
+			// COPY too.
+			fmt.Sprintf("SELECT id FROM %s INTO OUTFILE '%s'", fx.table, filepath.Join(dir, "o.txt")),
+			fmt.Sprintf("COPY (SELECT 1) TO '%s'", filepath.Join(dir, "c.txt")),
+			// A read-only transaction still lets MySQL create temporary tables.
+			"CREATE TEMPORARY TABLE sheetq_tmp (x int)",
+			fmt.Sprintf("WITH n AS (SELECT 1) DELETE FROM %s", fx.table),
+			"SET SESSION TRANSACTION READ WRITE",
 			fmt.Sprintf("INSERT INTO %s (id) VALUES (99)", fx.table),
 			fmt.Sprintf("UPDATE %s SET name = 'changed'", fx.table),
 			fmt.Sprintf("DELETE FROM %s", fx.table),
@@ -218,6 +231,9 @@ ORDER BY id`, fx.table),
 		}
 		if n := fx.rowCount(t); n != int64(len(itemRows)) {
 			t.Fatalf("%d rows in the table after writes were refused, want %d", n, len(itemRows))
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("report SQL created %v", left)
 		}
 		rec := srcMustStream(t, fx.src, srcReport(fmt.Sprintf("SELECT name FROM %s WHERE id = 1", fx.table)), nil)
 		srcCheckRows(t, rec.rows, [][]any{{"Ada Lovelace"}})
