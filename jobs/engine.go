@@ -232,6 +232,17 @@ func (e *Engine) Stop() {
 	})
 }
 
+// StopNow is Stop without waiting out the grace period (a second Ctrl-C): running jobs
+// are stopped at once and put back to PENDING without spending an attempt. It may be
+// called while Stop waits, and cuts that wait short.
+func (e *Engine) StopNow() {
+	if !e.started {
+		return
+	}
+	e.cancelRuns(errShutdown)
+	e.Stop()
+}
+
 func (e *Engine) runningCount() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
