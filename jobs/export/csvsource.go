@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"sheetq/jobs"
@@ -205,9 +206,9 @@ func (c *csvSource) loadTable(ctx context.Context, db *sql.DB, t csvTable) error
 
 // read reads t's header, then each record, checking ctx every so many records.
 func (c *csvSource) read(ctx context.Context, t csvTable, header func([]string) error, row func([]string) error) error {
-	f, err := os.Open(t.file)
+	f, err := c.open(t)
 	if err != nil {
-		return jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+		return err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 64<<10)
@@ -240,6 +241,45 @@ func (c *csvSource) read(ctx context.Context, t csvTable, header func([]string) 
 			return err
 		}
 	}
+}
+
+// open opens t's file if it is a regular file. A named pipe, a device or a socket is
+// refused: the file is read twice (once to type the columns), and a pipe whose writer
+// never writes would hold the attempt in a read that no cancellation interrupts.
+// O_NONBLOCK keeps the open itself from waiting for a pipe's writer (it changes
+// nothing for a regular file); the type is checked on the opened file, so that a
+// file swapped in after the folder was listed is checked too.
+func (c *csvSource) open(t csvTable) (*os.File, error) {
+	f, err := os.OpenFile(t.file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, jobs.Permanentf("bad_csv", "source %s: %s is not a regular file (%s): a csv source reads only regular files",
+			c.name, filepath.Base(t.file), fileKind(st.Mode()))
+	}
+	return f, nil
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "mode " + m.String()
 }
 
 // columnNames makes SQL column names from a header: trimmed, the first without a
