@@ -1,7 +1,9 @@
 package export
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -144,9 +146,30 @@ func openMySQL(name, dsn string) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("source %q: invalid mysql dsn: %w", name, redact(err, cfg.Passwd))
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(boundedConnector{Connector: conn, timeout: cfg.Timeout, addr: cfg.Addr})
 	setPool(db)
 	return &sqlSource{name: name, dialect: mysqlDialect, db: db, secret: cfg.Passwd}, nil
+}
+
+// boundedConnector bounds a whole connect, handshake included, by timeout. The MySQL
+// driver's own timeout covers the TCP dial only, so a server (or a proxy) that accepts
+// the connection and never answers held the attempt until its context ended.
+type boundedConnector struct {
+	driver.Connector
+	timeout time.Duration
+	addr    string // the server, for the message
+}
+
+// Connect implements driver.Connector.
+func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel() // the driver stops watching cctx once connected
+	conn, err := c.Connector.Connect(cctx)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		// Not driver.ErrBadConn: database/sql would try twice more, tripling the wait.
+		return nil, fmt.Errorf("the server at %s did not answer within %s (the dsn's timeout sets this)", c.addr, c.timeout)
+	}
+	return conn, err
 }
 
 // setPool keeps a few connections for the next exports and lets idle ones go, so that

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -79,6 +81,70 @@ func TestUnreachableServer(t *testing.T) {
 		if err := src.(io.Closer).Close(); err != nil {
 			t.Errorf("%s: Close: %v", sc.Driver, err)
 		}
+	}
+}
+
+// TestSilentServer: a server that accepts the connection and never says a word fails
+// the attempt, retryably, once the connect timeout has passed. A MySQL source waited
+// for the handshake as long as the attempt's context lived.
+func TestSilentServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never written to
+			mu.Unlock()
+		}
+	}()
+	addr := ln.Addr().(*net.TCPAddr)
+	for _, sc := range []SourceConfig{
+		{Driver: "mysql", DSN: fmt.Sprintf("sheetq:hunter2@tcp(%s)/shop?timeout=300ms", addr)},
+		{Driver: "postgres", DSN: fmt.Sprintf("postgres://sheetq:hunter2@%s/shop?sslmode=disable&connect_timeout=1", addr)},
+	} {
+		t.Run(sc.Driver, func(t *testing.T) {
+			src, err := OpenSource("shop", sc, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { src.(io.Closer).Close() })
+			done := make(chan error, 1)
+			go func() {
+				_, err := srcStream(t.Context(), t, src, srcReport("SELECT 1"), nil)
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second): // a failure guard, not a timing assertion
+				t.Fatal("still connecting to a silent server after 10s")
+			}
+			srcJobError(t, err, false, "upstream")
+			msg := err.Error()
+			if !strings.Contains(msg, "source shop") || strings.Contains(msg, "hunter2") {
+				t.Errorf("error %q does not name the source, or shows the password", msg)
+			}
+			if sc.Driver == "mysql" && !strings.Contains(msg, "did not answer within 300ms") {
+				t.Errorf("error %q does not say the server did not answer", msg)
+			}
+		})
 	}
 }
 
@@ -197,8 +263,8 @@ func TestMySQLSource(t *testing.T) {
 	// MySQL runs the SQL in /*! ... */ comments, which every other reader skips.
 	t.Run("no files on the server", func(t *testing.T) {
 		out := filepath.Join(os.TempDir(), fx.table+".txt")
-		_, err := srcStream(t.Context(), t, fx.src, srcReport(fmt.Sprintf("SELECT id FROM %s /*!50000 INTO DUMPFILE '%s' */",
-			fx.table, out)), nil)
+		_, err := srcStream(t.Context(), t, fx.src, srcReport(fmt.Sprintf("SELECT id /*!50000 INTO DUMPFILE '%s' */ FROM %s LIMIT 1",
+			out, fx.table)), nil)
 		srcJobError(t, err, true, "query")
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("the report wrote %s", out)

@@ -227,6 +227,10 @@ ORDER BY id`, fx.table),
 			fmt.Sprintf("DROP TABLE %s", fx.table),
 		} {
 			_, err := srcStream(t.Context(), t, fx.src, srcReport(q), nil)
+			if err == nil {
+				t.Errorf("%s: no error", q)
+				continue
+			}
 			srcJobError(t, err, true, "query")
 		}
 		if n := fx.rowCount(t); n != int64(len(itemRows)) {
