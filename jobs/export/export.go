@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"sheetq/jobs"
 )
@@ -35,6 +36,8 @@ type Config struct {
 	Library Library
 	// Sources maps source names to sources; the built-in "demo" source is always present.
 	Sources map[string]Source
+	// Now is the clock an export's file is stamped with; nil means time.Now.
+	Now func() time.Time
 }
 
 // ErrUnknownSource is returned when a report names a source that is not configured.
@@ -142,7 +145,11 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
-	q := Query{Report: rep, Params: params, Attempt: run.Attempt}
+	now := k.cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	q := Query{Report: rep, Params: params, Attempt: run.Attempt, Time: now()}
 	// The part file is created on the first byte, so an attempt that fails before
 	// producing anything (an upstream error, a cancel) leaves no file behind.
 	out := &lazyWriter{open: run.Output}

@@ -1,6 +1,9 @@
 package export
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Column describes one column of a row stream.
 type Column struct {
@@ -17,6 +20,9 @@ type Query struct {
 	// Attempt is the job's attempt number, counting from 1. Only the demo source uses it,
 	// to fail the first attempts on purpose.
 	Attempt int
+	// Time is when the export runs; the file's zip entries carry it. Zero means the
+	// time the file is written.
+	Time time.Time
 }
 
 // Source runs queries and pushes their rows, so that it owns (and closes) whatever it

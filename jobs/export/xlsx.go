@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"compress/flate"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -71,7 +72,13 @@ func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Qu
 	if err := x.finish(); err != nil {
 		return err
 	}
-	if err := x.writePackage(ctx, w); err != nil {
+	// The zip entries carry the export's time; without one archive/zip writes the
+	// DOS date 0, which reads as the invalid 1980-00-00.
+	at := q.Time
+	if at.IsZero() {
+		at = time.Now()
+	}
+	if err := x.writePackage(ctx, w, at); err != nil {
 		return err
 	}
 	if warn != nil {
@@ -170,16 +177,18 @@ var zip64Threshold int64 = math.MaxUint32
 // 4.5 in its local header as well as in the central directory: archive/zip alone would
 // leave 2.0 in the local header, which Excel reports as a corrupt file (excelize
 // patches that in its in-memory zip; see writeZip64LFH).
-func (p *sheetPart) writeEntry(zw *zip.Writer, name string) error {
+func (p *sheetPart) writeEntry(zw *zip.Writer, name string, modified time.Time) error {
 	fh := &zip.FileHeader{
 		Name:               name,
 		Method:             zip.Deflate,
+		Modified:           modified,
 		CreatorVersion:     20,
 		ReaderVersion:      20,
 		CRC32:              p.crc,
 		CompressedSize64:   uint64(p.comp),
 		UncompressedSize64: uint64(p.size),
 	}
+	stampRaw(fh, modified)
 	if p.size >= zip64Threshold || p.comp >= zip64Threshold {
 		fh.Flags |= 0x8 // sizes follow the data, in a ZIP64 data descriptor
 		fh.ReaderVersion = 45
@@ -192,6 +201,24 @@ func (p *sheetPart) writeEntry(zw *zip.Writer, name string) error {
 	return err
 }
 
+// stampRaw stamps fh with t as zip.Writer.CreateHeader does for Modified, which
+// CreateRaw does not: the DOS date and time fields (t's wall clock, two-second steps)
+// and an extended timestamp field (the instant, which readers prefer).
+func stampRaw(fh *zip.FileHeader, t time.Time) {
+	if t.Year() < 1980 { // the first DOS date; only a clock that is far off gets here
+		t = time.Date(1980, 1, 1, 0, 0, 0, 0, t.Location())
+	}
+	fh.Modified = t
+	fh.ModifiedDate = uint16(t.Day() + int(t.Month())<<5 + (t.Year()-1980)<<9)
+	fh.ModifiedTime = uint16(t.Second()/2 + t.Minute()<<5 + t.Hour()<<11)
+	var ext [9]byte
+	binary.LittleEndian.PutUint16(ext[0:], 0x5455) // extended timestamp
+	binary.LittleEndian.PutUint16(ext[2:], 5)      // its size: the flags and one time
+	ext[4] = 1                                     // the modification time follows
+	binary.LittleEndian.PutUint32(ext[5:], uint32(t.Unix()))
+	fh.Extra = append(fh.Extra, ext[:]...)
+}
+
 // packageZip is the excelize.ZipWriter the package file writes through: archive/zip
 // over the destination, writing the finished sheets' compressed parts in place of the
 // package file's empty sheets. Not covered: an archive whose compressed size passes
@@ -200,15 +227,17 @@ func (p *sheetPart) writeEntry(zw *zip.Writer, name string) error {
 type packageZip struct {
 	zw     *zip.Writer
 	sheets map[string]*sheetPart // by the part name excelize writes each sheet as
+	// modified is every entry's time: zip.Writer.Create leaves it zero.
+	modified time.Time
 }
 
 // Create implements excelize.ZipWriter.
 func (p *packageZip) Create(name string) (io.Writer, error) {
 	if part, ok := p.sheets[name]; ok {
 		delete(p.sheets, name)
-		return io.Discard, part.writeEntry(p.zw, name)
+		return io.Discard, part.writeEntry(p.zw, name, p.modified)
 	}
-	return p.zw.Create(name)
+	return p.zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate, Modified: p.modified})
 }
 
 // AddFS implements excelize.ZipWriter.
@@ -630,9 +659,9 @@ func (x *xlsxWriter) compress(part *sheetPart) error {
 
 // writePackage writes the workbook to w: a package file with the same styles and one
 // empty sheet (with its autofilter's defined name) per part, zipped through a
-// packageZip that puts the parts in place of the empty sheets. w's writes fail once
-// ctx is done.
-func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer) error {
+// packageZip that puts the parts in place of the empty sheets, each entry stamped with
+// modified. w's writes fail once ctx is done.
+func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, modified time.Time) error {
 	f, _, err := newFile(x.tmpDir, &x.styles)
 	if err != nil {
 		return err
@@ -640,7 +669,7 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer) error {
 	defer f.Close()
 	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
 	bw := bufio.NewWriterSize(ctxWriter{stop: ctx.Err, w: w}, 64<<10)
-	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}}
+	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified}
 	for i, p := range x.parts {
 		if i == 0 {
 			err = f.SetSheetName(f.GetSheetName(0), p.name) // reuse the new file's "Sheet1"

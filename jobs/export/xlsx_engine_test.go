@@ -61,7 +61,9 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		total: 3,
 	}
 	rep := Report{ID: "long", Title: "Long text", Source: "mem", Sheet: "Long"}
-	kind := New(Config{TmpDir: filepath.Join(dir, "spill"), Library: oneReport{rep}, Sources: map[string]Source{"mem": src}})
+	at := time.Date(2025, 6, 30, 8, 15, 42, 0, time.Local)
+	kind := New(Config{TmpDir: filepath.Join(dir, "spill"), Library: oneReport{rep}, Sources: map[string]Source{"mem": src},
+		Now: func() time.Time { return at }})
 	eng.Register(Name, kind)
 	if err := eng.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -87,6 +89,7 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 	if int64(len(data)) != j.FileSize || hex.EncodeToString(sum[:]) != j.FileSHA256 {
 		t.Errorf("file of %d bytes, sha256 %x; the job says %d bytes, %s", len(data), sum, j.FileSize, j.FileSHA256)
 	}
+	checkZipTimes(t, data, at) // the export's time, not 1980-00-00
 	f, err := excelize.OpenFile(jobs.FilePath(filepath.Join(dir, "exports"), j.ID))
 	if err != nil {
 		t.Fatal(err)
