@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +303,89 @@ func TestListByKindAndCountsLeaveDeliveriesOut(t *testing.T) {
 	check(t, err)
 	if len(counts) != 1 || counts[store.StatusCanceled] != 1 {
 		t.Fatalf("counts = %v, want the canceled export only", counts)
+	}
+}
+
+// Deleting an export stops its deliveries in the same transaction: a waiting one (first
+// attempt or a retry) is deleted with its events, a running one is asked to cancel and
+// ends CANCELED instead of retrying, and a finished one stays as a record.
+func TestDeleteExportStopsItsDeliveries(t *testing.T) {
+	clk := newClock()
+	st, _ := openStore(t, store.Options{Now: clk.Now})
+	ctx := context.Background()
+	later := clk.Now().Add(time.Hour)
+
+	// Five SUCCEEDED exports, each with its delivery; then every delivery is claimed and
+	// put in the state its export's case needs.
+	const waiting, retrying, running, delivered, kept = 0, 1, 2, 3, 4
+	var exports []store.Job
+	for range 5 {
+		exports = append(exports, enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"}))
+	}
+	delivery := map[string]store.Job{} // by export id
+	for range 2 * len(exports) {
+		// A delivery, created by its export's success, is claimed before any export.
+		c := claim(t, st, "w")
+		if c.Kind == store.WebhookKind {
+			delivery[webhookArgs(t, c).ExportID] = c
+			continue
+		}
+		_, err := st.Succeed(ctx, c.ID, 1, store.FileResult{Name: c.ID + ".xlsx", Size: 10, SHA256: "abc"}, nil)
+		check(t, err)
+	}
+	for i, e := range exports {
+		d := delivery[e.ID]
+		var err error
+		switch i {
+		case waiting, kept:
+			_, err = st.Requeue(ctx, d.ID, d.Attempt, "shutdown")
+		case retrying:
+			_, err = st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "http_status", Message: "500"}, later)
+		case delivered:
+			_, err = st.Succeed(ctx, d.ID, d.Attempt, store.FileResult{}, nil)
+		}
+		check(t, err)
+	}
+	if d := get(t, st, delivery[exports[retrying].ID].ID); d.Status != store.StatusPending {
+		t.Fatalf("failed delivery is %s, want PENDING for a retry", d.Status)
+	}
+
+	for i, e := range exports {
+		if i == kept {
+			continue
+		}
+		if _, err := st.Delete(ctx, e.ID); err != nil {
+			t.Fatalf("delete %s: %v", e.ID, err)
+		}
+	}
+	for _, i := range []int{waiting, retrying} {
+		id := delivery[exports[i].ID].ID
+		if _, err := st.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("waiting delivery %s after its export was deleted: %v, want it gone", id, err)
+		}
+		if n := len(events(t, st, id)); n != 0 {
+			t.Errorf("deleted delivery %s kept %d events", id, n)
+		}
+	}
+	if d := get(t, st, delivery[exports[delivered].ID].ID); d.Status != store.StatusSucceeded {
+		t.Errorf("finished delivery is %s after its export was deleted, want it kept SUCCEEDED", d.Status)
+	}
+	if d := get(t, st, delivery[exports[kept].ID].ID); d.Status != store.StatusPending || d.CancelRequested {
+		t.Errorf("delivery of an export not deleted: %s, cancel requested %v", d.Status, d.CancelRequested)
+	}
+
+	// The running delivery is asked to stop: its worker sees that on its next heartbeat,
+	// and a failed attempt ends it instead of scheduling another.
+	d := get(t, st, delivery[exports[running].ID].ID)
+	if d.Status != store.StatusProcessing || !d.CancelRequested {
+		t.Fatalf("running delivery: %s, cancel requested %v; want PROCESSING with cancel requested", d.Status, d.CancelRequested)
+	}
+	cancel, err := st.Heartbeat(ctx, d.ID, d.Attempt, 0, 0)
+	if err != nil || !cancel {
+		t.Fatalf("heartbeat of the running delivery: cancel %v, %v", cancel, err)
+	}
+	end, err := st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "network", Message: "refused"}, later)
+	if err != nil || end.Status != store.StatusCanceled {
+		t.Fatalf("running delivery after a failed attempt: %s, %v; want CANCELED", end.Status, err)
 	}
 }
