@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sheetq/internal/durable"
@@ -35,6 +36,11 @@ type Config struct {
 	StallAfter time.Duration
 	// ShutdownGrace is how long Stop lets running jobs finish before stopping them (default 30 s).
 	ShutdownGrace time.Duration
+	// AbandonAfter is how long a handler that was told to stop (stall guard, cancel
+	// request, lost lease, shutdown) may take to return. One that is still running then
+	// is abandoned: its output is refused, its attempt ends and its slot is freed, so
+	// that a source which ignores cancellation cannot hold a worker (default 10 s).
+	AbandonAfter time.Duration
 	// PollInterval is the fallback claim poll when no wake-up arrives (default 1 s).
 	PollInterval time.Duration
 	// BackoffBase and BackoffMax shape the retry delay: base*2^(attempt-1), capped, with jitter
@@ -68,6 +74,7 @@ func (c Config) withDefaults() Config {
 	c.StaleAfter = cmp.Or(c.StaleAfter, 30*time.Second)
 	c.ReapInterval = cmp.Or(c.ReapInterval, max(c.StaleAfter/3, 10*time.Millisecond))
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, 30*time.Second)
+	c.AbandonAfter = cmp.Or(c.AbandonAfter, 10*time.Second)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.BackoffBase = cmp.Or(c.BackoffBase, 2*time.Second)
 	c.BackoffMax = cmp.Or(c.BackoffMax, 10*time.Minute)
@@ -93,7 +100,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("Nice must be from 0 to 19, not %d", c.Nice)
 	case c.Workers < 1:
 		return fmt.Errorf("workers must be at least 1, not %d", c.Workers)
-	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 ||
+	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 || c.AbandonAfter <= 0 ||
 		c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.StallAfter < 0:
 		return errors.New("durations must be positive, and backoff max at least backoff base")
 	case c.StaleAfter <= c.Heartbeat:
@@ -122,8 +129,18 @@ type Engine struct {
 	wake  chan struct{} // capacity 1: a pending wake-up is enough
 	slots chan struct{} // capacity Workers: a worker claims only with a slot
 
-	mu      sync.Mutex
-	running map[string]*execution
+	// claimMu makes a claim and the registration of its execution one step for the
+	// reaper, which holds it while it tells our attempts from orphans.
+	claimMu sync.Mutex
+
+	mu sync.Mutex
+	// running holds the executions that hold a slot, one entry per execution: a job id
+	// may have two (an attempt that is recording its outcome, and the next one).
+	running map[*execution]struct{}
+
+	// Handlers abandoned because they did not return after being told to stop: how many
+	// are still running, and how many there were since Start.
+	abandonedAlive, abandonedTotal atomic.Int64
 
 	stopClaim  chan struct{} // closed by Stop: no more claims
 	runCtx     context.Context
@@ -134,11 +151,23 @@ type Engine struct {
 	stopOnce   sync.Once
 }
 
+// execution is one attempt of a job run by this engine.
 type execution struct {
 	job    store.Job
 	run    *Run
-	cancel context.CancelCauseFunc
+	cancel context.CancelCauseFunc // cancels the attempt's context with the reason it must stop
+	// handler is handlerRunning until either the handler returns or the engine abandons
+	// it; whichever comes first owns the outcome.
+	handler atomic.Int32
+	// stampedRows is the row count of the last heartbeat the store took.
+	stampedRows atomic.Int64
 }
+
+const (
+	handlerRunning int32 = iota
+	handlerReturned
+	handlerAbandoned
+)
 
 // New returns an engine over st. Register handlers, then Start it.
 func New(st *store.Store, cfg Config) *Engine {
@@ -150,7 +179,7 @@ func New(st *store.Store, cfg Config) *Engine {
 		handlers:  map[string]Handler{},
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, max(cfg.Workers, 0)), // Start refuses Workers < 1
-		running:   map[string]*execution{},
+		running:   map[*execution]struct{}{},
 		stopClaim: make(chan struct{}),
 	}
 }
@@ -196,7 +225,9 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 // Stop stops claiming, lets running jobs finish within the grace period, then stops
-// them and puts them back to PENDING without spending an attempt (rule 9).
+// them and puts them back to PENDING without spending an attempt (rule 9). A handler
+// that ignores the stop is abandoned after AbandonAfter (see execute), so Stop returns
+// within ShutdownGrace + AbandonAfter plus the time to record the outcomes.
 func (e *Engine) Stop() {
 	if !e.started {
 		return
@@ -214,21 +245,7 @@ func (e *Engine) Stop() {
 		}
 		e.log.Info("shutdown grace over; stopping running jobs", "running", e.runningCount())
 		e.cancelRuns(errShutdown)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			// A handler that ignores its context cannot hold the process: requeue its job
-			// directly. If it ever returns, its fenced updates find nothing to change.
-			e.mu.Lock()
-			left := make([]*execution, 0, len(e.running))
-			for _, x := range e.running {
-				left = append(left, x)
-			}
-			e.mu.Unlock()
-			for _, x := range left {
-				e.requeue(x, "handler did not stop after shutdown")
-			}
-		}
+		<-done
 	})
 }
 
@@ -249,8 +266,27 @@ func (e *Engine) runningCount() int {
 	return len(e.running)
 }
 
-// Running reports how many jobs this engine is executing now.
+// Running reports how many jobs this engine is executing now: the worker slots taken.
+// An abandoned handler no longer takes one.
 func (e *Engine) Running() int { return e.runningCount() }
+
+// Abandoned reports how many abandoned handlers are still running (alive), and how many
+// handlers were abandoned since Start (total). See Config.AbandonAfter.
+func (e *Engine) Abandoned() (alive, total int64) {
+	return e.abandonedAlive.Load(), e.abandonedTotal.Load()
+}
+
+// find returns this engine's execution of the job's attempt, or nil.
+func (e *Engine) find(id string, attempt int) *execution {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for x := range e.running {
+		if x.job.ID == id && x.job.Attempt == attempt {
+			return x
+		}
+	}
+	return nil
+}
 
 // Enqueue stores a new job (durably, before returning) and wakes the pool.
 func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool, error) {
@@ -284,10 +320,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (store.Job, error) {
 		return job, err
 	}
 	if job.Status == store.StatusProcessing {
-		e.mu.Lock()
-		x := e.running[id]
-		e.mu.Unlock()
-		if x != nil && x.job.Attempt == job.Attempt {
+		if x := e.find(id, job.Attempt); x != nil {
 			x.cancel(errCanceled)
 		}
 	}
@@ -322,11 +355,23 @@ func (e *Engine) dispatch() {
 		default:
 		}
 		awaitForeground() // see Foreground: let the request being accepted commit first
+		// A claim and the registration of its execution are one step for the reaper
+		// (claimMu): a pause between the two must not make our own attempt look like
+		// an orphan.
+		e.claimMu.Lock()
 		job, err := e.st.Claim(ctx, e.cfg.WorkerID)
+		var (
+			x    *execution
+			xctx context.Context
+		)
+		if err == nil {
+			x, xctx = e.register(job)
+		}
+		e.claimMu.Unlock()
 		if err == nil {
 			busy = false
 			faultPoint("after-claim")
-			e.start(job)
+			e.start(xctx, x)
 			continue
 		}
 		<-e.slots
@@ -359,7 +404,9 @@ func (e *Engine) dispatch() {
 	}
 }
 
-func (e *Engine) start(job store.Job) {
+// register records a claimed attempt as this engine's execution, holding the slot the
+// dispatcher took for it, and returns it with its context.
+func (e *Engine) register(job store.Job) (*execution, context.Context) {
 	ctx, cancel := context.WithCancelCause(e.runCtx)
 	x := &execution{
 		job:    job,
@@ -368,17 +415,20 @@ func (e *Engine) start(job store.Job) {
 	}
 	x.run.onProgress = e.cfg.OnProgress
 	e.mu.Lock()
-	e.running[job.ID] = x
+	e.running[x] = struct{}{}
 	e.mu.Unlock()
-	e.notify(job)
+	return x, ctx
+}
+
+// start runs a registered execution; when it ends, its slot is freed.
+func (e *Engine) start(ctx context.Context, x *execution) {
+	e.notify(x.job)
 	e.execs.Add(1)
 	go func() {
 		defer e.execs.Done()
 		defer func() {
 			e.mu.Lock()
-			if e.running[job.ID] == x {
-				delete(e.running, job.ID)
-			}
+			delete(e.running, x)
 			e.mu.Unlock()
 			<-e.slots
 			e.Wake()
@@ -387,7 +437,8 @@ func (e *Engine) start(job store.Job) {
 	}()
 }
 
-// execute runs one attempt and records its outcome.
+// execute runs one attempt and records its outcome. It returns, and so frees the
+// worker's slot, also when the handler ignores its cancelled context (runHandler).
 func (e *Engine) execute(ctx context.Context, x *execution) {
 	job, run := x.job, x.run
 	log := e.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
@@ -401,12 +452,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		e.heartbeat(ctx, x, hbDone)
 	}()
 
-	var err error
-	if h, ok := e.handlers[job.Kind]; ok {
-		err = e.runHandler(ctx, log, h, run)
-	} else {
-		err = Permanentf("unknown_kind", "no handler for job kind %q", job.Kind)
-	}
+	abandoned, err := e.runHandler(ctx, log, x)
 	close(hbDone)
 	<-hbStopped
 
@@ -416,27 +462,45 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 	if cause == nil {
 		cause = ctx.Err()
 	}
-	partErr := run.closePart()
+	var partErr error
+	if abandoned {
+		// The handler may still write: refuse it, and drop what it wrote (rule 7).
+		run.fence()
+	} else {
+		partErr = run.closePart()
+	}
 	switch {
 	case errors.Is(cause, errLeaseLost):
 		run.removePart()
-		log.WarnContext(wctx, "lease lost; attempt abandoned without publishing")
+		// Expected after a pause or when another node took the job: not an error.
+		log.InfoContext(wctx, "lease lost; attempt stopped without publishing")
 	case errors.Is(cause, errCanceled):
 		// Checked before success: a cancelled attempt publishes nothing (rule 7), even
 		// if its handler ignored the cancel and returned nil.
 		run.removePart()
-		e.finish(wctx, log, x, func() (store.Job, error) { return e.st.FinishCanceled(wctx, job.ID, job.Attempt) })
-		log.InfoContext(wctx, "job canceled")
-	case err == nil && partErr == nil:
+		if j, err := e.record(wctx, log, "canceled", func() (store.Job, error) {
+			return e.st.FinishCanceled(wctx, job.ID, job.Attempt)
+		}); err == nil {
+			e.notify(j)
+			log.InfoContext(wctx, "job canceled")
+		}
+	case err == nil && partErr == nil && !abandoned:
 		e.succeed(wctx, log, x, began)
 	case errors.Is(cause, errShutdown):
-		e.requeue(x, "shutdown")
+		reason := "shutdown"
+		if abandoned {
+			reason = "handler did not stop after shutdown"
+		}
+		e.requeue(wctx, log, x, reason)
 	default:
 		run.removePart()
 		code, msg, permanent := "", "", false
 		switch {
 		case errors.Is(cause, errStalled):
 			code, msg = "stalled", fmt.Sprintf("no progress for %s", e.cfg.StallAfter)
+			if abandoned {
+				msg += fmt.Sprintf("; the source did not stop within %s and was abandoned", e.cfg.AbandonAfter)
+			}
 		case err == nil && diskFull(partErr):
 			code, msg = "disk_full", partErr.Error()
 		case err == nil:
@@ -449,18 +513,31 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 			delay = d
 		}
 		retryAt := e.cfg.Now().Add(delay)
-		j, ferr := e.st.Fail(wctx, job.ID, job.Attempt, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, retryAt)
-		if ferr != nil {
-			log.ErrorContext(wctx, "record failure", "err", ferr)
-			return
-		}
-		e.notify(j)
-		log.WarnContext(wctx, "job attempt failed", "code", code, "error", msg, "permanent", permanent, "status", j.Status)
-		if j.Status == store.StatusPending {
-			e.Wake()
-		}
+		e.fail(wctx, log, x, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, retryAt)
 	}
 }
+
+// fail records a failed attempt.
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae store.AttemptError, retryAt time.Time) {
+	j, err := e.record(ctx, log, "failure", func() (store.Job, error) {
+		return e.st.Fail(ctx, x.job.ID, x.job.Attempt, ae, retryAt)
+	})
+	if err != nil {
+		return
+	}
+	e.notify(j)
+	log.WarnContext(ctx, "job attempt failed", "code", ae.Code, "error", ae.Message, "permanent", ae.Permanent, "status", j.Status)
+	if j.Status == store.StatusPending {
+		e.Wake()
+	}
+}
+
+// publishError is a failed rename or directory sync while publishing: a file system
+// fault that another try of the same commit does not cure.
+type publishError struct{ err error }
+
+func (p publishError) Error() string { return p.err.Error() }
+func (p publishError) Unwrap() error { return p.err }
 
 func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, began time.Time) {
 	job, run := x.job, x.run
@@ -470,32 +547,55 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	if run.hash != nil {
 		res.Name, res.Size, res.SHA256 = job.ID+".xlsx", run.hash.size, run.hash.sum()
 		final := FilePath(e.cfg.ExportsDir, job.ID)
+		// A commit can fail after the rename (a full disk): the next try finds the file
+		// already in place and commits it. The transaction holds the fence throughout.
+		renamed := false
 		publish = func() error {
-			faultPoint("after-fsync")
-			if err := os.Rename(run.partPath, final); err != nil {
-				return err
+			if !renamed {
+				faultPoint("after-fsync")
+				if err := os.Rename(run.partPath, final); err != nil {
+					return publishError{err}
+				}
+				renamed = true
 			}
 			if err := durable.SyncDir(e.cfg.ExportsDir); err != nil {
-				return err
+				return publishError{err}
 			}
 			faultPoint("after-rename")
 			return nil
 		}
+		// Commit the final row count before the rename: a crash between the rename and
+		// the commit leaves a job that recovery completes from its file (rule 5), with
+		// the rows of its last stamp. The fenced stamp also renews the lease right
+		// before publishing, and tells an attempt that lost it to stop here.
+		if rows != x.stampedRows.Load() {
+			if _, err := e.st.Heartbeat(ctx, job.ID, job.Attempt, rows, rows); errors.Is(err, store.ErrLeaseLost) {
+				run.removePart()
+				log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", "success")
+				return
+			}
+			// Another error is the store's; Succeed below meets it again and retries.
+		}
 	}
 	awaitForeground()
-	j, err := e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
+	j, err := e.record(ctx, log, "success", func() (store.Job, error) {
+		return e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
+	})
+	var pe publishError
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
-		run.removePart()
-		log.WarnContext(ctx, "lease lost before publishing; file discarded")
+		run.removePart() // nothing was published: the fence refused before the rename
 		return
-	case err != nil:
+	case errors.As(err, &pe):
 		run.removePart()
 		log.ErrorContext(ctx, "publish failed", "err", err)
 		retryAt := e.cfg.Now().Add(e.backoffFor(job.Kind, job.Attempt))
-		if j, ferr := e.st.Fail(ctx, job.ID, job.Attempt, store.AttemptError{Code: "io", Message: err.Error()}, retryAt); ferr == nil {
-			e.notify(j)
-		}
+		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, retryAt)
+		return
+	case err != nil:
+		// Shutdown while the store refused the commit: the job stays PROCESSING and the
+		// next start recovers it, or completes it from its file if the rename happened.
+		run.removePart()
 		return
 	}
 	faultPoint("after-commit")
@@ -503,34 +603,94 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	log.InfoContext(ctx, "job succeeded", "rows", rows, "size", res.Size, "took", e.cfg.Now().Sub(began).Round(time.Millisecond))
 }
 
-func (e *Engine) finish(ctx context.Context, log *slog.Logger, x *execution, fn func() (store.Job, error)) {
-	j, err := fn()
-	if err != nil {
-		log.ErrorContext(ctx, "record outcome", "err", err)
-		return
-	}
-	e.notify(j)
-}
+// Bounds of the delay between tries to record an attempt's outcome.
+const (
+	recordRetryMin = 100 * time.Millisecond
+	recordRetryMax = 5 * time.Second
+)
 
-func (e *Engine) requeue(x *execution, reason string) {
-	x.run.removePart()
-	j, err := e.st.Requeue(context.Background(), x.job.ID, x.job.Attempt, reason)
-	if err != nil {
-		if !errors.Is(err, store.ErrLeaseLost) {
-			e.log.Error("requeue", "job_id", x.job.ID, "err", err)
+// record runs fn, a fenced store write that ends an attempt, until it commits, the
+// attempt turns out to have lost its lease (store.ErrLeaseLost, returned as is), or the
+// engine shuts down. A store that cannot write for a while (a full disk, a lock held by
+// another process) must not leave the job PROCESSING until a reaper notices: the
+// outcome is known, so it is kept and written as soon as the store takes it. Each try
+// is fenced, so a try after the lease was lost changes nothing. A publishError is not
+// the store's and is returned at once.
+func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn func() (store.Job, error)) (store.Job, error) {
+	delay := recordRetryMin
+	for tries := 1; ; tries++ {
+		j, err := fn()
+		var pe publishError
+		switch {
+		case err == nil:
+			if tries > 1 {
+				log.InfoContext(ctx, "outcome recorded after the store refused it", "outcome", what, "tries", tries)
+			}
+			return j, nil
+		case errors.Is(err, store.ErrLeaseLost):
+			// Expected after a pause, or when another node took the job: the fence did
+			// its work, nothing is wrong here.
+			log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", what)
+			return j, err
+		case errors.As(err, &pe):
+			return j, err
+		case e.runCtx.Err() != nil:
+			log.ErrorContext(ctx, "cannot record the outcome before shutdown; the next start recovers the job",
+				"outcome", what, "tries", tries, "err", err)
+			return j, err
+		case tries == 1:
+			log.ErrorContext(ctx, "cannot record the outcome; retrying until the store takes it",
+				"outcome", what, "err", err)
 		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-e.runCtx.Done():
+			t.Stop()
+		}
+		delay = min(2*delay, recordRetryMax)
+	}
+}
+
+// requeue puts a stopped attempt's job back to PENDING without spending the attempt.
+func (e *Engine) requeue(ctx context.Context, log *slog.Logger, x *execution, reason string) {
+	x.run.removePart()
+	j, err := e.record(ctx, log, "requeue", func() (store.Job, error) {
+		return e.st.Requeue(ctx, x.job.ID, x.job.Attempt, reason)
+	})
+	if err != nil {
 		return
 	}
-	e.log.Info("job requeued", "job_id", x.job.ID, "reason", reason)
+	log.InfoContext(ctx, "job requeued", "reason", reason)
 	e.notify(j)
 }
 
-// heartbeat stamps the job every interval, fenced on (id, attempt). A lost lease, a
-// cancel request or a stall cancels the execution's context with that cause.
+// renew stamps a running attempt's heartbeat and progress, fenced on (id, attempt,
+// PROCESSING), and acts on the answer: a lost lease or a cancel request cancels the
+// execution with that cause. Other errors are returned; they are not a lost lease.
+func (e *Engine) renew(ctx context.Context, x *execution) error {
+	rows, total := x.run.progress()
+	cancelReq, err := e.st.Heartbeat(ctx, x.job.ID, x.job.Attempt, rows, total)
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		x.cancel(errLeaseLost)
+		return nil
+	case err != nil:
+		return err
+	case cancelReq:
+		x.cancel(errCanceled)
+	}
+	x.stampedRows.Store(rows)
+	return nil
+}
+
+// heartbeat renews the lease every interval (renew). A lost lease, a cancel request or
+// a stall cancels the execution's context with that cause.
 func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct{}) {
 	t := time.NewTicker(e.cfg.Heartbeat)
 	defer t.Stop()
 	lastMoves, lastMoveAt := x.run.progressed.Load(), e.cfg.Now()
+	lastBeat := lastMoveAt
 	for {
 		select {
 		case <-done:
@@ -539,20 +699,22 @@ func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct
 			return
 		case <-t.C:
 		}
-		rows, total := x.run.progress()
-		cancelReq, err := e.st.Heartbeat(ctx, x.job.ID, x.job.Attempt, rows, total)
-		switch {
-		case errors.Is(err, store.ErrLeaseLost):
-			x.cancel(errLeaseLost)
-			return
-		case err != nil:
-			// A failed stamp is not a lost lease; the reaper decides staleness.
+		if err := e.renew(ctx, x); err != nil {
+			// A failed stamp is not a lost lease: this process's own reaper never takes
+			// back an attempt it runs (reap), and the next stamp may work.
 			e.log.WarnContext(ctx, "heartbeat failed", "job_id", x.job.ID, "err", err)
-		case cancelReq:
-			x.cancel(errCanceled)
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		now := e.cfg.Now()
+		if now.Sub(lastBeat) > e.cfg.StaleAfter {
+			// Longer than a lease lasts since the last beat: this process was paused (or
+			// starved), and its handler no more ran than this loop did. A pause is not a
+			// stall: the stall clock starts again.
+			lastMoveAt = now
+		}
+		lastBeat = now
 		if moves := x.run.progressed.Load(); moves != lastMoves {
 			lastMoves, lastMoveAt = moves, now
 		} else if e.cfg.StallAfter > 0 && now.Sub(lastMoveAt) >= e.cfg.StallAfter {
@@ -582,19 +744,31 @@ func (e *Engine) reaper() {
 // reap recovers PROCESSING jobs whose heartbeat is older than before (all of them when
 // before is zero). A job whose file is already published is completed from it (rule 5).
 func (e *Engine) reap(ctx context.Context, before time.Time) error {
+	e.claimMu.Lock()
 	stale, err := e.st.Running(ctx, before)
+	own := make([]*execution, len(stale))
+	for i, j := range stale {
+		own[i] = e.find(j.ID, j.Attempt)
+	}
+	e.claimMu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, j := range stale {
+	for i, j := range stale {
 		log := e.log.With("job_id", j.ID, "attempt", j.Attempt)
-		// If this process still runs the attempt, stop it now rather than at its next
-		// heartbeat; its fenced writes would fail anyway.
-		e.mu.Lock()
-		if x := e.running[j.ID]; x != nil && x.job.Attempt == j.Attempt {
-			x.cancel(errLeaseLost)
+		if x := own[i]; x != nil {
+			// This process runs the attempt: its heartbeat is late because the process was
+			// paused (SIGSTOP, a frozen VM, a closed laptop) or the store refused stamps,
+			// not because its worker died. Never take a job back from a live worker of
+			// our own: renew its lease instead. The renewal is fenced like any heartbeat,
+			// so if another node took the job meanwhile, the worker learns it and stops.
+			if err := e.renew(ctx, x); err != nil {
+				log.WarnContext(ctx, "renew a late lease of this process", "err", err)
+			} else {
+				log.InfoContext(ctx, "late lease renewed: this process still runs the attempt", "last_heartbeat", j.HeartbeatAt)
+			}
+			continue
 		}
-		e.mu.Unlock()
 		final := FilePath(e.cfg.ExportsDir, j.ID)
 		if size, sum, herr := hashFile(final); herr == nil {
 			done, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
@@ -655,21 +829,56 @@ func (e *Engine) backoff(attempt int) time.Duration {
 	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
-// runHandler runs h for one attempt: on a thread of lowered priority when Config.Nice
-// is set, else on the calling goroutine.
-func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, h Handler, run *Run) error {
-	if e.cfg.Nice == 0 || !LowerPrioritySupported {
-		return safeRun(ctx, log, h, run)
+// runHandler runs the attempt's handler on a goroutine of its own (on a thread of
+// lowered priority when Config.Nice is set) and returns its error. Once ctx is done, the
+// handler has AbandonAfter to return; if it has not by then (a source blocked in a read
+// that ignores cancellation), runHandler abandons it and returns the context's cause
+// with abandoned set: the caller fences the attempt's output and ends the attempt, and
+// the worker slot is free again. The goroutine runs on until the handler returns; its
+// result is then dropped.
+func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, x *execution) (abandoned bool, err error) {
+	h, ok := e.handlers[x.job.Kind]
+	if !ok {
+		return false, Permanentf("unknown_kind", "no handler for job kind %q", x.job.Kind)
 	}
-	handlersLowered.Store(true)
 	done := make(chan error, 1)
 	go func() {
-		if err := lowerPriority(e.cfg.Nice); err != nil {
-			log.DebugContext(ctx, "job runs at normal priority", "err", err)
+		if e.cfg.Nice != 0 && LowerPrioritySupported {
+			handlersLowered.Store(true)
+			if err := lowerPriority(e.cfg.Nice); err != nil {
+				log.DebugContext(ctx, "job runs at normal priority", "err", err)
+			}
 		}
-		done <- safeRun(ctx, log, h, run)
+		err := safeRun(ctx, log, h, x.run)
+		done <- err
+		if !x.handler.CompareAndSwap(handlerRunning, handlerReturned) {
+			e.abandonedAlive.Add(-1)
+			log.InfoContext(ctx, "abandoned handler returned at last; its result is dropped", "err", err)
+		}
 	}()
-	return <-done
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(e.cfg.AbandonAfter)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return false, err
+	case <-t.C:
+	}
+	// Counted before the swap, so that the handler returning right now never takes the
+	// gauge below zero.
+	e.abandonedAlive.Add(1)
+	if !x.handler.CompareAndSwap(handlerRunning, handlerAbandoned) {
+		e.abandonedAlive.Add(-1)
+		return false, <-done
+	}
+	e.abandonedTotal.Add(1)
+	cause := context.Cause(ctx)
+	log.WarnContext(ctx, "handler did not stop; abandoned, and its slot freed", "cause", cause, "waited", e.cfg.AbandonAfter)
+	return true, cause
 }
 
 // safeRun runs the handler, turning a panic into a retryable failed attempt. The stack

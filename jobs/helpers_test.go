@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +264,72 @@ func blocker(write bool, started chan<- string) jobs.HandlerFunc {
 		started <- run.JobID
 		<-ctx.Done()
 		return ctx.Err()
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record, for tests about what the engine
+// logs and at which level.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+	seen    chan struct{} // capacity 1: poked on every record
+}
+
+func newLogRecorder() *logRecorder { return &logRecorder{seen: make(chan struct{}, 1)} }
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.records = append(l.records, r.Clone())
+	l.mu.Unlock()
+	select {
+	case l.seen <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// find returns the records whose message contains msg.
+func (l *logRecorder) find(msg string) []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []slog.Record
+	for _, r := range l.records {
+		if strings.Contains(r.Message, msg) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// atLeast returns the records at level or above.
+func (l *logRecorder) atLeast(level slog.Level) []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []slog.Record
+	for _, r := range l.records {
+		if r.Level >= level {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// wait waits until a record whose message contains msg has been logged.
+func (l *logRecorder) wait(t testing.TB, msg string) slog.Record {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		if rs := l.find(msg); len(rs) > 0 {
+			return rs[0]
+		}
+		select {
+		case <-l.seen:
+		case <-deadline:
+			t.Fatalf("timed out waiting for a log record %q", msg)
+		}
 	}
 }

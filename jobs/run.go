@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,6 +42,9 @@ type Run struct {
 
 	rows, total atomic.Int64 // total < 0: unknown
 	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
+	// fenced is set when the engine abandons the attempt's handler: from then on its
+	// output, progress and warnings are refused (fence).
+	fenced atomic.Bool
 
 	mu       sync.Mutex
 	out      *os.File
@@ -64,8 +68,11 @@ func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts 
 func (r *Run) Output() (io.Writer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fenced.Load() {
+		return nil, errFenced
+	}
 	if r.out != nil {
-		return r.hash, nil
+		return runWriter{r}, nil
 	}
 	f, err := os.OpenFile(r.partPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -73,12 +80,28 @@ func (r *Run) Output() (io.Writer, error) {
 	}
 	r.out = f
 	r.hash = newHashingWriter(f)
-	return r.hash, nil
+	return runWriter{r}, nil
+}
+
+// errFenced is what an abandoned handler's writes get.
+var errFenced = errors.New("attempt abandoned by the engine: its output is refused")
+
+// runWriter is the writer Output returns: the part file, until the attempt is fenced.
+type runWriter struct{ r *Run }
+
+func (w runWriter) Write(p []byte) (int, error) {
+	if w.r.fenced.Load() {
+		return 0, errFenced
+	}
+	return w.r.hash.Write(p)
 }
 
 // Progress records rows written so far and the total when known (total < 0: unknown).
 // It is cheap: the heartbeat carries the latest figures to the store.
 func (r *Run) Progress(rows, total int64) {
+	if r.fenced.Load() {
+		return // an abandoned handler: its job has moved on
+	}
 	if old := r.rows.Swap(rows); old != rows {
 		r.progressed.Add(1)
 		if rows > 0 {
@@ -114,6 +137,22 @@ func (r *Run) closePart() error {
 	return nil
 }
 
+// fence refuses the attempt's output from now on, closes its part file and removes
+// it. The engine calls it when it abandons a handler that did not stop: that handler's
+// goroutine may go on writing, and none of it may reach the job's file (rule 7). A
+// write already past the check fails on the closed file or lands in the removed one.
+func (r *Run) fence() {
+	r.mu.Lock()
+	r.fenced.Store(true)
+	f := r.out
+	r.out = nil
+	r.mu.Unlock()
+	if f != nil {
+		_ = f.Close()
+	}
+	r.removePart()
+}
+
 // removePart deletes the attempt's part file; a missing file is fine.
 func (r *Run) removePart() {
 	_ = os.Remove(r.partPath)
@@ -129,6 +168,7 @@ func (r *Run) Warn(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
+	case r.fenced.Load():
 	case len(r.warnings) < maxWarnings:
 		r.warnings = append(r.warnings, msg)
 	case len(r.warnings) == maxWarnings:
