@@ -2,22 +2,33 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
 // IntegrityCheck runs SQLite's integrity check and returns its findings; a healthy
 // database gives none. It reads only, so it may run beside a live server.
 func (s *Store) IntegrityCheck(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `PRAGMA integrity_check`)
+	problems, err := s.runCheck(ctx, s.r, `PRAGMA integrity_check`)
 	if err != nil {
 		return nil, fmt.Errorf("integrity check: %w", err)
+	}
+	return problems, nil
+}
+
+// runCheck runs a checking pragma (integrity_check, quick_check) on db and returns the
+// rows other than "ok".
+func (s *Store) runCheck(ctx context.Context, db *sql.DB, pragma string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, pragma)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var problems []string
 	for rows.Next() {
 		var msg string
 		if err := rows.Scan(&msg); err != nil {
-			return nil, fmt.Errorf("integrity check: %w", err)
+			return nil, err
 		}
 		if msg != "ok" {
 			problems = append(problems, msg)

@@ -3,6 +3,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -53,13 +54,23 @@ type Options struct {
 	Unbatched bool
 	// MaxBatch bounds how many Enqueues one group commit holds (default 128).
 	MaxBatch int
+	// Check is how much of an existing file is checked before it is used (default
+	// CheckQuick); a damaged file is refused with a *CorruptError.
+	Check CheckMode
+	// CheckBudget bounds CheckQuick's time (default 2 s): the page scan and quick_check
+	// stop there, and FinishCheck does the rest after start.
+	CheckBudget time.Duration
 }
 
 // Store is the app database: one writer connection and a pool of readers.
 type Store struct {
-	w   *sql.DB // exactly one connection; transactions start with BEGIN IMMEDIATE
-	r   *sql.DB // query_only readers; WAL lets them run beside the writer
-	now func() time.Time
+	w    *sql.DB // exactly one connection; transactions start with BEGIN IMMEDIATE
+	r    *sql.DB // query_only readers; WAL lets them run beside the writer
+	now  func() time.Time
+	path string
+
+	checked CheckResult // what Open's check did
+	health  health      // why writes fail, for readiness (store/health.go)
 	// baseURL prefixes links in webhook payloads (Options.BaseURL).
 	baseURL string
 
@@ -86,6 +97,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 128
 	}
+	opts.Check = cmp.Or(opts.Check, CheckQuick)
+	if opts.CheckBudget <= 0 {
+		opts.CheckBudget = 2 * time.Second
+	}
 	if opts.ReadOnly {
 		return openReadOnly(ctx, path, opts)
 	}
@@ -99,14 +114,27 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now, baseURL: opts.BaseURL, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
-	if err := s.migrate(ctx); err != nil {
+	s := &Store{w: w, now: opts.Now, path: path, baseURL: opts.BaseURL, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
+	// The check comes before migrations, so that nothing is written into a damaged file.
+	if s.checked, err = s.checkOpen(ctx, path, opts.Check, opts.CheckBudget); err != nil {
 		w.Close()
 		return nil, err
 	}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, withFault(err)
+	}
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
-		return nil, err
+		return nil, withFault(err)
+	}
+	// One small write now: a file that cannot be written (read-only, on a read-only
+	// mount) is refused at start instead of failing every request. A full disk is not
+	// refused: reads and downloads still work, readiness reports it, and writes answer
+	// disk_full until space is freed.
+	if err := s.probe(ctx); err != nil && !errors.Is(err, ErrDiskFull) {
+		w.Close()
+		return nil, fmt.Errorf("write to %s: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", dsn(path, append(pragmas[:1:1], "query_only(1)", "foreign_keys(1)"), ""))
 	if err != nil {
@@ -168,6 +196,9 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
+// OpenCheck reports what Open's check of the file did.
+func (s *Store) OpenCheck() CheckResult { return s.checked }
+
 // Now returns the store's clock reading.
 func (s *Store) Now() time.Time { return s.now() }
 
@@ -200,6 +231,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	sort.Strings(names)
+	seen := map[int]string{}
 	for _, name := range names {
 		base := path.Base(name)
 		num, _, ok := strings.Cut(base, "_")
@@ -207,6 +239,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if !ok || err != nil {
 			return fmt.Errorf("migrate: bad migration name %q", base)
 		}
+		// Two files with one number: the second would be taken as applied and skipped.
+		if other, dup := seen[version]; dup {
+			return fmt.Errorf("migrate: %s and %s have the same number", other, base)
+		}
+		seen[version] = base
 		body, err := migrationFS.ReadFile(name)
 		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
@@ -232,8 +269,16 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+// tx runs fn in one write transaction (BEGIN IMMEDIATE) and commits it. Every write goes
+// through here, so a failure of the file or its disk is noted for readiness and named
+// (ErrDiskFull and the others) for the HTTP layer.
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	err := s.runTx(ctx, fn)
+	s.health.note(err)
+	return withFault(err)
+}
+
+func (s *Store) runTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
