@@ -34,7 +34,8 @@ type Entry struct {
 	Report Report
 	// Err is nil if the report loaded, and a *ParseError if its file is broken.
 	Err error
-	// File is the report's file; empty for a built-in report.
+	// File names the report's file as its folder's name and its own
+	// (reports/orders.sql); empty for a built-in report.
 	File string
 }
 
@@ -181,7 +182,8 @@ func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
 // sorted by id (the built-ins are not listed, but their ids are reserved). The error
 // is for a folder that cannot be read; broken files are entries with Err set.
 func CheckDir(dir string) ([]Entry, error) {
-	files, err := scanDir(dir, reservedIDs(Builtin()))
+	// The command line is the server's own user: full paths say the most there.
+	files, err := scanDir(dir, reservedIDs(Builtin()), filepath.Clean)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +250,7 @@ func (c *Catalog) watch(ctx context.Context, w *fsnotify.Watcher, done chan<- st
 // reload re-reads the whole folder, which is simpler and sturdier than applying each
 // event: renames, overflows and half-written files all settle on the next reload.
 func (c *Catalog) reload(ctx context.Context) {
-	files, err := scanDir(c.dir, reservedIDs(c.builtin))
+	files, err := scanDir(c.dir, reservedIDs(c.builtin), shownReportFile)
 	if err != nil {
 		c.log.ErrorContext(ctx, "read reports folder", "dir", c.dir, "error", err)
 	}
@@ -263,9 +265,11 @@ func (c *Catalog) reload(ctx context.Context) {
 		if old, ok := c.seen[f.entry.File]; ok && old == f.state {
 			continue // unchanged since it was logged
 		}
-		attrs := []any{"file", f.entry.File, "error", f.entry.Err.Error()}
+		// The log, for whoever runs the server, names the file by its full path.
+		path := filepath.Join(c.dir, filepath.Base(f.entry.File))
+		attrs := []any{"file", path, "error", f.entry.Err.Error()}
 		if pe, ok := errors.AsType[*ParseError](f.entry.Err); ok {
-			attrs = []any{"file", pe.File, "line", pe.Line, "error", pe.Msg}
+			attrs = []any{"file", path, "line", pe.Line, "error", pe.Msg}
 		}
 		c.log.WarnContext(ctx, "report file is broken", attrs...)
 	}
@@ -311,8 +315,9 @@ func (c *Catalog) notify() {
 }
 
 // scanDir parses every report file in dir, sorted by id then name. A file that
-// vanishes during the scan is skipped: its removal brings another reload.
-func scanDir(dir string, reserved map[string]bool) ([]loaded, error) {
+// vanishes during the scan is skipped: its removal brings another reload. show names
+// a file's path in the entries and their errors.
+func scanDir(dir string, reserved map[string]bool, show func(path string) string) ([]loaded, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read reports folder: %w", err)
@@ -324,7 +329,7 @@ func scanDir(dir string, reserved map[string]bool) ([]loaded, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		f, ok := loadFile(path, reserved)
+		f, ok := loadFile(path, show(path), reserved)
 		if ok {
 			out = append(out, f)
 		}
@@ -336,11 +341,12 @@ func scanDir(dir string, reserved map[string]bool) ([]loaded, error) {
 }
 
 // loadFile reads and parses one report file; ok is false if the file no longer exists.
-func loadFile(path string, reserved map[string]bool) (f loaded, ok bool) {
+// The entry, its report and its errors name the file shown.
+func loadFile(path, shown string, reserved map[string]bool) (f loaded, ok bool) {
 	name := filepath.Base(path)
 	broken := func(err *ParseError) (loaded, bool) {
 		id := name[:len(name)-len(reportExt)] // isReportFileName checked the extension
-		e := Entry{Report: Report{ID: id, File: path}, Err: err, File: path}
+		e := Entry{Report: Report{ID: id, File: shown}, Err: err, File: shown}
 		f.state.err = err.Error()
 		return loaded{entry: e, state: f.state}, true
 	}
@@ -354,17 +360,24 @@ func loadFile(path string, reserved map[string]bool) (f loaded, ok bool) {
 		if pe, ok := errors.AsType[*fs.PathError](err); ok {
 			msg = pe.Err.Error() // the path is already in the ParseError
 		}
-		return broken(&ParseError{File: path, Msg: "read: " + msg})
+		return broken(&ParseError{File: shown, Msg: "read: " + msg})
 	}
-	rep, err := ParseReport(path, src)
+	rep, err := ParseReport(shown, src)
 	if err != nil {
 		pe, _ := errors.AsType[*ParseError](err)
 		return broken(pe)
 	}
 	if reserved[rep.ID] {
-		return broken(&ParseError{File: path, Msg: fmt.Sprintf("report id %q is reserved for the built-in report", rep.ID)})
+		return broken(&ParseError{File: shown, Msg: fmt.Sprintf("report id %q is reserved for the built-in report", rep.ID)})
 	}
-	return loaded{entry: Entry{Report: rep, File: path}, state: f.state}, true
+	return loaded{entry: Entry{Report: rep, File: shown}, state: f.state}, true
+}
+
+// shownReportFile is how a report file is named wherever a user may see it (the API,
+// job errors, a job's stored report): its folder's name and its own, such as
+// reports/orders.sql, never the server's absolute path.
+func shownReportFile(path string) string {
+	return filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path))
 }
 
 // readReportFile reads at most one byte more than MaxReportSize, enough for the parser

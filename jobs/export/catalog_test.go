@@ -126,7 +126,7 @@ func TestCatalogLoad(t *testing.T) {
 		if e.Report.ID == "demo" && e.Err == nil && e.File != "" {
 			t.Errorf("built-in demo has a file: %+v", e)
 		}
-		if e.Report.ID == "orders" && (e.File != filepath.Join(dir, "orders.sql") || e.Report.File != e.File) {
+		if e.Report.ID == "orders" && (e.File != filepath.Join(filepath.Base(dir), "orders.sql") || e.Report.File != e.File) {
 			t.Errorf("orders: file %q, report file %q", e.File, e.Report.File)
 		}
 	}
@@ -140,7 +140,7 @@ func TestCatalogLoad(t *testing.T) {
 	}
 	_, err = c.Report("broken")
 	var pe *ParseError
-	if !errors.As(err, &pe) || pe.File != filepath.Join(dir, "broken.sql") || pe.Line != 2 {
+	if !errors.As(err, &pe) || pe.File != filepath.Join(filepath.Base(dir), "broken.sql") || pe.Line != 2 {
 		t.Fatalf("Report(broken) err = %#v, want the *ParseError of line 2", err)
 	}
 	_, err = c.Report("nope")

@@ -34,8 +34,9 @@ const (
 // column from its values, runs there read-only like a SQLite source, and deletes the
 // database. Nothing is cached, so an edited file is seen by the next export.
 type csvSource struct {
-	name string
-	dir  string
+	name  string
+	dir   string
+	shown string // dir as messages name it (shownPath)
 	// tmpDir holds the temporary databases; empty means the system's temporary directory.
 	tmpDir string
 }
@@ -54,7 +55,7 @@ func (c *csvSource) Stream(ctx context.Context, q Query, w RowWriter) error {
 	}
 	tmp, err := os.MkdirTemp(c.tmpDir, "sheetq-csv-")
 	if err != nil {
-		return jobs.Retryable("io", fmt.Errorf("source %s: %w", c.name, err))
+		return jobs.Retryable("io", fmt.Errorf("source %s: temporary folder: %w", c.name, withoutPath(err)))
 	}
 	defer os.RemoveAll(tmp)
 	path := filepath.Join(tmp, "tables.db")
@@ -80,9 +81,9 @@ func (c *csvSource) tables(query string) ([]csvTable, error) {
 	entries, err := os.ReadDir(c.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: folder %s does not exist", c.name, c.dir))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: folder %s does not exist", c.name, c.shown))
 	case err != nil:
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, replacePath(err, c.dir, c.shown)))
 	}
 	lower := strings.ToLower(query)
 	seen := map[string]string{} // table names are case-insensitive in SQL
@@ -252,12 +253,12 @@ func (c *csvSource) read(ctx context.Context, t csvTable, header func([]string) 
 func (c *csvSource) open(t csvTable) (*os.File, error) {
 	f, err := os.OpenFile(t.file, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, replacePath(err, c.dir, c.shown)))
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, err))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", c.name, replacePath(err, c.dir, c.shown)))
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
@@ -336,7 +337,7 @@ func (c *csvSource) csvErr(t csvTable, err error) error {
 	if errors.As(err, &pe) || errors.As(err, &le) {
 		return jobs.Permanent("bad_csv", fmt.Errorf("source %s: %s: %w", c.name, filepath.Base(t.file), err))
 	}
-	return jobs.Retryable("upstream", fmt.Errorf("source %s: %s: %w", c.name, filepath.Base(t.file), err))
+	return jobs.Retryable("upstream", fmt.Errorf("source %s: %s: %w", c.name, filepath.Base(t.file), replacePath(err, c.dir, c.shown)))
 }
 
 // ioErr classifies an error of the temporary database: a full disk, most likely.
@@ -344,7 +345,16 @@ func (c *csvSource) ioErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return jobs.Retryable("canceled", fmt.Errorf("source %s: %w", c.name, cerr))
 	}
-	return jobs.Retryable("io", fmt.Errorf("source %s: temporary database: %w", c.name, err))
+	return jobs.Retryable("io", fmt.Errorf("source %s: temporary database: %w", c.name, withoutPath(err)))
+}
+
+// withoutPath is err without the path an *fs.PathError quotes: the temporary folder's
+// place on the server is nobody's business but the log's.
+func withoutPath(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }
 
 // quoteIdent quotes an SQL identifier.

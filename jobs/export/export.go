@@ -62,7 +62,8 @@ type Report struct {
 	Query       string  `json:"query,omitempty"` // the source's query text; built-in reports leave it empty
 	// Count asks the source to count the rows first, so progress has a total.
 	Count bool `json:"count,omitempty"`
-	// File is the path the report was loaded from; empty for built-ins.
+	// File names the file the report was loaded from, as reports/orders.sql (not the
+	// server's absolute path); empty for built-ins.
 	File string `json:"file,omitempty"`
 }
 

@@ -58,10 +58,11 @@ func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(baseDir, path)
 		}
+		shown := shownPath(baseDir, path)
 		if sc.Driver == driverCSV {
-			return &csvSource{name: name, dir: path}, nil
+			return &csvSource{name: name, dir: path, shown: shown}, nil
 		}
-		return &sqlSource{name: name, dialect: sqliteDialect, path: path}, nil
+		return &sqlSource{name: name, dialect: sqliteDialect, path: path, shown: shown}, nil
 	case driverPostgres, driverMySQL:
 		if sc.DSN == "" {
 			return nil, bad("driver %s needs dsn", sc.Driver)
@@ -82,6 +83,25 @@ func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
 	default:
 		return nil, bad("unknown driver %q (want sqlite, postgres, mysql or csv)", sc.Driver)
 	}
+}
+
+// shownPath is how messages name a source's file or folder: relative to baseDir (the
+// config file's folder, by default the data directory) when it lies inside it, else by
+// its last element. Job errors reach API clients, who need not learn the server's layout.
+func shownPath(baseDir, path string) string {
+	if rel, err := filepath.Rel(baseDir, path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return filepath.Base(path)
+}
+
+// replacePath is err with path replaced by shown wherever its message quotes it (an
+// *fs.PathError does), still wrapping err for errors.Is and errors.As.
+func replacePath(err error, path, shown string) error {
+	if path == "" || !strings.Contains(err.Error(), path) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), path, shown), err: err}
 }
 
 // resolveDSN reads an env:NAME DSN from the environment, so that a password need not

@@ -61,8 +61,9 @@ type sqlSource struct {
 	// db is the connection pool of a server source. It is nil for a SQLite file, which
 	// is opened for each query: nothing stays open between exports, and a file that was
 	// replaced (a fresh copy of a database) is seen at once.
-	db   *sql.DB
-	path string // the SQLite file
+	db    *sql.DB
+	path  string // the SQLite file
+	shown string // the SQLite file as messages name it (shownPath)
 	// secret is the DSN's password: driver errors can quote a connection string, and
 	// a password must never reach a job's error message or a log.
 	secret string
@@ -95,11 +96,11 @@ func (s *sqlSource) openFile() (*sql.DB, error) {
 	st, err := os.Stat(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: database file %s does not exist", s.name, s.path))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: database file %s does not exist", s.name, s.shown))
 	case err != nil:
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", s.name, err))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %w", s.name, replacePath(err, s.path, s.shown)))
 	case st.IsDir():
-		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %s is a folder, not a SQLite database file", s.name, s.path))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("source %s: %s is a folder, not a SQLite database file", s.name, s.shown))
 	}
 	return openSQLiteReadOnly(s.path)
 }
@@ -110,7 +111,7 @@ func (s *sqlSource) openFile() (*sql.DB, error) {
 func openSQLiteReadOnly(path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", sqliteURI(path)+"?mode=ro&_pragma=query_only(1)&_pragma=busy_timeout(5000)")
 	if err != nil {
-		return nil, jobs.Retryable("upstream", fmt.Errorf("open %s: %w", path, err))
+		return nil, jobs.Retryable("upstream", fmt.Errorf("open database: %w", replacePath(err, path, filepath.Base(path))))
 	}
 	// One query at a time: the count and the rows share one read transaction.
 	db.SetMaxOpenConns(1)
@@ -314,6 +315,9 @@ func (s *sqlSource) fail(ctx context.Context, doing string, err error) error {
 		return jobs.Retryable("canceled", fmt.Errorf("source %s: %w", s.name, cerr))
 	}
 	err = redact(err, s.secret)
+	if s.path != "" {
+		err = replacePath(err, s.path, s.shown)
+	}
 	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqliteAuth {
 		return jobs.Permanent("query", fmt.Errorf("source %s: %s: a report may only read, and this query would write, "+
 			"change a setting or attach a database: %w", s.name, doing, err))

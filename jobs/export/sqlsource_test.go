@@ -436,7 +436,7 @@ func TestSQLiteSourceMissingFile(t *testing.T) {
 	}
 	_, err = srcStream(t.Context(), t, src, srcReport("SELECT 1"), nil)
 	srcJobError(t, err, false, "upstream")
-	if want := filepath.Join(dir, "gone.db") + " does not exist"; !strings.Contains(err.Error(), want) {
+	if want := "database file gone.db does not exist"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 0 {
