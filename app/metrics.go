@@ -333,11 +333,16 @@ var (
 		"Jobs this process is running now.", nil, nil)
 	workersDesc = prometheus.NewDesc("sheetq_workers",
 		"Size of the worker pool (--workers).", nil, nil)
+	abandonedDesc = prometheus.NewDesc("sheetq_handlers_abandoned",
+		"Export handlers that did not stop when told to (stall, cancel, lost lease, shutdown) and were abandoned, still running in this process; each freed its worker.", nil, nil)
+	abandonedTotalDesc = prometheus.NewDesc("sheetq_handlers_abandoned_total",
+		"Export handlers abandoned in this process because they did not stop when told to.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsByStateDesc, oldestPendingDesc, lateHeartbeatsDesc, workersBusyDesc, workersDesc} {
+	for _, d := range []*prometheus.Desc{jobsByStateDesc, oldestPendingDesc, lateHeartbeatsDesc, workersBusyDesc, workersDesc,
+		abandonedDesc, abandonedTotalDesc} {
 		ch <- d
 	}
 }
@@ -347,6 +352,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	cfg := c.eng.Config()
 	ch <- prometheus.MustNewConstMetric(workersBusyDesc, prometheus.GaugeValue, float64(c.eng.Running()))
 	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(cfg.Workers))
+	alive, total := c.eng.Abandoned()
+	ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.GaugeValue, float64(alive))
+	ch <- prometheus.MustNewConstMetric(abandonedTotalDesc, prometheus.CounterValue, float64(total))
 
 	// Collect has no request context; a scrape must not hang on a stuck database.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

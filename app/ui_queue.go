@@ -27,6 +27,7 @@ func (s *server) queuePage(w http.ResponseWriter, r *http.Request) {
 		LateAfter:   ui.Duration(time.Duration(st.Stalled.LateHeartbeatSeconds * float64(time.Second))),
 		NoRowsAfter: ui.Duration(time.Duration(st.Stalled.NoRowsSeconds * float64(time.Second))),
 		Generated:   ui.Clock(st.GeneratedAt)}
+	q.AbandonedAlive, q.AbandonedTotal = s.engine.Abandoned()
 	for _, status := range []store.Status{store.StatusPending, store.StatusProcessing, store.StatusSucceeded,
 		store.StatusFailed, store.StatusCanceled, store.StatusExpired} {
 		q.Counts = append(q.Counts, ui.CountView{Status: string(status), N: st.Counts[status]})
