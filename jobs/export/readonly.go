@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"modernc.org/sqlite"
 )
@@ -39,8 +40,9 @@ func firstKeyword(query string) (word string, line int) {
 				end = len(rest)
 			}
 			line := tok.line + strings.Count(text[:len(text)-len(rest)], "\n")
-			if end == 0 {
-				return rest[:1], line
+			if end == 0 { // a digit, an operator...: the character says enough
+				_, size := utf8.DecodeRuneInString(rest)
+				return rest[:size], line
 			}
 			return strings.ToUpper(rest[:end]), line
 		}

@@ -152,6 +152,7 @@ func TestReadOnlyProblem(t *testing.T) {
 		{"EXPLAIN SELECT 1", "EXPLAIN", 1},
 		{"'SELECT'", "'", 1},
 		{"SELECTX 1", "SELECTX", 1},
+		{"\n→ SELECT 1", "→", 2},
 	} {
 		msg, line := readOnlyProblem(c.sql)
 		switch {
