@@ -326,6 +326,10 @@ func TestCrashAfterRenameCompletesFromFile(t *testing.T) {
 	if done.File == nil || done.File.Size == 0 {
 		t.Fatalf("no file recorded: %+v", done)
 	}
+	// The rows were committed before the rename, although no heartbeat came in time.
+	if done.Progress.Rows != 500 {
+		t.Errorf("progress.rows = %d, want the 500 rows the file holds", done.Progress.Rows)
+	}
 	fi, err := os.Stat(final)
 	if err != nil || fi.Size() != done.File.Size {
 		t.Fatalf("file on disk (%v, %v) does not match the recorded size %d", fi, err, done.File.Size)
