@@ -31,7 +31,6 @@ type createRequest struct {
 
 // createExport accepts an export request: validate, store durably, then 202.
 func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
-	defer jobs.Foreground()() // workers yield the CPU while a request is being accepted
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -54,9 +53,17 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("the request body is larger than %d bytes", maxBody))
 			return
 		}
+		if bodyTimedOut(err) {
+			writeBodyTimeout(w, s.bodies.limit())
+			return
+		}
 		writeProblem(w, http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
 		return
 	}
+	// Workers yield the CPU while a request is being accepted, but only once its body is
+	// in: the client's pace must not set theirs, and a client that trickles its body
+	// would otherwise slow every export for as long as it liked.
+	defer jobs.Foreground()()
 	var req createRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -27,6 +27,7 @@ type server struct {
 
 	auth        *authenticator              // tokens and browser sessions (initAuth)
 	crossOrigin *http.CrossOriginProtection // for cookie-authenticated changes and sign-in
+	bodies      bodyGuard                   // deadline on request bodies (app/body.go)
 }
 
 func (s *server) routes() http.Handler {
@@ -65,6 +66,7 @@ func (s *server) routes() http.Handler {
 	// Security headers go on every answer, the Host check's refusals too; the
 	// cross-origin check comes before authentication so that a forged form never
 	// reaches it. X-Forwarded-* from trusted proxies is applied before anything looks
-	// at the client's address, scheme or host.
-	return s.forwarded(s.logRequests(s.metrics.instrument(mux, securityHeaders(s.checkHost(s.refuseCrossOrigin(s.authenticate(mux)))))))
+	// at the client's address, scheme or host. Body deadlines come first of all: they
+	// need the server's own ResponseWriter.
+	return s.bodies.wrap(s.forwarded(s.logRequests(s.metrics.instrument(mux, securityHeaders(s.checkHost(s.refuseCrossOrigin(s.authenticate(mux))))))))
 }

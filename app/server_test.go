@@ -46,6 +46,8 @@ type testOpts struct {
 	Idle bool
 	// DataDir, if set, is the data directory instead of a fresh t.TempDir().
 	DataDir string
+	// BodyTimeout is the time a client has to send a request body (default: production).
+	BodyTimeout time.Duration
 }
 
 // testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
@@ -137,6 +139,7 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
 		hub: events, metrics: m, webhooks: hooks,
 	}
+	s.bodies.timeout = opts.BodyTimeout
 	if err := s.initAuth(); err != nil {
 		t.Fatalf("auth: %v", err)
 	}

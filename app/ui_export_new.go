@@ -54,13 +54,20 @@ func (s *server) reportUnusable(w http.ResponseWriter, r *http.Request, id strin
 // Valid input goes to the job's page (303); invalid input shows the form again (422)
 // with an error beside each wrong field and every value kept.
 func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
-	defer jobs.Foreground()()
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
+		if bodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			s.renderError(w, r, http.StatusRequestTimeout, "The form took too long to arrive",
+				"Go back to the form and submit it again.")
+			return
+		}
 		s.renderError(w, r, http.StatusBadRequest, "The form could not be read",
 			"Go back to the form, reload it and submit it again.")
 		return
 	}
+	// Foreground only once the form is in, as for the API (createExport).
+	defer jobs.Foreground()()
 	ctx := r.Context()
 	id := r.PostForm.Get("report")
 	rep, err := s.catalog.Report(id)

@@ -56,6 +56,12 @@ func Foreground() (done func()) {
 	}
 }
 
+// ForegroundActive is the number of foreground spans in progress: while it is above
+// zero, Yield waits. Request handlers must not hold one while they wait on a client.
+func ForegroundActive() int {
+	return int(prio.active.Load())
+}
+
 // Yield lets other goroutines run; while foreground work is in progress it waits for
 // that work to finish, for at most maxYieldWait, and during a burst of requests it waits
 // for the burst to pass (burstGate). Job code calls it between units of work.
