@@ -21,15 +21,19 @@ import (
 	"sheetq/app"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; build info fills in
 // the rest.
 var version = "dev"
 
+// shutdownSignals end the server gracefully; SIGHUP too: closing the terminal that runs
+// sheetq must shut it down gracefully.
+var shutdownSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	// SIGHUP too: closing the terminal that runs sheetq must shut it down gracefully.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -114,6 +118,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logJSON  bool
 		open     bool
 		proxies  string
+		checkDB  string
 	)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
@@ -133,6 +138,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
+	fs.StringVar(&checkDB, "check-db", "quick", "check the database file at start, refusing a damaged one: quick (the header, pages of zeros, and SQLite's quick_check for up to 2 s, finished in the background on a larger file), full (SQLite's integrity_check to the end; minutes for gigabytes) or off")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\n"+
 			"Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m, and from the config file's\n"+
@@ -165,6 +171,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.File = &fc
+	if cfg.CheckDB, err = store.ParseCheckMode(checkDB); err != nil {
+		return usageError{fmt.Errorf("--check-db: %w", err)}
+	}
 	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {
 		return usageError{fmt.Errorf("--trusted-proxies: %w", err)}
 	}
@@ -219,15 +228,55 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	force, unwatch := secondSignal()
+	defer unwatch()
+	cfg.Force = force
 	err = app.Run(ctx, cfg)
 	if open && errors.Is(err, app.ErrDirInUse) {
-		// A second double-click: show the running instance instead of an error.
-		if url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}); oerr == nil {
+		// A second double-click: show the running instance instead of an error, also
+		// when the first is still starting.
+		waiting := func() {
+			fmt.Fprintf(stderr, "sheetq is starting in another process; waiting for it (up to %s)\n", openWait)
+		}
+		url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}, openWait, waiting)
+		if oerr == nil {
 			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
 			return nil
 		}
+		return fmt.Errorf("%w; %v", err, oerr)
 	}
 	return err
+}
+
+// openWait bounds how long a second launch waits for the first to answer.
+const openWait = 30 * time.Second
+
+// secondSignal returns a channel closed by the second shutdown signal. The first one
+// cancels ctx (main's signal.NotifyContext), and the server lets running jobs finish for
+// --shutdown-grace; the second tells it to stop them at once and put them back in the
+// queue. After that the signals' default action is restored, so a third one ends the
+// process on the spot. unwatch stops watching.
+func secondSignal() (force <-chan struct{}, unwatch func()) {
+	f, done := make(chan struct{}), make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, shutdownSignals...)
+	go func() {
+		defer signal.Stop(sigs)
+		// Every signal reaches this channel and main's context alike.
+		for seen := 0; ; {
+			select {
+			case <-sigs:
+				if seen++; seen == 2 {
+					close(f)
+					signal.Reset(shutdownSignals...)
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return f, func() { close(done) }
 }
 
 // notInFile are the serve flags the config file cannot set: where it is, and the data

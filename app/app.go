@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -60,6 +61,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Ready, if set, is called with the base URL once the server accepts connections.
 	Ready func(url string)
+	// CheckDB is how much of the database file is checked at start (default
+	// store.CheckQuick); a damaged file is refused.
+	CheckDB store.CheckMode
+	// Force, once closed while Run shuts down (a second Ctrl-C), stops the running jobs
+	// at once and puts them back in the queue instead of waiting out the grace period.
+	Force <-chan struct{}
 
 	tokens []Token // every accepted token, set by validate
 }
@@ -146,11 +153,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer lk.unlock()
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{BaseURL: cfg.BaseURL})
+	st, err := store.Open(ctx, dir.DB(), store.Options{BaseURL: cfg.BaseURL, Check: cfg.CheckDB})
 	if err != nil {
-		return err
+		return openStoreError(dir, err)
 	}
 	defer st.Close()
+	finishCheck := checkInBackground(ctx, st, dir, log)
+	defer finishCheck() // before the store closes
+	if err := st.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
+		log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
+			"data", dir.Root, "err", err)
+	}
 
 	kind, cleanup, err := openExports(ctx, cfg, dir)
 	if err != nil {
@@ -237,15 +250,90 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", eng.Config().ShutdownGrace)
+	grace, running := eng.Config().ShutdownGrace, eng.Running()
+	if running > 0 {
+		log.Info(fmt.Sprintf("shutting down: waiting up to %s for %d running jobs to finish; interrupt again (Ctrl-C) to stop them now, and they go back to the queue", grace, running),
+			"running", running, "grace", grace)
+	} else {
+		log.Info("shutting down", "running", 0)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// A second interrupt cuts both waits short: for open requests and for running jobs.
+	stopped, forced := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(forced)
+		select {
+		case <-cfg.Force: // nil without a caller that forces: never
+			log.Warn("interrupted again: stopping running jobs now; they go back to the queue", "running", eng.Running())
+			cancel()
+			eng.StopNow()
+		case <-stopped:
+		}
+	}()
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
 	eng.Stop()
+	close(stopped)
+	<-forced
 	log.Info("stopped")
 	return nil
+}
+
+// openStoreError says what is wrong with the database and what to do about it, for the
+// failures a person can fix: a damaged file, a full disk, a file that cannot be written.
+func openStoreError(dir DataDir, err error) error {
+	var ce *store.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return explained{err, fmt.Sprintf("the database %s is damaged (%s), so sheetq will not start on it: %s",
+			ce.Path, strings.Join(ce.Findings, "; "), repairAdvice(dir))}
+	case errors.Is(err, store.ErrDiskFull):
+		return explained{err, fmt.Sprintf("the disk that holds %s is full, so sheetq cannot create or update its database: free some space there and start again (%v)", dir.DB(), err)}
+	case errors.Is(err, store.ErrReadOnly):
+		return explained{err, fmt.Sprintf("the database %s cannot be written (%v): make it and its folder writable for this user, or choose another data directory with --data", dir.DB(), err)}
+	}
+	return err
+}
+
+// repairAdvice says what to do about a damaged database.
+func repairAdvice(dir DataDir) string {
+	db := dir.DB()
+	return fmt.Sprintf("run `sheetq doctor --data %s` to see what is damaged, then replace %s with a copy made by `sheetq backup` (and delete %s-wal and %s-shm if they exist)",
+		dir.Root, db, db, db)
+}
+
+// checkInBackground finishes the start-up check of a file too large for its time budget
+// (store.CheckResult.Complete false) beside the running server; damage found makes
+// readiness fail and is logged with what to do. The returned func stops it and waits.
+func checkInBackground(ctx context.Context, st *store.Store, dir DataDir, log *slog.Logger) (wait func()) {
+	res := st.OpenCheck()
+	if res.Complete {
+		if res.Mode != store.CheckOff && res.Pages > 0 {
+			log.DebugContext(ctx, "database checked", "mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
+		}
+		return func() {}
+	}
+	log.InfoContext(ctx, "the database check goes on after start: the file is too large to check within the start-up budget",
+		"mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		err := st.FinishCheck(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, store.ErrCorrupt):
+			log.ErrorContext(ctx, "the database is damaged: stop sheetq, "+repairAdvice(dir)+"; until then GET /readyz answers 503", "err", err)
+		case err != nil:
+			log.WarnContext(ctx, "the database check after start failed", "err", err)
+		default:
+			log.InfoContext(ctx, "database checked", "mode", res.Mode, "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // listen listens on cfg.Addr or, with AddrFallback and that port in use, on a free port

@@ -204,10 +204,10 @@ func wantsHTML(r *http.Request) bool {
 		strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-// publicPath reports whether a path needs no authentication: liveness, static assets and
-// the sign-in pages themselves.
+// publicPath reports whether a path needs no authentication: liveness and readiness
+// (probes carry no token), static assets and the sign-in pages themselves.
 func publicPath(p string) bool {
-	return p == "/healthz" || strings.HasPrefix(p, "/assets/") || p == "/login" || p == "/logout"
+	return p == "/healthz" || p == "/readyz" || strings.HasPrefix(p, "/assets/") || p == "/login" || p == "/logout"
 }
 
 // authenticate requires, when tokens are set, a Bearer token or a session cookie on

@@ -3,11 +3,13 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/gofrs/flock"
 )
@@ -76,7 +78,13 @@ type dirLock struct {
 // process dies, however it dies, so a crash never leaves the directory locked.
 func (d DataDir) lock() (*dirLock, error) {
 	if err := os.MkdirAll(d.Root, 0o755); err != nil {
+		if readOnly(err) {
+			return nil, fmt.Errorf("cannot create the data directory %s (%w): create it yourself, or choose another with --data", d.Root, err)
+		}
 		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if err := d.checkWritable(); err != nil {
+		return nil, err
 	}
 	fl := flock.New(d.lockPath())
 	ok, err := fl.TryLock()
@@ -95,6 +103,44 @@ func (d DataDir) lock() (*dirLock, error) {
 		return nil, fmt.Errorf("%w: %s is held by %s", ErrDirInUse, d.Root, who)
 	}
 	return &dirLock{fl: fl, dir: d}, nil
+}
+
+// ErrDirReadOnly is returned when the data directory cannot be written.
+var ErrDirReadOnly = errors.New("data directory is read-only")
+
+// checkWritable creates and removes a file in the directory. Without it, a read-only
+// directory (a read-only mount, or another user's folder) that already holds a database
+// failed later with SQLite's "unable to open database file (14)", which names neither the
+// folder nor the fix.
+func (d DataDir) checkWritable() error {
+	f, err := os.CreateTemp(d.Root, ".sheetq-write-check-*")
+	if err != nil {
+		if readOnly(err) {
+			return explained{fmt.Errorf("%w: %w", ErrDirReadOnly, err), fmt.Sprintf("sheetq cannot write in its data directory %s (%v), where it keeps its database, lock and exports: "+
+				"make it writable for this user (check its owner and permissions, and that its disk is not mounted read-only), "+
+				"or choose another data directory with --data", d.Root, errors.Unwrap(err))}
+		}
+		return fmt.Errorf("check that %s is writable: %w", d.Root, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// explained is an error whose message says what is wrong and what to do, in place of the
+// message of the error it wraps (still found by errors.Is and errors.As).
+type explained struct {
+	err error
+	msg string
+}
+
+func (e explained) Error() string { return e.msg }
+func (e explained) Unwrap() error { return e.err }
+
+// readOnly reports whether err is the OS refusing a write: no permission, or a file
+// system mounted read-only.
+func readOnly(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
 }
 
 // setOwner records this process's pid and URL for a second process's error message.

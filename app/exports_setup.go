@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 
 	"sheetq/jobs/export"
 	"sheetq/jobs/export/sample"
+	"sheetq/store"
 )
 
 // exportKind is the export job kind with the catalog it reads reports from.
@@ -29,10 +31,16 @@ func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func
 		// own config or reports folder has set things up already.
 		var err error
 		installed, err = sample.Install(ctx, sample.Layout{DataDir: dir.Root})
-		if err != nil {
+		switch {
+		case store.IsDiskFull(err):
+			// The sample's database is about 19 MB. Without room for it, a first start
+			// used to exit, and so did every start after it; sheetq works without it.
+			log.WarnContext(ctx, fmt.Sprintf("first run: no room on the disk for the sample shop database (about 19 MB), so sheetq starts without the sample; "+
+				"to get it later, free some space, delete the empty folder %s and start again", dir.Reports()),
+				"data", dir.Root, "err", err)
+		case err != nil:
 			return exportKind{}, nil, err
-		}
-		if installed {
+		case installed:
 			log.InfoContext(ctx, "first run: installed the sample shop database, reports and config",
 				"reports", dir.Reports(), "config", dir.Config())
 		}

@@ -88,6 +88,13 @@ func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) 
 		w.WriteHeader(statusClientClosed)
 		return
 	}
+	if f, ok := faultOf(err); ok {
+		// Expected on a full disk: a WARN per request, not an ERROR with a 500.
+		s.store.NoteError(err)
+		s.log.WarnContext(r.Context(), "database fault", "code", f.code, "method", r.Method, "path", r.URL.Path, "err", err)
+		writeFault(w, f)
+		return
+	}
 	if store.IsBusy(err) {
 		s.log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")

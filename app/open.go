@@ -36,10 +36,46 @@ func OpenBrowser(url string) error {
 	return nil
 }
 
-// OpenRunning opens the browser on the sheetq that owns dir, after checking that it
-// answers GET /healthz, and returns its URL. It is for a second launch (a double-click
-// while sheetq already runs).
-func OpenRunning(ctx context.Context, dir DataDir) (string, error) {
+// OpenRunning opens the browser on the sheetq that owns dir and returns its URL. It is for
+// a second launch: a double-click while sheetq already runs, or while it is still
+// starting (a first run spends seconds writing the sample; a large database is checked).
+// It waits up to wait for the owner to record its URL and answer GET /healthz, calling
+// waiting once if it has to, and gives up early if the owner exits.
+func OpenRunning(ctx context.Context, dir DataDir, wait time.Duration, waiting func()) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for n := 0; ; n++ {
+		url, err := ownerURL(ctx, dir)
+		if err == nil {
+			if err := OpenBrowser(url); err != nil {
+				return "", err
+			}
+			return url, nil
+		}
+		lastErr = err
+		if n == 0 && waiting != nil {
+			waiting()
+		}
+		// About once a second: has the owner gone (it refused to start, or was
+		// stopped)? Then nothing will answer.
+		if n%10 == 9 {
+			if running, rerr := dir.Running(); rerr == nil && !running {
+				return "", fmt.Errorf("the sheetq that held %s exited before it answered (%v)", dir.Root, lastErr)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the sheetq that holds %s did not answer within %s: %v", dir.Root, wait, lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+// ownerURL returns the URL the owner of dir recorded, once it answers GET /healthz.
+func ownerURL(ctx context.Context, dir DataDir) (string, error) {
 	o, err := dir.ReadOwner()
 	if err != nil {
 		return "", fmt.Errorf("read owner: %w", err)
@@ -60,9 +96,6 @@ func OpenRunning(ctx context.Context, dir DataDir) (string, error) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("check %s: %s", o.URL, resp.Status)
-	}
-	if err := OpenBrowser(o.URL); err != nil {
-		return "", err
 	}
 	return o.URL, nil
 }

@@ -177,6 +177,7 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	demo := []byte(`{"report":"demo","params":{"rows":25}}`)
 
 	c.do(exchange{op: "GET /healthz", status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /readyz", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/openapi.json", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/reports", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/stats", status: 200, checkRequest: true})
@@ -289,6 +290,7 @@ func TestOpenAPIUnauthorized(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/exports", status: 401, code: "unauthorized"})
 	c.do(exchange{op: "GET /metrics", status: 401, code: "unauthorized"})
 	c.do(exchange{op: "GET /healthz", status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /readyz", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/stats", header: http.Header{"Authorization": {"Bearer s3cret"}}, status: 200, checkRequest: true})
 }
 
@@ -399,7 +401,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	for r := range registered {
 		_, path, _ := strings.Cut(r, " ")
-		api := strings.HasPrefix(path, "/api/") || path == "/healthz" || path == "/metrics"
+		api := strings.HasPrefix(path, "/api/") || path == "/healthz" || path == "/readyz" || path == "/metrics"
 		if api && !documented[r] {
 			t.Errorf("route %s is registered but not in app/openapi.json", r)
 		}

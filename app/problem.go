@@ -2,7 +2,10 @@ package app
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+
+	"sheetq/store"
 )
 
 // problem is an RFC 9457 problem detail, with a stable machine-readable code.
@@ -44,4 +47,53 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// storeFault is how the API and the pages answer a failure of the database file or its
+// disk: a client error it is not, and a bare 500 would hide what the operator must do.
+type storeFault struct {
+	status     int
+	code       string
+	retryAfter string // seconds; "" for none
+	detail     string // for API clients
+	title      string // for the error page
+	message    string // for the error page: what happened and what to do
+}
+
+// faultOf returns the answer for err if it is a failure of the database file or its disk
+// (store.ErrDiskFull, ErrReadOnly, ErrCorrupt, ErrIO).
+func faultOf(err error) (storeFault, bool) {
+	switch {
+	case errors.Is(err, store.ErrDiskFull):
+		// 507 Insufficient Storage (RFC 4918) says exactly this; Retry-After because it
+		// passes once space is freed, and GET /readyz tells when.
+		return storeFault{status: http.StatusInsufficientStorage, code: "disk_full", retryAfter: "60",
+			detail:  "the disk that holds the database is full, so nothing was saved; free space on the server, then retry (GET /readyz answers 200 again once writing works)",
+			title:   "The disk is full",
+			message: "The server's disk is full, so nothing was saved. Free some space on the server (old exports, other files), then try again."}, true
+	case errors.Is(err, store.ErrReadOnly):
+		return storeFault{status: http.StatusServiceUnavailable, code: "store_read_only",
+			detail:  "the database cannot be written (its file or folder is read-only); nothing was saved",
+			title:   "The database is read-only",
+			message: "sheetq cannot write its database (the file or its folder is read-only), so nothing was saved. The server log says which file."}, true
+	case errors.Is(err, store.ErrCorrupt):
+		return storeFault{status: http.StatusServiceUnavailable, code: "store_corrupt",
+			detail:  "the database file is damaged; the server log says what to do",
+			title:   "The database is damaged",
+			message: "sheetq found its database file damaged. Stop it and run sheetq doctor; restore a copy made with sheetq backup."}, true
+	case errors.Is(err, store.ErrIO):
+		return storeFault{status: http.StatusServiceUnavailable, code: "store_io", retryAfter: "5",
+			detail:  "the operating system failed a read or write of the database; nothing was saved; retry shortly",
+			title:   "The database could not be read or written",
+			message: "The operating system failed a read or write of the database, so nothing was saved. Try again in a moment; if this repeats, the server log says why."}, true
+	}
+	return storeFault{}, false
+}
+
+// writeFault answers an API request with f as problem+json.
+func writeFault(w http.ResponseWriter, f storeFault) {
+	if f.retryAfter != "" {
+		w.Header().Set("Retry-After", f.retryAfter)
+	}
+	writeProblem(w, f.status, f.code, f.detail)
 }

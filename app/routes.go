@@ -43,6 +43,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/events", s.streamEvents)
 	mux.Handle(apiCatchAll, s.apiFallback(mux)) // 404 or 405, as problem+json
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("GET /api/v1/stats", s.getStats)
 	mux.HandleFunc("GET /api/v1/openapi.json", s.openAPI)

@@ -46,6 +46,15 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, status int,
 
 // pageServerError logs an unexpected failure and shows an error page without internals.
 func (s *server) pageServerError(w http.ResponseWriter, r *http.Request, err error) {
+	if f, ok := faultOf(err); ok {
+		s.store.NoteError(err)
+		s.log.WarnContext(r.Context(), "database fault", "code", f.code, "method", r.Method, "path", r.URL.Path, "err", err)
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		s.renderError(w, r, f.status, f.title, f.message)
+		return
+	}
 	if store.IsBusy(err) {
 		s.log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "1")
