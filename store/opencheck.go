@@ -197,7 +197,7 @@ func scanFile(path string, deadline time.Time) (pages int64, findings []string, 
 		}
 	}
 	if len(zeros) > 0 {
-		findings = append(findings, fmt.Sprintf("%d pages in use are all zeros (%s of %d)", len(zeros), ranges(zeros, 4), pages))
+		findings = append(findings, fmt.Sprintf("%d pages in use are all zeros: %s of %d", len(zeros), ranges(zeros, 4), pages))
 	}
 	return pages, findings, complete, nil
 }
@@ -261,7 +261,7 @@ func ranges(ps []int64, max int) string {
 		}
 		i = j + 1
 	}
-	return "page " + strings.Join(parts, ", ")
+	return strings.Join(parts, ", ")
 }
 
 // checkOpen is Open's check of an existing file (see CheckMode), run on the writer
