@@ -81,15 +81,15 @@ func TestTokensFromConfigFile(t *testing.T) {
 	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startBinary(t, t.TempDir(), []string{"SHEETQ_TEST_CI_TOKEN=ci-from-env", "SHEETQ_TOKEN=the-default"},
+	p := startBinary(t, t.TempDir(), []string{"SHEETQ_TEST_CI_TOKEN=ci-from-env-0123", "SHEETQ_TOKEN=the-default-0123"},
 		"--config", config, "--reports", t.TempDir())
-	if strings.Contains(p.log(), "ci-from-env") || strings.Contains(p.log(), "alice-literal-token") || strings.Contains(p.log(), "the-default") {
+	if strings.Contains(p.log(), "ci-from-env-0123") || strings.Contains(p.log(), "alice-literal-token") || strings.Contains(p.log(), "the-default-0123") {
 		t.Fatalf("a token reached the log:\n%s", p.log())
 	}
 	if _, stderr, code := runClient(t, "jobs", "list", "--server", p.url); code != 4 || !strings.Contains(stderr, "401") {
 		t.Fatalf("jobs list without a token: exit %d, %s", code, stderr)
 	}
-	for token, name := range map[string]string{"ci-from-env": "ci", "alice-literal-token": "alice", "the-default": "default"} {
+	for token, name := range map[string]string{"ci-from-env-0123": "ci", "alice-literal-token": "alice", "the-default-0123": "default"} {
 		stdout, stderr, code := runClient(t, "export", "demo", "-p", "rows=1", "--token", token, "--server", p.url)
 		if code != 0 {
 			t.Fatalf("export with %s's token: exit %d: %s", name, code, stderr)

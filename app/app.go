@@ -127,8 +127,8 @@ func (c *Config) allTokens() ([]Token, error) {
 		switch {
 		case !tokenName.MatchString(t.Name):
 			return nil, fmt.Errorf("token name %q: use letters, digits, '.', '_' and '-' (at most 64)", t.Name)
-		case t.Secret == "":
-			return nil, fmt.Errorf("token %q is empty", t.Name)
+		case weakSecret(t.Secret) != "":
+			return nil, fmt.Errorf("token %q is %s: %s", t.Name, weakSecret(t.Secret), tokenAdvice)
 		case names[t.Name]:
 			return nil, fmt.Errorf("two tokens are named %q (--token is named %q)", t.Name, DefaultTokenName)
 		case secrets[t.Secret]:
@@ -213,7 +213,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	url := "http://" + ln.Addr().String()
+	// A URL a person (and a second sheetq, OpenRunning) can open: not http://[::]:8080.
+	url := localURL(hostOf(cfg.Addr), ln.Addr())
 	if err := lk.setOwner(url); err != nil {
 		log.WarnContext(ctx, "write pid file", "err", err)
 	}
@@ -225,6 +226,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := srv.initAuth(); err != nil {
 		return err
 	}
+	// Headers must arrive within ReadHeaderTimeout and bodies within their own deadline
+	// (app/body.go); no WriteTimeout, which would cut event streams and long downloads.
 	hs := &http.Server{
 		Handler:           srv.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -237,6 +240,9 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { serveErr <- hs.Serve(ln) }()
 	attrs := []any{"addr", ln.Addr().String(), "url", url, "data", dir.Root,
 		"workers", eng.Config().Workers, "version", cfg.Version, "tokens", len(cfg.tokens)}
+	if u := networkURL(ln.Addr()); u != "" {
+		attrs = append(attrs, "network_url", u)
+	}
 	if cfg.BaseURL != "" {
 		attrs = append(attrs, "public_url", cfg.BaseURL+"/")
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"sheetq/internal/durable"
 	"sheetq/internal/envref"
@@ -30,6 +31,25 @@ type Token struct {
 
 // DefaultTokenName is the name of the --token / SHEETQ_TOKEN token.
 const DefaultTokenName = "default"
+
+// minTokenLength is the shortest secret accepted: with failed attempts limited
+// (app/ratelimit.go), 16 random characters are out of reach of guessing.
+const minTokenLength = 16
+
+// weakSecret says what makes a token's secret too weak to accept ("blank", "too short
+// (6 characters)"), or "" when it is long enough.
+func weakSecret(secret string) string {
+	if strings.TrimSpace(secret) == "" {
+		return "blank"
+	}
+	if n := utf8.RuneCountInString(secret); n < minTokenLength {
+		return fmt.Sprintf("too short (%d characters)", n)
+	}
+	return ""
+}
+
+// tokenAdvice says how to make a good token, for the errors that refuse a bad one.
+const tokenAdvice = "use at least 16 random characters, such as the output of `openssl rand -hex 32`"
 
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
@@ -74,6 +94,8 @@ type authenticator struct {
 	// restarts, and a new key (delete the file) signs everyone out.
 	key []byte
 	now func() time.Time
+	// limits counts wrong tokens per client address (app/ratelimit.go).
+	limits *attemptLimiter
 }
 
 func newAuthenticator(tokens []Token, key []byte, now func() time.Time) *authenticator {
@@ -81,6 +103,7 @@ func newAuthenticator(tokens []Token, key []byte, now func() time.Time) *authent
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.limits = newAttemptLimiter(a.now)
 	for _, t := range tokens {
 		a.creds = append(a.creds, credential{name: t.Name, sum: sha256.Sum256([]byte(t.Secret))})
 	}
@@ -106,14 +129,15 @@ func (a *authenticator) match(secret string) (string, bool) {
 	return a.creds[found].name, true
 }
 
-// bearer returns the token name of a request's Authorization: Bearer header.
-func (a *authenticator) bearer(r *http.Request) (string, bool) {
+// bearer returns the token of a request's Authorization: Bearer header; sent is false
+// when the request has none.
+func bearer(r *http.Request) (token string, sent bool) {
 	// The auth scheme is case-insensitive (RFC 9110, section 11.1).
 	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}
-	return a.match(strings.TrimSpace(got))
+	return strings.TrimSpace(got), true
 }
 
 // sessionMAC signs a session: the token's name, the expiry and the hash of the token's
@@ -220,9 +244,18 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if name, ok := s.auth.bearer(r); ok {
-			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), name)))
-			return
+		if token, sent := bearer(r); sent {
+			// A locked-out address is refused before its token is looked at, so that a
+			// right guess does not stand out from the wrong ones.
+			if wait, locked := s.auth.limits.locked(client(r.Context()).IP); locked {
+				tooManyAttempts(w, wait)
+				return
+			}
+			if name, ok := s.auth.match(token); ok {
+				next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), name)))
+				return
+			}
+			s.signInFailed(r)
 		}
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			if name, ok := s.auth.session(c.Value); ok {

@@ -41,13 +41,13 @@ func withCookie(c *http.Cookie, h http.Header) http.Header {
 // Every named token works on the API, its name (never its secret) is recorded on the
 // jobs it creates, and no token, a wrong one or a near miss is refused.
 func TestNamedTokens(t *testing.T) {
-	ts := newTestServer(t, testOpts{Token: "default-secret", Tokens: []Token{
-		{Name: "ci", Secret: "ci-secret-0123"}, {Name: "alice", Secret: "alice-secret"},
+	ts := newTestServer(t, testOpts{Token: "default-secret-0123", Tokens: []Token{
+		{Name: "ci", Secret: "ci-secret-0123456789"}, {Name: "alice", Secret: "alice-secret-0123"},
 	}})
-	c := newContractAuthorized(t, ts, "ci-secret-0123")
+	c := newContractAuthorized(t, ts, "ci-secret-0123456789")
 	body := []byte(`{"report":"demo","params":{"rows":1}}`)
 	for _, tt := range []struct{ name, secret string }{
-		{DefaultTokenName, "default-secret"}, {"ci", "ci-secret-0123"}, {"alice", "alice-secret"},
+		{DefaultTokenName, "default-secret-0123"}, {"ci", "ci-secret-0123456789"}, {"alice", "alice-secret-0123"},
 	} {
 		res := c.do(exchange{op: "POST /api/v1/exports", body: body, status: http.StatusAccepted, checkRequest: true,
 			header: http.Header{"Authorization": {"Bearer " + tt.secret}, "Content-Type": {"application/json"}}})
@@ -59,12 +59,12 @@ func TestNamedTokens(t *testing.T) {
 			t.Errorf("token %s: the job shows the secret: %s", tt.name, res.body)
 		}
 		got := c.do(exchange{op: "GET /api/v1/exports/{id}", vars: map[string]string{"id": j.ID}, status: http.StatusOK,
-			header: http.Header{"Authorization": {"Bearer alice-secret"}}})
+			header: http.Header{"Authorization": {"Bearer alice-secret-0123"}}})
 		if decodeJob(t, got).CreatedBy != tt.name {
 			t.Errorf("token %s: read back created_by %s", tt.name, got.body)
 		}
 	}
-	for _, h := range []string{"", "Bearer nope", "Bearer ci-secret-012", "Bearer ci-secret-01234", "Bearer default-secretx"} {
+	for _, h := range []string{"", "Bearer nope", "Bearer ci-secret-012345678", "Bearer ci-secret-01234567890", "Bearer default-secret-0123x"} {
 		hdr := http.Header{"Content-Type": {"application/json"}}
 		if h != "" {
 			hdr.Set("Authorization", h)
@@ -88,19 +88,20 @@ func TestMatchFindsEachTokenOnly(t *testing.T) {
 
 // Token configuration mistakes are refused at start with a message naming them.
 func TestTokenConfigErrors(t *testing.T) {
-	t.Setenv("SHEETQ_TEST_CI_TOKEN", "from-env")
+	t.Setenv("SHEETQ_TEST_CI_TOKEN", "from-env-0123456789")
+	t.Setenv("SHEETQ_TEST_SHORT_TOKEN", "short")
 	dir := t.TempDir()
 	secretFile := dir + "/secret"
-	if err := os.WriteFile(secretFile, []byte("from-file\n"), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, []byte("from-file-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ok := Config{DataDir: dir, Token: "x1", File: &FileConfig{Tokens: []TokenConfig{
-		{Name: "ci", Token: "env:SHEETQ_TEST_CI_TOKEN"}, {Name: "ops", Token: "file:" + secretFile}, {Name: "lit", Token: "literal"},
+	ok := Config{DataDir: dir, Token: "x1-0123456789abcdef", File: &FileConfig{Tokens: []TokenConfig{
+		{Name: "ci", Token: "env:SHEETQ_TEST_CI_TOKEN"}, {Name: "ops", Token: "file:" + secretFile}, {Name: "lit", Token: "literal-0123456789"},
 	}}}
 	if err := ok.validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := []Token{{"default", "x1"}, {"ci", "from-env"}, {"ops", "from-file"}, {"lit", "literal"}}
+	want := []Token{{"default", "x1-0123456789abcdef"}, {"ci", "from-env-0123456789"}, {"ops", "from-file-0123456789"}, {"lit", "literal-0123456789"}}
 	if len(ok.tokens) != len(want) {
 		t.Fatalf("tokens %v", ok.tokens)
 	}
@@ -117,10 +118,16 @@ func TestTokenConfigErrors(t *testing.T) {
 		{"unset env", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "env:SHEETQ_TEST_UNSET"}}}}, "SHEETQ_TEST_UNSET"},
 		{"missing file", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "file:" + dir + "/nope"}}}}, "nope"},
 		{"no name", Config{File: &FileConfig{Tokens: []TokenConfig{{Token: "abc"}}}}, "no name"},
-		{"bad name", Config{Tokens: []Token{{"a b", "abc"}}}, "a b"},
-		{"duplicate name", Config{Token: "abc", Tokens: []Token{{"default", "def"}}}, "two tokens"},
-		{"duplicate secret", Config{Tokens: []Token{{"a", "same"}, {"b", "same"}}}, "same secret"},
-		{"empty secret", Config{Tokens: []Token{{"a", ""}}}, "empty"},
+		{"bad name", Config{Tokens: []Token{{"a b", "abc-0123456789abcdef"}}}, "a b"},
+		{"duplicate name", Config{Token: "abc-0123456789abcdef", Tokens: []Token{{"default", "def-0123456789abcdef"}}}, "two tokens"},
+		{"duplicate secret", Config{Tokens: []Token{{"a", "same-0123456789abcdef"}, {"b", "same-0123456789abcdef"}}}, "same secret"},
+		// Too weak to withstand guessing: each refusal says how to make a good token.
+		{"empty secret", Config{Tokens: []Token{{"a", ""}}}, `token "a" is blank: use at least 16 random characters, such as the output of ` + "`openssl rand -hex 32`"},
+		{"blank secret", Config{Tokens: []Token{{"a", "   \t "}}}, `token "a" is blank`},
+		{"short --token", Config{Token: "s3cret"}, `token "default" is too short (6 characters): use at least 16`},
+		{"15 characters", Config{Token: "0123456789abcde"}, "too short (15 characters)"},
+		{"short file token", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "literal"}}}}, `token "ci" is too short`},
+		{"short env token", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "env:SHEETQ_TEST_SHORT_TOKEN"}}}}, "openssl rand -hex 32"},
 		{"base url with a path", Config{BaseURL: "https://example.com/sheetq/"}, "root"},
 		{"base url not http", Config{BaseURL: "ftp://example.com/"}, "http"},
 	} {
@@ -132,7 +139,7 @@ func TestTokenConfigErrors(t *testing.T) {
 		})
 	}
 	// A token from the config file is enough to listen beyond loopback.
-	c := Config{DataDir: dir, Addr: "0.0.0.0:0", File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "literal"}}}}
+	c := Config{DataDir: dir, Addr: "0.0.0.0:0", File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "literal-0123456789"}}}}
 	if err := c.validate(); err != nil {
 		t.Fatalf("non-loopback with a config token: %v", err)
 	}
@@ -142,7 +149,7 @@ func TestTokenConfigErrors(t *testing.T) {
 // HttpOnly, SameSite, path-wide cookie (not the token) that then opens pages, the API's
 // GET routes including the event stream, and same-origin changes; sign-out ends it.
 func TestLoginFlow(t *testing.T) {
-	ts := newTestServer(t, testOpts{Token: "s3cret-token", Tokens: []Token{{Name: "ci", Secret: "ci-secret"}}})
+	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", Tokens: []Token{{Name: "ci", Secret: "ci-secret-0123456"}}})
 	noRedirects(ts)
 	html := http.Header{"Accept": {"text/html,application/xhtml+xml"}}
 
@@ -167,12 +174,12 @@ func TestLoginFlow(t *testing.T) {
 		t.Fatalf("a wrong token set cookies: %v", res.Cookies())
 	}
 	// A cross-site post of a token (signing the victim in as the attacker) is refused.
-	res = ts.postForm("/login", url.Values{"token": {"ci-secret"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+	res = ts.postForm("/login", url.Values{"token": {"ci-secret-0123456"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
 	if res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
 		t.Fatalf("cross-site sign-in: %d, cookies %v", res.StatusCode, res.Cookies())
 	}
 
-	res = ts.postForm("/login", url.Values{"token": {"ci-secret"}, "next": {"//evil.example/"}}, nil)
+	res = ts.postForm("/login", url.Values{"token": {"ci-secret-0123456"}, "next": {"//evil.example/"}}, nil)
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
 		t.Fatalf("sign-in: %d, Location %q (an off-site next must become /)", res.StatusCode, res.Header.Get("Location"))
 	}
@@ -227,7 +234,7 @@ func TestLoginFlow(t *testing.T) {
 // A session is worth no more than its token: a cookie for a removed token, for a token
 // whose secret changed, a forged or expired one, or one signed with another key fails.
 func TestSessionCookieRejected(t *testing.T) {
-	ts := newTestServer(t, testOpts{Token: "s3cret-token"})
+	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	key, err := os.ReadFile(ts.dir.sessionKeyPath())
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +246,7 @@ func TestSessionCookieRejected(t *testing.T) {
 		}
 		return &http.Cookie{Name: sessionCookie, Value: v}
 	}
-	same := newAuthenticator([]Token{{"default", "s3cret-token"}, {"gone", "removed-token"}}, key, nil)
+	same := newAuthenticator([]Token{{"default", "s3cret-token-0123"}, {"gone", "removed-token"}}, key, nil)
 	good := cookie(same, "default")
 	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(good, nil)); res.StatusCode != http.StatusOK {
 		t.Fatalf("a cookie the server's key signed for a live token: %d", res.StatusCode)
@@ -251,11 +258,11 @@ func TestSessionCookieRejected(t *testing.T) {
 	for what, c := range map[string]*http.Cookie{
 		"removed token":  cookie(same, "gone"),
 		"rotated secret": cookie(newAuthenticator([]Token{{"default", "old-secret"}}, key, nil), "default"),
-		"other key":      cookie(newAuthenticator([]Token{{"default", "s3cret-token"}}, bytes.Repeat([]byte{7}, 32), nil), "default"),
-		"expired": cookie(newAuthenticator([]Token{{"default", "s3cret-token"}}, key,
+		"other key":      cookie(newAuthenticator([]Token{{"default", "s3cret-token-0123"}}, bytes.Repeat([]byte{7}, 32), nil), "default"),
+		"expired": cookie(newAuthenticator([]Token{{"default", "s3cret-token-0123"}}, key,
 			func() time.Time { return time.Now().Add(-sessionTTL - time.Minute) }), "default"),
 		"forged name": &forged,
-		"garbage":     {Name: sessionCookie, Value: "s3cret-token"},
+		"garbage":     {Name: sessionCookie, Value: "s3cret-token-0123"},
 	} {
 		res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
 		if res.StatusCode != http.StatusUnauthorized {
@@ -269,12 +276,12 @@ func TestSessionCookieRejected(t *testing.T) {
 func TestTrustedProxies(t *testing.T) {
 	var logs syncBuffer
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	ts := newTestServer(t, testOpts{Token: "s3cret-token", TrustedProxies: loopback,
+	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", TrustedProxies: loopback,
 		BaseURL: "https://sheetq.example.com/", Log: &logs})
 	noRedirects(ts)
 	fwd := http.Header{"X-Forwarded-For": {"198.51.100.7, 203.0.113.9"}, "X-Forwarded-Proto": {"https"},
 		"X-Forwarded-Host": {"sheetq.example.com"}, "X-Request-Id": {"proxied-1"}}
-	res := ts.postForm("/login", url.Values{"token": {"s3cret-token"}}, fwd)
+	res := ts.postForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
 	if res.StatusCode != http.StatusSeeOther || !sessionFrom(t, res).Secure {
 		t.Fatalf("sign-in through an https proxy: %d, cookie %+v", res.StatusCode, res.Cookies())
 	}
@@ -288,14 +295,14 @@ func TestTrustedProxies(t *testing.T) {
 	checkProblem(t, ts.request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"evil.example"}}),
 		http.StatusMisdirectedRequest, "bad_host")
 	// The curl example on the home page names the public URL.
-	page := ts.request(http.MethodGet, "/", nil, http.Header{"Authorization": {"Bearer s3cret-token"}})
+	page := ts.request(http.MethodGet, "/", nil, http.Header{"Authorization": {"Bearer s3cret-token-0123"}})
 	if !bytes.Contains(page.body, []byte("https://sheetq.example.com/api/v1/exports")) {
 		t.Errorf("home page does not show the base URL:\n%s", page.body)
 	}
 
-	plain := newTestServer(t, testOpts{Token: "s3cret-token"})
+	plain := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	noRedirects(plain)
-	res = plain.postForm("/login", url.Values{"token": {"s3cret-token"}}, fwd)
+	res = plain.postForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
 	if res.StatusCode != http.StatusSeeOther || sessionFrom(t, res).Secure {
 		t.Fatalf("forwarded headers from an untrusted peer made the cookie Secure: %+v", res.Cookies())
 	}
@@ -327,7 +334,7 @@ func TestForwardedFor(t *testing.T) {
 // Every line logged while serving a request carries its id, not only the access line.
 func TestRequestIDOnEveryLogLine(t *testing.T) {
 	var logs syncBuffer
-	ts := newTestServer(t, testOpts{Token: "s3cret-token", Log: &logs})
+	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", Log: &logs})
 	res := ts.postForm("/login", url.Values{"token": {"wrong"}}, http.Header{"X-Request-Id": {"req-42"}})
 	if res.StatusCode != http.StatusUnauthorized || res.Header.Get("X-Request-Id") != "req-42" {
 		t.Fatalf("status %d, X-Request-Id %q", res.StatusCode, res.Header.Get("X-Request-Id"))

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,11 @@ func (s *server) loginPage(w http.ResponseWriter, r *http.Request) {
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
+		if bodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			s.renderLogin(w, r, http.StatusRequestTimeout, ui.LoginForm{Next: "/", Error: "The form took too long to arrive; try again."})
+			return
+		}
 		s.renderLogin(w, r, http.StatusBadRequest, ui.LoginForm{Next: "/", Error: "The form could not be read; try again."})
 		return
 	}
@@ -45,9 +52,17 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
+	if wait, locked := s.auth.limits.locked(client(r.Context()).IP); locked {
+		// Refused before the token is looked at, as for the API (authenticate).
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		s.renderLogin(w, r, http.StatusTooManyRequests, ui.LoginForm{Next: next,
+			Error: "Too many wrong tokens were tried from your address. Try again in " + waitWords(wait) + "."})
+		return
+	}
 	name, ok := s.auth.match(strings.TrimSpace(r.PostForm.Get("token")))
 	if !ok {
 		s.log.WarnContext(r.Context(), "sign-in with a wrong token", "client_ip", client(r.Context()).IP)
+		s.signInFailed(r)
 		s.renderLogin(w, r, http.StatusUnauthorized, ui.LoginForm{Next: next, Error: "That token is not valid for this server."})
 		return
 	}
@@ -62,6 +77,20 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	})
 	s.log.InfoContext(r.Context(), "signed in", "token", name, "client_ip", client(r.Context()).IP)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// waitWords says a wait for people: "5 minutes", "1 minute", "40 seconds".
+func waitWords(d time.Duration) string {
+	if m := int(math.Ceil(d.Minutes())); m > 1 {
+		return strconv.Itoa(m) + " minutes"
+	} else if d > 45*time.Second {
+		return "1 minute"
+	}
+	secs := retryAfterSeconds(d)
+	if secs == 1 {
+		return "1 second"
+	}
+	return strconv.Itoa(secs) + " seconds"
 }
 
 // logout clears the session cookie.

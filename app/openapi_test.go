@@ -285,13 +285,13 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 
 // TestOpenAPIUnauthorized checks the 401 answers of a server with an access token.
 func TestOpenAPIUnauthorized(t *testing.T) {
-	ts := newTestServer(t, testOpts{Token: "s3cret"})
-	c := newContractAuthorized(t, ts, "s3cret")
+	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
+	c := newContractAuthorized(t, ts, "s3cret-token-0123")
 	c.do(exchange{op: "GET /api/v1/exports", status: 401, code: "unauthorized"})
 	c.do(exchange{op: "GET /metrics", status: 401, code: "unauthorized"})
 	c.do(exchange{op: "GET /healthz", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /readyz", status: 200, checkRequest: true})
-	c.do(exchange{op: "GET /api/v1/stats", header: http.Header{"Authorization": {"Bearer s3cret"}}, status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/stats", header: http.Header{"Authorization": {"Bearer s3cret-token-0123"}}, status: 200, checkRequest: true})
 }
 
 // newContractAuthorized fetches the document with the token.

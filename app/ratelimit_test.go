@@ -1,0 +1,169 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Wrong tokens are limited per client address, bearer tokens and the sign-in form
+// together: after 10, that address gets 429 with Retry-After for every token it sends,
+// the right one too, logged once; other addresses, and a session cookie got earlier, are
+// not held back.
+func TestSignInLimit(t *testing.T) {
+	const secret = "s3cret-token-0123"
+	var logs syncBuffer
+	ts := newTestServer(t, testOpts{Token: secret, Log: &logs,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	noRedirects(ts)
+	from := func(ip string, h http.Header) http.Header {
+		h = h.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("X-Forwarded-For", ip)
+		return h
+	}
+	bearer := func(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+	const attacker, other = "198.51.100.7", "203.0.113.9"
+
+	// A session signed in from the attacker's address before the attack (a colleague
+	// behind the same NAT).
+	res := ts.postForm("/login", url.Values{"token": {secret}}, from(attacker, nil))
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d\n%s", res.StatusCode, res.body)
+	}
+	session := sessionFrom(t, res)
+
+	// Wrong tokens count together, from the form and as bearer tokens.
+	for i := range signInFailures {
+		if i%2 == 0 {
+			res = ts.postForm("/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}}, from(attacker, nil))
+		} else {
+			res = ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer(fmt.Sprintf("guess-%d", i))))
+		}
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d of %d: status %d, want 401", i+1, signInFailures, res.StatusCode)
+		}
+	}
+
+	c := newContractAuthorized(t, ts, secret) // from the proxy's own address: not limited
+	for _, token := range []string{"guess-again", secret} {
+		res = c.do(exchange{op: "GET /api/v1/exports", header: from(attacker, bearer(token)),
+			status: http.StatusTooManyRequests, code: "too_many_attempts"})
+		checkRetryAfter(t, res)
+		res = ts.postForm("/login", url.Values{"token": {token}}, from(attacker, nil))
+		if res.StatusCode != http.StatusTooManyRequests || !bytes.Contains(res.body, []byte(`data-testid="login-error"`)) ||
+			!bytes.Contains(res.body, []byte("Too many wrong tokens")) || len(res.Cookies()) != 0 {
+			t.Fatalf("sign-in form from a locked-out address: %d, cookies %v\n%s", res.StatusCode, res.Cookies(), res.body)
+		}
+		checkRetryAfter(t, res)
+	}
+	for i := range 30 {
+		ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer("more-"+strconv.Itoa(i))))
+	}
+
+	// Not held back: another address, with the right token or a wrong one; a session.
+	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer(secret))); res.StatusCode != http.StatusOK {
+		t.Errorf("the right token from another address: %d %s", res.StatusCode, res.body)
+	}
+	if res := ts.postForm("/login", url.Values{"token": {secret}}, from(other, nil)); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("sign-in from another address: %d", res.StatusCode)
+	}
+	checkProblem(t, ts.request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer("nope"))),
+		http.StatusUnauthorized, "unauthorized")
+	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, withCookie(session, nil))); res.StatusCode != http.StatusOK {
+		t.Errorf("a session cookie from the locked-out address: %d %s", res.StatusCode, res.body)
+	}
+
+	if n := strings.Count(logs.String(), "sign-in attempts limited"); n != 1 {
+		t.Errorf("the lockout was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "guess-") {
+		t.Errorf("a token reached the log:\n%s", logs.String())
+	}
+}
+
+func checkRetryAfter(t *testing.T, res response) {
+	t.Helper()
+	secs, err := strconv.Atoi(res.Header.Get("Retry-After"))
+	if err != nil || secs < 1 || secs > int(signInLockout.Seconds()) {
+		t.Errorf("Retry-After %q, want 1 to %d seconds", res.Header.Get("Retry-After"), int(signInLockout.Seconds()))
+	}
+}
+
+// The limit's arithmetic on a fake clock: a window, the lockout and its end, the /64 an
+// IPv6 client is counted by, and the bounded table.
+func TestAttemptLimiter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := newAttemptLimiter(func() time.Time { return now })
+	fail := func(ip string, n int) (lockouts int) {
+		for range n {
+			if l.failed(ip) {
+				lockouts++
+			}
+		}
+		return lockouts
+	}
+
+	// Failures spread wider than the window never lock.
+	for range 3 {
+		if fail("192.0.2.1", signInFailures-1) != 0 {
+			t.Fatal("locked out below the limit")
+		}
+		now = now.Add(signInWindow)
+	}
+	if _, locked := l.locked("192.0.2.1"); locked {
+		t.Fatal("locked out by failures in separate windows")
+	}
+
+	// The limit within one window locks out, once, until the lockout ends.
+	if n := fail("192.0.2.1", signInFailures); n != 1 {
+		t.Fatalf("%d lockouts began, want 1", n)
+	}
+	if wait, locked := l.locked("192.0.2.1"); !locked || wait != signInLockout {
+		t.Fatalf("locked %v for %s, want %s", locked, wait, signInLockout)
+	}
+	if _, locked := l.locked("192.0.2.2"); locked {
+		t.Fatal("another address is locked out")
+	}
+	now = now.Add(signInLockout - time.Second)
+	if wait, locked := l.locked("192.0.2.1"); !locked || wait != time.Second {
+		t.Fatalf("a second before the end: locked %v, %s left", locked, wait)
+	}
+	now = now.Add(time.Second)
+	if _, locked := l.locked("192.0.2.1"); locked {
+		t.Fatal("still locked out after the lockout")
+	}
+	if fail("192.0.2.1", 1) != 0 {
+		t.Fatal("a failure after the lockout locked out again: the count did not start over")
+	}
+
+	// An IPv6 client is counted by its /64; an IPv4 address is the same written as IPv6.
+	fail("2001:db8:1:2::1", signInFailures/2)
+	fail("2001:db8:1:2:ffff::9", signInFailures-signInFailures/2)
+	if _, locked := l.locked("2001:db8:1:2::77"); !locked {
+		t.Error("addresses of one /64 are counted apart")
+	}
+	if _, locked := l.locked("2001:db8:1:3::1"); locked {
+		t.Error("the next /64 is locked out too")
+	}
+	fail("::ffff:192.0.2.50", signInFailures)
+	if _, locked := l.locked("192.0.2.50"); !locked {
+		t.Error("an IPv4-mapped address is counted apart from its IPv4 form")
+	}
+
+	// The table stays bounded, with every entry live and locked out.
+	for i := range signInTracked + 100 {
+		fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), signInFailures)
+	}
+	if n := len(l.clients); n > signInTracked {
+		t.Fatalf("%d addresses tracked, bound %d", n, signInTracked)
+	}
+}
