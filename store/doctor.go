@@ -43,11 +43,15 @@ type JobFile struct {
 	Status   Status
 	Attempt  int
 	FileName string // "" when no file was published
+	// FileSize and FileSHA256 are what was recorded of the published file.
+	FileSize   int64
+	FileSHA256 string
 }
 
-// JobFiles lists every job's status, attempt and published file name.
+// JobFiles lists every job's status, attempt and published file record.
 func (s *Store) JobFiles(ctx context.Context) ([]JobFile, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, status, attempt, coalesce(file_name, '') FROM jobs`)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, status, attempt, coalesce(file_name, ''),
+		coalesce(file_size, 0), coalesce(file_sha256, '') FROM jobs`)
 	if err != nil {
 		return nil, fmt.Errorf("job files: %w", err)
 	}
@@ -55,7 +59,7 @@ func (s *Store) JobFiles(ctx context.Context) ([]JobFile, error) {
 	var out []JobFile
 	for rows.Next() {
 		var j JobFile
-		if err := rows.Scan(&j.ID, &j.Status, &j.Attempt, &j.FileName); err != nil {
+		if err := rows.Scan(&j.ID, &j.Status, &j.Attempt, &j.FileName, &j.FileSize, &j.FileSHA256); err != nil {
 			return nil, fmt.Errorf("job files: %w", err)
 		}
 		out = append(out, j)
