@@ -186,3 +186,45 @@ func TestSecondLaunchWaitsForStartingInstance(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A data directory whose database has zeroed pages in the middle: serve exits 1 with
+// one line naming what is damaged, sheetq doctor and sheetq backup; the doctor it names
+// does see the damage; SHEETQ_CHECK_DB=off starts anyway; a bad --check-db is a usage
+// error.
+func TestServeRefusesDamagedDatabase(t *testing.T) {
+	data := t.TempDir()
+	db := filepath.Join(data, "sheetq.db")
+	st, err := store.Open(context.Background(), db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.FillJobs(t, st, 2000)
+	st.Close()
+	_, pages := storetest.PageSize(t, db)
+	storetest.ZeroPages(t, db, pages/2, 4)
+	reports := filepath.Join(data, "reports")
+
+	for _, mode := range []string{"quick", "full"} {
+		out, err := exec.Command(binary, "serve", "--data", data, "--addr", "127.0.0.1:0", "--reports", reports, "--check-db", mode).CombinedOutput()
+		msg := strings.TrimSpace(string(out))
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Contains(msg, "\n") {
+			t.Fatalf("--check-db=%s: %v, want exit 1 and one line:\n%s", mode, err, out)
+		}
+		for _, want := range []string{"sheetq: the database " + db + " is damaged", "all zeros", "sheetq doctor --data " + data, "sheetq backup"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("--check-db=%s: the line does not say %q:\n%s", mode, want, msg)
+			}
+		}
+	}
+	out, err := exec.Command(binary, "doctor", "--data", data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "database:") {
+		t.Errorf("sheetq doctor does not report the damage: %v\n%s", err, out)
+	}
+
+	startBinary(t, data, []string{"SHEETQ_CHECK_DB=off"}, "--reports", reports)
+
+	out, err = exec.Command(binary, "serve", "--data", t.TempDir(), "--check-db", "deep").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--check-db") {
+		t.Errorf("--check-db=deep: %v, want exit 2 naming the flag:\n%s", err, out)
+	}
+}
