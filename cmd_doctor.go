@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,8 +23,8 @@ import (
 
 // doctorProblem is one finding of `sheetq doctor`.
 type doctorProblem struct {
-	// Check is the check that found it: database, part_file, orphan_file, missing_file
-	// or disk_space.
+	// Check is the check that found it: database, link, not_regular, part_file,
+	// orphan_file, missing_file, file_size, file_sha256 or disk_space.
 	Check   string `json:"check"`
 	Message string `json:"message"`
 	Path    string `json:"path,omitempty"`
@@ -42,21 +44,24 @@ type doctorReport struct {
 	Problems  []doctorProblem `json:"problems"`
 }
 
-// doctorCmd runs `sheetq doctor [--data DIR] [--json] [--fix]`: checks a data directory,
-// read-only unless --fix, and safe while a server runs.
+// doctorCmd runs `sheetq doctor [--data DIR] [--json] [--fix] [--deep]`: checks a data
+// directory, read-only unless --fix, and safe while a server runs.
 func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "", "data `directory` to check (default: the user's data folder)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fix := fs.Bool("fix", false, "remove orphan part files (the only problem doctor repairs)")
+	deep := fs.Bool("deep", false, "also compare each published file's sha256 with the record (reads every file)")
 	minFree := fs.Int64("min-free-mb", 512, "report a problem when less than this many `MiB` are free")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: sheetq doctor [--data DIR] [--json] [--fix]
+		fmt.Fprintf(stderr, `Usage: sheetq doctor [--data DIR] [--json] [--fix] [--deep]
 
-Check a data directory: the database's integrity, part files no running export owns,
-published files no export owns, finished exports whose file is missing, and free disk
-space. Safe while the server runs (the database is opened read-only).
+Check a data directory: the database's integrity, links and other non-regular files
+in exports/ and tmp/, part files no running export owns, published files no export
+owns, finished exports whose file is missing or not of the recorded size (and, with
+--deep, sha256), and free disk space. Safe while the server runs (the database is
+opened read-only).
 Exit status: 0 healthy, 1 problems found (one line each), 2 bad command line.
 
 Flags:
@@ -73,7 +78,8 @@ Flags:
 	if err != nil {
 		return err
 	}
-	rep, err := diagnose(ctx, app.DataDir{Root: root}, *fix, uint64(max(*minFree, 0))<<20)
+	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(max(*minFree, 0)) << 20}
+	rep, err := diagnose(ctx, app.DataDir{Root: root}, opts)
 	if err != nil {
 		return err
 	}
@@ -107,9 +113,20 @@ Flags:
 	return nil
 }
 
+// doctorOptions are the flags of sheetq doctor that change what diagnose does.
+type doctorOptions struct {
+	// Fix removes orphan part files.
+	Fix bool
+	// Deep hashes every published file to compare it with the recorded sha256.
+	Deep bool
+	// MinFree is the free space in bytes under which disk_space is reported.
+	MinFree uint64
+}
+
 // diagnose runs every check. Only an unreadable directory or database is an error;
 // everything else is a problem in the report.
-func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (doctorReport, error) {
+func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorReport, error) {
+	fix, minFree := opts.Fix, opts.MinFree
 	rep := doctorReport{Data: dir.Root, Problems: []doctorProblem{}}
 	running, err := dir.Running()
 	if err != nil {
@@ -140,10 +157,19 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 	}
 	rep.Jobs = len(jobFiles)
 
+	// Links and special files: the server serves and publishes only regular files that
+	// live in the data directory (app/export_file.go refuses anything else), so a link
+	// or a FIFO in exports/ or tmp/, or either directory being a link, is a problem
+	// whatever it points at. Such entries are left out of the checks below.
+	odd := oddEntries(dir, add)
+
 	// Part files: tmp/<id>.<attempt>.part belongs to the running attempt of a job, and
 	// only while a server runs (it removes them all at start).
 	parts, _ := filepath.Glob(filepath.Join(dir.Tmp(), "*.part"))
 	for _, path := range parts {
+		if odd[path] {
+			continue
+		}
 		id, attempt := jobs.ParsePartName(filepath.Base(path))
 		j, known := byID[id]
 		if running && known && j.Status == store.StatusProcessing && j.Attempt == attempt {
@@ -176,6 +202,9 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 	for _, path := range files {
 		id := strings.TrimSuffix(filepath.Base(path), ".xlsx")
 		onDisk[id] = true
+		if odd[path] {
+			continue
+		}
 		j, known := byID[id]
 		switch {
 		case !known:
@@ -183,6 +212,8 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 		case j.Status == store.StatusExpired || j.Status == store.StatusFailed || j.Status == store.StatusCanceled:
 			add(doctorProblem{Check: "orphan_file", Path: path, Job: id,
 				Message: fmt.Sprintf("%s: published file of export %s, which is %s", path, id, j.Status)})
+		case j.Status == store.StatusSucceeded:
+			checkPublished(path, j, opts.Deep, add)
 		}
 	}
 	for _, j := range jobFiles {
@@ -206,4 +237,114 @@ func diagnose(ctx context.Context, dir app.DataDir, fix bool, minFree uint64) (d
 	rep.FreeBytes = free
 	rep.Healthy = !slices.ContainsFunc(rep.Problems, func(p doctorProblem) bool { return !p.Fixed })
 	return rep, nil
+}
+
+// oddEntries reports exports/ or tmp/ being a link, and every link or other non-regular
+// entry in them, and returns the paths of those entries.
+func oddEntries(dir app.DataDir, add func(doctorProblem)) map[string]bool {
+	odd := map[string]bool{}
+	for _, d := range []string{dir.Exports(), dir.Tmp()} {
+		why := "the server writes only regular part files here"
+		if d == dir.Exports() {
+			why = "the server refuses to serve it"
+		}
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue // a directory not yet created holds nothing
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			add(doctorProblem{Check: "link", Path: d, Message: d + ": a link" + linkTarget(d) +
+				"; the data directory must hold this directory itself (the server refuses to serve through it)"})
+		}
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			path := filepath.Join(d, e.Name())
+			switch t := e.Type(); {
+			case t&fs.ModeSymlink != 0:
+				odd[path] = true
+				add(doctorProblem{Check: "link", Path: path, Job: jobOfEntry(e.Name()),
+					Message: path + ": a link" + linkTarget(path) + "; only regular files belong here (" + why + ")"})
+			case !t.IsRegular():
+				odd[path] = true
+				add(doctorProblem{Check: "not_regular", Path: path, Job: jobOfEntry(e.Name()),
+					Message: fmt.Sprintf("%s: not a regular file (%s); only regular files belong here (%s)", path, kindOf(t), why)})
+			}
+		}
+	}
+	return odd
+}
+
+// checkPublished compares a SUCCEEDED export's file with its record: the size always,
+// the sha256 when deep.
+func checkPublished(path string, j store.JobFile, deep bool, add func(doctorProblem)) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return // removed meanwhile; a running server may expire or delete it
+	}
+	if fi.Size() != j.FileSize {
+		add(doctorProblem{Check: "file_size", Path: path, Job: j.ID,
+			Message: fmt.Sprintf("%s: %d bytes, but export %s recorded %d (the server refuses to serve it)", path, fi.Size(), j.ID, j.FileSize)})
+		return
+	}
+	if !deep {
+		return
+	}
+	sum, err := fileSHA256(path)
+	switch {
+	case err != nil:
+		add(doctorProblem{Check: "file_sha256", Path: path, Job: j.ID, Message: fmt.Sprintf("%s: cannot read: %v", path, err)})
+	case !strings.EqualFold(sum, j.FileSHA256):
+		add(doctorProblem{Check: "file_sha256", Path: path, Job: j.ID,
+			Message: fmt.Sprintf("%s: sha256 %s, but export %s recorded %s (the file was changed or damaged)", path, sum, j.ID, j.FileSHA256)})
+	}
+}
+
+// fileSHA256 hashes a file's content.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// linkTarget is " to TARGET" for a link that can be read.
+func linkTarget(path string) string {
+	if t, err := os.Readlink(path); err == nil {
+		return " to " + t
+	}
+	return ""
+}
+
+// jobOfEntry is the export id in a file name of exports/ or tmp/.
+func jobOfEntry(name string) string {
+	if id, ok := strings.CutSuffix(name, ".xlsx"); ok {
+		return id
+	}
+	if strings.HasSuffix(name, ".part") {
+		id, _ := jobs.ParsePartName(name)
+		return id
+	}
+	return ""
+}
+
+// kindOf names a non-regular file type for a person.
+func kindOf(t fs.FileMode) string {
+	switch {
+	case t.IsDir():
+		return "a directory"
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "mode " + t.String()
+	}
 }

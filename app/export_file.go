@@ -53,7 +53,8 @@ func (s *server) getExportFile(w http.ResponseWriter, r *http.Request) {
 		// the same as a missing file (410, request the export again); the operator learns
 		// the cause from this log line and from sheetq doctor.
 		s.log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", unsafe.path, "reason", unsafe.reason)
-		writeProblem(w, http.StatusGone, "file_missing", "the file of this export is not available on the server; request the export again")
+		writeProblem(w, http.StatusGone, "file_missing",
+			"the file of this export is not available on the server; request the export again")
 		return
 	case err != nil:
 		s.serverError(w, r, err)

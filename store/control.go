@@ -68,9 +68,10 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 }
 
 // Delete removes a finished job (SUCCEEDED, FAILED, CANCELED or EXPIRED) and its events,
-// stops its webhook deliveries (stopDeliveriesTx), and returns the job as it was. The caller removes the job's file after Delete returns,
-// so a crash in between leaves an orphan file, never a row without its file. It returns
-// ErrNotFound, or ErrNotFinished with the job for a PENDING or PROCESSING one.
+// stops its webhook deliveries (stopDeliveriesTx), and returns the job as it was. The
+// caller removes the job's file after Delete returns, so a crash in between leaves an
+// orphan file, never a row without its file. It returns ErrNotFound, or ErrNotFinished
+// with the job for a PENDING or PROCESSING one.
 func (s *Store) Delete(ctx context.Context, id string) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -144,7 +145,8 @@ func (s *Store) stopDeliveriesTx(ctx context.Context, tx *sql.Tx, exportID strin
 				return err
 			}
 		case !d.canceled:
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND status = 'PROCESSING'`, d.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1
+				WHERE id = ? AND status = 'PROCESSING'`, d.id); err != nil {
 				return err
 			}
 			if err := s.addEvent(ctx, tx, d.id, EventCancelRequested, StatusProcessing, d.attempt,
