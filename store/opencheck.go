@@ -266,9 +266,9 @@ func ranges(ps []int64, max int) string {
 
 // checkOpen is Open's check of an existing file (see CheckMode), run on the writer
 // before migrations, so that nothing is written into a damaged file.
-func (s *Store) checkOpen(ctx context.Context, path string, mode CheckMode, budget time.Duration) (CheckResult, error) {
+func (s *Store) checkOpen(ctx context.Context, path string, mode CheckMode, budget time.Duration) (res CheckResult, err error) {
 	start := time.Now()
-	res := CheckResult{Mode: mode, Complete: true}
+	res = CheckResult{Mode: mode, Complete: true}
 	defer func() { res.Took = time.Since(start) }()
 	if mode == CheckOff {
 		return res, nil
