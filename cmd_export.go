@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"net/url"
@@ -60,6 +61,13 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	}
 	if out != "" && !wait {
 		return usageError{errors.New("-o needs --wait")}
+	}
+	if wait {
+		// Before any request: a path that cannot be written would otherwise be found
+		// only after the export ran, and exit as if the export had failed.
+		if err := checkOutput(out); err != nil {
+			return usageError{err}
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -369,6 +377,39 @@ func download(ctx context.Context, c *apiClient, job clientJob, out string) (str
 		}
 	}
 	return "", lastErr
+}
+
+// checkOutput tells whether the file can be saved as out (or, when out is "", under the
+// server's name in the current folder): out is not a folder, and its folder exists and
+// takes a new file. It creates and removes a probe file, never out itself.
+func checkOutput(out string) error {
+	name := "-o " + out
+	if out == "" {
+		name = "the current folder"
+	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s: is a folder; name the file to save", name)
+	}
+	dir := filepath.Dir(out)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: the folder %s does not exist", name, dir)
+	case err != nil:
+		return fmt.Errorf("%s: %w", name, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s: %s is not a folder", name, dir)
+	}
+	f, err := os.CreateTemp(dir, ".sheetq-probe-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the probe's own name would only confuse
+		}
+		return fmt.Errorf("%s: cannot write in %s: %w", name, dir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 func downloadOnce(ctx context.Context, c *apiClient, path string, job clientJob, out string) (string, error) {
