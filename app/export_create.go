@@ -61,9 +61,11 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Workers yield the CPU while a request is being accepted, but only once its body is
-	// in: the client's pace must not set theirs, and a client that trickles its body
-	// would otherwise slow every export for as long as it liked.
-	defer jobs.Foreground()()
+	// in, and only until its answer is decided: the client's pace must not set theirs, and
+	// a client that trickles its body (or reads its answer slowly) would otherwise slow
+	// every export for as long as it liked.
+	endForeground := jobs.Foreground()
+	defer endForeground()
 	var req createRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -94,6 +96,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	job, existed, prob, err := s.enqueueExport(r.Context(), args, webhookURL, key)
+	endForeground()
 	switch {
 	case prob != nil:
 		writeProblemValue(w, *prob)

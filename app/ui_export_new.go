@@ -66,8 +66,6 @@ func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
 			"Go back to the form, reload it and submit it again.")
 		return
 	}
-	// Foreground only once the form is in, as for the API (createExport).
-	defer jobs.Foreground()()
 	ctx := r.Context()
 	id := r.PostForm.Get("report")
 	rep, err := s.catalog.Report(id)
@@ -85,10 +83,15 @@ func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(s.meta(ctx, "new", ""), f))
 		return
 	}
+	// Foreground only around validation and enqueueing: not while the form arrives or a
+	// page is written, as for the API (createExport).
+	endForeground := jobs.Foreground()
+	defer endForeground()
 	params := formParams(rep.Params, r.PostForm)
 	args, prob := s.validateExport(rep.ID, params)
 	if prob != nil {
 		fieldErrs := s.fieldErrors(rep, params)
+		endForeground()
 		f := exportForm(rep, r.PostForm, fieldErrs, key)
 		if len(fieldErrs) == 0 {
 			f.FormError = prob.Detail
@@ -97,6 +100,7 @@ func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, _, prob, err := s.enqueueExport(ctx, args, "", key)
+	endForeground()
 	switch {
 	case prob != nil:
 		// The key was used for other values: this form was submitted before and then
