@@ -51,3 +51,20 @@ func TestDiskFullIsNamedAndRemembered(t *testing.T) {
 		t.Fatalf("WriteHealth after the probe: %v", err)
 	}
 }
+
+// Damage a read ran into (reported by the HTTP layer through NoteError) fails readiness
+// for good; errors that say nothing about the file (not found, a busy lock, a cancelled
+// request) leave it alone.
+func TestNoteErrorKeepsOnlyFaults(t *testing.T) {
+	s := openBench(t)
+	for _, err := range []error{ErrNotFound, ErrLeaseLost, context.Canceled, fmt.Errorf("list: %w", ErrConflict)} {
+		s.NoteError(err)
+	}
+	if err := s.WriteHealth(); err != nil {
+		t.Fatalf("WriteHealth after errors that are no faults: %v", err)
+	}
+	s.NoteError(fmt.Errorf("list jobs: %w", ErrCorrupt))
+	if err := s.ProbeWrite(context.Background()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("after a read found damage: %v, want ErrCorrupt that a probe does not clear", err)
+	}
+}
