@@ -267,6 +267,28 @@ func blocker(write bool, started chan<- string) jobs.HandlerFunc {
 	}
 }
 
+// gated is a handler that writes a part file, reports rows, signals when it starts and
+// returns ret once release is closed, whatever its context says. c, if set, records
+// each call.
+func gated(rows int64, started chan<- string, release <-chan struct{}, ret error, c *calls) jobs.HandlerFunc {
+	return func(ctx context.Context, run *jobs.Run) error {
+		if c != nil {
+			c.add(run)
+		}
+		w, err := run.Output()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(payload(run.JobID)); err != nil {
+			return err
+		}
+		run.Progress(rows, rows)
+		started <- run.JobID
+		<-release
+		return ret
+	}
+}
+
 // logRecorder is a slog.Handler that keeps every record, for tests about what the engine
 // logs and at which level.
 type logRecorder struct {

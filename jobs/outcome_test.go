@@ -100,22 +100,7 @@ func TestOutcomeRecordedOnceStoreWritesAgain(t *testing.T) {
 			started := make(chan string, 10)
 			release := make(chan struct{})
 			var calls calls
-			e := h.start(t, cfg, map[string]jobs.Handler{
-				"test": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
-					calls.add(run)
-					w, err := run.Output()
-					if err != nil {
-						return err
-					}
-					if _, err := w.Write(payload(run.JobID)); err != nil {
-						return err
-					}
-					run.Progress(7, 7)
-					started <- run.JobID
-					<-release
-					return tc.ret
-				}),
-			})
+			e := h.start(t, cfg, map[string]jobs.Handler{"test": gated(7, started, release, tc.ret, &calls)})
 			j := enqueue(t, e, "test", 3)
 			recv(t, "handler start", started)
 

@@ -124,21 +124,7 @@ func TestStaleAttemptIsNotAnError(t *testing.T) {
 			cfg.StaleAfter = 2 * time.Hour
 			started := make(chan string, 10)
 			release := make(chan struct{})
-			e := h.start(t, cfg, map[string]jobs.Handler{
-				"test": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
-					w, err := run.Output()
-					if err != nil {
-						return err
-					}
-					if _, err := w.Write(payload(run.JobID)); err != nil {
-						return err
-					}
-					run.Progress(3, 3)
-					started <- run.JobID
-					<-release
-					return tc.ret
-				}),
-			})
+			e := h.start(t, cfg, map[string]jobs.Handler{"test": gated(3, started, release, tc.ret, nil)})
 			j := enqueue(t, e, "test", 3)
 			recv(t, "handler start", started)
 			// Another node's reaper takes the job while this process is paused.
