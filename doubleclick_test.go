@@ -23,13 +23,7 @@ func TestSecondLaunchOpensRunningInstance(t *testing.T) {
 	data := t.TempDir()
 	first := startBinary(t, data, nil)
 
-	dir := t.TempDir()
-	opened := filepath.Join(dir, "opened")
-	browser := filepath.Join(dir, "browser")
-	script := "#!/bin/sh\nprintf '%s' \"$1\" > '" + opened + ".tmp' && mv '" + opened + ".tmp' '" + opened + "'\n"
-	if err := os.WriteFile(browser, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	browser, opened := fakeBrowser(t)
 	cmd := exec.Command(binary, "serve", "--open", "--data", data, "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "BROWSER="+browser)
 	out, err := cmd.CombinedOutput()
@@ -122,4 +116,17 @@ func TestDefaultPortInUseFallsBack(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "address already in use") {
 		t.Fatalf("explicit taken --addr: %v\n%s", err, out)
 	}
+}
+
+// fakeBrowser writes a BROWSER command that records the URL it is asked to open in the
+// file opened (written whole, by a rename), and returns both paths.
+func fakeBrowser(t *testing.T) (browser, opened string) {
+	dir := t.TempDir()
+	opened = filepath.Join(dir, "opened")
+	browser = filepath.Join(dir, "browser")
+	script := "#!/bin/sh\nprintf '%s' \"$1\" > '" + opened + ".tmp' && mv '" + opened + ".tmp' '" + opened + "'\n"
+	if err := os.WriteFile(browser, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return browser, opened
 }

@@ -117,13 +117,7 @@ func TestSecondLaunchWaitsForStartingInstance(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	dir := t.TempDir()
-	opened := filepath.Join(dir, "opened")
-	browser := filepath.Join(dir, "browser")
-	script := "#!/bin/sh\nprintf '%s' \"$1\" > '" + opened + ".tmp' && mv '" + opened + ".tmp' '" + opened + "'\n"
-	if err := os.WriteFile(browser, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	browser, opened := fakeBrowser(t)
 	second := exec.Command(binary, "serve", "--open", "--data", data, "--addr", "127.0.0.1:0")
 	second.Env = append(os.Environ(), "BROWSER="+browser)
 	out, err := second.StderrPipe()
