@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -187,26 +186,6 @@ func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
 	}
 }
 
-// mountTmpfs mounts a tmpfs of size bytes on dir and unmounts it when the test ends. Only
-// when mounting is not permitted and CI is unset does the test skip; CI runs as root and
-// must run it.
-func mountTmpfs(t *testing.T, dir string, size int) {
-	t.Helper()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("cannot mount a tmpfs (%v: %s): the disk-full test needs root (CI runs it)", err, strings.TrimSpace(string(out)))
-		if os.Getenv("CI") == "" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-}
-
 // A full disk under the files (tmp/ and exports/ on a 2 MiB tmpfs; the database stays
 // on its own disk, see RELIABILITY.md): the export fails cleanly with an error that says
 // so, after its retries; no part, spill or half-written file is left; the database is
@@ -218,7 +197,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 	if err := os.Mkdir(files, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mountTmpfs(t, files, 2<<20)
+	storetest.MountTmpfs(t, files, 2<<20)
 	// Leave 128 KiB free: less than the export needs, more than a small one does.
 	filler := filepath.Join(files, "filler")
 	if err := os.WriteFile(filler, make([]byte, 2<<20-128<<10), 0o644); err != nil {

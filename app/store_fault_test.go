@@ -12,42 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
-
-// fillDisk writes a file in dir until the file system has no room left, and returns a
-// func that removes it.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, size := range []int{1 << 20, 4 << 10, 1} {
-		buf := make([]byte, size)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	return func() {
-		t.Helper()
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // The whole data directory on a disk that fills up (a real ENOSPC, so a real
 // SQLITE_FULL): every write endpoint answers 507 problem+json disk_full (the pages a
@@ -56,7 +26,7 @@ func fillDisk(t *testing.T, dir string) (free func()) {
 // without a restart.
 func TestDiskFullAnswers507(t *testing.T) {
 	root := t.TempDir()
-	mountTmpfs(t, root, 16<<20)
+	storetest.MountTmpfs(t, root, 16<<20)
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{DataDir: root, Idle: true, Log: &logs})
 	c := newContract(t, ts)
@@ -69,7 +39,7 @@ func TestDiskFullAnswers507(t *testing.T) {
 		t.Fatalf("readyz before the disk fills: %d %s", res.StatusCode, res.body)
 	}
 
-	freeSpace := fillDisk(t, root)
+	freeSpace := storetest.FillDisk(t, root)
 	jobs := ts.jobCount()
 	// The WAL may hold room for a commit or two; the first write that needs more fails.
 	body := `{"report":"demo","params":{"rows":10}}`
@@ -256,7 +226,7 @@ func TestRunSaysDataDirectoryIsReadOnly(t *testing.T) {
 // full for the database itself is refused with what to do.
 func TestFirstStartOnAlmostFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, 4<<20)
+	storetest.MountTmpfs(t, dir, 4<<20)
 	var logs syncBuffer
 	if err := runOnce(t, dir, Config{Logger: testLogger(t, &logs)}); err != nil {
 		t.Fatalf("first start with 4 MiB free: %v", err)
@@ -269,8 +239,8 @@ func TestFirstStartOnAlmostFullDisk(t *testing.T) {
 	}
 
 	full := t.TempDir()
-	mountTmpfs(t, full, 1<<20)
-	fillDisk(t, full)
+	storetest.MountTmpfs(t, full, 1<<20)
+	storetest.FillDisk(t, full)
 	err := runOnce(t, full, Config{ReportsDir: filepath.Join(full, "reports")})
 	if !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "free some space") {
 		t.Fatalf("start on a full disk: %v, want ErrDiskFull saying to free space", err)

@@ -3,76 +3,35 @@ package jobs_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // fullDiskHarness is a harness whose database lives on a small tmpfs of its own, so that
 // the test can fill that file system (SQLite then fails commits with SQLITE_FULL) and
 // free it again. Part files and exports stay on the ordinary disk. Mounting needs root:
 // without it the test is skipped, unless CI is set (CI runs as root and must run it).
-func fullDiskHarness(t *testing.T) (h *harness, fill func(), free func()) {
+func fullDiskHarness(t *testing.T) (h *harness, mnt string) {
 	t.Helper()
 	dir := t.TempDir()
-	mnt := filepath.Join(dir, "db")
+	mnt = filepath.Join(dir, "db")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mnt).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("cannot mount a tmpfs (%v: %s): the full-database test needs root", err, strings.TrimSpace(string(out)))
-		if os.Getenv("CI") == "" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
-	}
-	// Registered before the store opens, so it runs after the store is closed.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	// Mounted before the store opens, so the unmount runs after the store is closed.
+	storetest.MountTmpfs(t, mnt, 8<<20)
 	h = &harness{dir: dir, dbPath: filepath.Join(mnt, "sheetq.db"),
 		tmp: filepath.Join(dir, "tmp"), exports: filepath.Join(dir, "exports")}
 	h.st = h.openStore(t)
-	filler := filepath.Join(mnt, "filler")
-	fill = func() {
-		f, err := os.Create(filler)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		// Big blocks, then small ones, until not one byte more fits.
-		for _, n := range []int{1 << 16, 512, 1} {
-			b := make([]byte, n)
-			for {
-				if _, err := f.Write(b); err != nil {
-					if !errors.Is(err, syscall.ENOSPC) {
-						t.Fatal(err)
-					}
-					break
-				}
-			}
-		}
-	}
-	free = func() {
-		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return h, fill, free
+	return h, mnt
 }
 
 // TestOutcomeRecordedOnceStoreWritesAgain: an attempt ends while the database cannot
@@ -91,7 +50,7 @@ func TestOutcomeRecordedOnceStoreWritesAgain(t *testing.T) {
 		{"failure", jobs.Permanentf("bad_params", "no such column"), store.StatusFailed, store.EventFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, fill, free := fullDiskHarness(t)
+			h, mnt := fullDiskHarness(t)
 			logs := newLogRecorder()
 			cfg := h.config()
 			cfg.Logger = slog.New(logs)
@@ -104,7 +63,7 @@ func TestOutcomeRecordedOnceStoreWritesAgain(t *testing.T) {
 			j := enqueue(t, e, "test", 3)
 			recv(t, "handler start", started)
 
-			fill()
+			free := storetest.FillDisk(t, mnt)
 			close(release)
 			logs.wait(t, "cannot record the outcome")
 			if got, err := h.st.Get(context.Background(), j.ID); err != nil || got.Status != store.StatusProcessing {
