@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"sheetq/app"
+	"sheetq/internal/filekind"
 	"sheetq/jobs"
 	"sheetq/store"
 	"sheetq/ui"
@@ -267,7 +268,7 @@ func oddEntries(dir app.DataDir, add func(doctorProblem)) map[string]bool {
 			case !t.IsRegular():
 				odd[path] = true
 				add(doctorProblem{Check: "not_regular", Path: path, Job: jobOfEntry(e.Name()),
-					Message: fmt.Sprintf("%s: not a regular file (%s); only regular files belong here (%s)", path, kindOf(t), why)})
+					Message: fmt.Sprintf("%s: not a regular file (%s); only regular files belong here (%s)", path, filekind.Of(t), why)})
 			}
 		}
 	}
@@ -331,20 +332,4 @@ func jobOfEntry(name string) string {
 		return id
 	}
 	return ""
-}
-
-// kindOf names a non-regular file type for a person.
-func kindOf(t fs.FileMode) string {
-	switch {
-	case t.IsDir():
-		return "a directory"
-	case t&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return "mode " + t.String()
-	}
 }

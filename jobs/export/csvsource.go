@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"sheetq/internal/filekind"
 	"sheetq/jobs"
 )
 
@@ -263,24 +264,9 @@ func (c *csvSource) open(t csvTable) (*os.File, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, jobs.Permanentf("bad_csv", "source %s: %s is not a regular file (%s): a csv source reads only regular files",
-			c.name, filepath.Base(t.file), fileKind(st.Mode()))
+			c.name, filepath.Base(t.file), filekind.Of(st.Mode()))
 	}
 	return f, nil
-}
-
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a folder"
-	}
-	return "mode " + m.String()
 }
 
 // columnNames makes SQL column names from a header: trimmed, the first without a
