@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -54,27 +55,12 @@ func TestRunRefusesBadConfig(t *testing.T) {
 // process on the same data directory is refused, and cancelling ctx stops it cleanly.
 func TestRunServesAndStops(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		// An explicit reports folder skips the first-run sample, which takes a minute
-		// to generate under -race; the binary's crash tests cover the first run.
-		done <- Run(ctx, Config{
-			Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
-			Logger: slog.New(slog.DiscardHandler),
-			Ready:  func(url string) { ready <- url },
-		})
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run never became ready")
-	}
+	// An explicit reports folder skips the first-run sample, which takes a minute to
+	// generate under -race; the binary's crash tests cover the first run.
+	url, stop := startRun(t, Config{
+		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
+		Logger: slog.New(slog.DiscardHandler),
+	}, 20*time.Second)
 
 	res, err := http.Get(url + "/healthz")
 	if err != nil {
@@ -90,19 +76,13 @@ func TestRunServesAndStops(t *testing.T) {
 	if err != nil || owner.PID != os.Getpid() || owner.URL != url {
 		t.Errorf("owner %+v (%v), want pid %d and url %s", owner, err, os.Getpid(), url)
 	}
-	err = Run(ctx, Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	err = Run(context.Background(), Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if !errors.Is(err, ErrDirInUse) || !strings.Contains(err.Error(), url) {
 		t.Errorf("second Run on the directory: %v, want ErrDirInUse naming %s", err, url)
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run after cancel: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not stop after cancel")
+	if err := stop(); err != nil {
+		t.Errorf("Run after cancel: %v", err)
 	}
 	if _, err := os.Stat(DataDir{Root: dir}.pidPath()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("pid file left after stop (stat: %v)", err)
@@ -164,4 +144,40 @@ func TestDataDirLayout(t *testing.T) {
 			t.Errorf("%s, want %s", got, want)
 		}
 	}
+}
+
+// startRun runs Run with cfg (its Ready is set here) and returns the URL it serves on
+// once it does, within wait. stop cancels Run and returns its error; it also runs when
+// the test ends.
+func startRun(t *testing.T, cfg Config, wait time.Duration) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	cfg.Ready = func(url string) { ready <- url }
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case url = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("Run returned early: %v", err)
+	case <-time.After(wait):
+		cancel()
+		t.Fatal("Run never became ready")
+	}
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(wait):
+				err = errors.New("Run did not stop after cancel")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return url, stop
 }

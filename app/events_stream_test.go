@@ -627,36 +627,17 @@ func TestEventsEndWhenHubStops(t *testing.T) {
 // TestRunEndsEventStreams: a graceful shutdown is not held up by open event streams.
 func TestRunEndsEventStreams(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{
-			Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: t.TempDir(), Version: "test",
-			Logger: slog.New(slog.DiscardHandler),
-			Ready:  func(url string) { ready <- url },
-		})
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(streamWait):
-		t.Fatal("Run never became ready")
-	}
+	url, stop := startRun(t, Config{
+		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: t.TempDir(), Version: "test",
+		Logger: slog.New(slog.DiscardHandler),
+	}, streamWait)
 	s := openEventsWith(t, http.DefaultClient, url, "", "")
 
-	cancel()
+	ended := make(chan error, 1)
+	go func() { ended <- stop() }()
 	s.waitEnd()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run after cancel: %v", err)
-		}
-	case <-time.After(streamWait):
-		t.Fatal("Run did not stop after cancel")
+	if err := <-ended; err != nil {
+		t.Errorf("Run after cancel: %v", err)
 	}
 }
 

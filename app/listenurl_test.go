@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,30 +41,11 @@ func TestLocalURL(t *testing.T) {
 // opens it in the browser) a URL that answers, and names this machine for others.
 func TestRunOnEveryAddressGivesAUsableURL(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var logs syncBuffer
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Config{
-			Addr: "0.0.0.0:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
-			Token: "s3cret-token-0123", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Ready: func(url string) { ready <- url },
-		})
-	}()
-	var url string
-	select {
-	case url = <-ready:
-	case err := <-done:
-		t.Fatalf("Run returned early: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run never became ready")
-	}
-	defer func() {
-		cancel()
-		<-done
-	}()
+	url, _ := startRun(t, Config{
+		Addr: "0.0.0.0:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
+		Token: "s3cret-token-0123", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}, 20*time.Second)
 	if !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Errorf("url %s, want http://127.0.0.1:PORT", url)
 	}
