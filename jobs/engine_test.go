@@ -808,3 +808,55 @@ func TestEnqueueUnknownKind(t *testing.T) {
 		t.Fatalf("unknown kind = %+v", f)
 	}
 }
+
+// TestStartRunsAgainWhenPublishedFileIsALink: an orphan whose exports/<id>.xlsx is a
+// link (to a file outside, planted while no server ran) was not published by us: it is
+// recovered and run again, never completed from what the link points at, and its new
+// file replaces the link.
+func TestStartRunsAgainWhenPublishedFileIsALink(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	orphan := enqueueStore(t, h.st, "test", store.NewJob{})
+	if _, err := h.st.Claim(ctx, "dead/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(h.exports, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("not an export"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	final := jobs.FilePath(h.exports, orphan.ID)
+	if err := os.Symlink(outside, final); err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.config()
+	cfg.StaleAfter = time.Hour
+	var calls calls
+	h.start(t, cfg, map[string]jobs.Handler{
+		"test": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
+			calls.add(run)
+			w, err := run.Output()
+			if err != nil {
+				return err
+			}
+			_, err = w.Write(payload(run.JobID))
+			return err
+		}),
+	})
+	j := h.waitStatus(t, orphan.ID, store.StatusSucceeded)
+	if j.Attempt != 2 || !slices.Equal(calls.of(orphan.ID), []int{2}) {
+		t.Fatalf("job %+v, calls %v: want a second attempt that ran", j, calls.of(orphan.ID))
+	}
+	if types := eventTypes(h.events(t, orphan.ID)); slices.Contains(types, store.EventCompletedFromFile) {
+		t.Fatalf("completed from a link: events %v", types)
+	}
+	fi, err := os.Lstat(final)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(payload(orphan.ID))) {
+		t.Fatalf("published file %v (%v): want the new regular file", fi, err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "not an export" {
+		t.Fatalf("the link's target was changed: %q", b)
+	}
+}

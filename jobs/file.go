@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"sheetq/internal/filekind"
 )
 
 // hashingWriter counts and hashes what is written to the part file, so publishing does
@@ -34,13 +36,27 @@ func (hw *hashingWriter) Write(p []byte) (int, error) {
 func (hw *hashingWriter) sum() string { return hex.EncodeToString(hw.h.Sum(nil)) }
 
 // hashFile returns the size and sha256 of a file, for completing a job from a file that
-// was published before a crash.
+// was published before a crash. Only a regular file counts as published: a link or a
+// special file put in its place (by hand, or by anyone who can write exports/) is no
+// export of ours, so the job is recovered and run again instead, and its rename then
+// replaces the link. Lstat and the opened file must be the same file, so a swap between
+// the two is refused too.
 func hashFile(path string) (int64, string, error) {
+	before, err := os.Lstat(path)
+	if err != nil {
+		return 0, "", err
+	}
+	if !before.Mode().IsRegular() {
+		return 0, "", fmt.Errorf("%s is not a regular file (%s)", path, filekind.Of(before.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
+	if after, err := f.Stat(); err != nil || !os.SameFile(before, after) {
+		return 0, "", fmt.Errorf("%s was replaced while being opened", path)
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
