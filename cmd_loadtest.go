@@ -26,7 +26,8 @@ type loadPhase struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
-// loadProfiles are the named schedules (DESIGN.md's promises, turned into figures).
+// loadProfile returns a named schedule: the promises of ARCHITECTURE.md, "Rules" (1, 11
+// and 16), turned into figures.
 func loadProfile(name string, rate float64, d time.Duration) ([]loadPhase, error) {
 	switch name {
 	case "burst":

@@ -9,7 +9,8 @@ import (
 	"sheetq/store"
 )
 
-// jobJSON is a job as the API shows it (DESIGN.md, "A job in JSON").
+// jobJSON is a job as the API shows it (ARCHITECTURE.md, "Public contracts": README,
+// "HTTP API (v1)").
 type jobJSON struct {
 	ID            string         `json:"id"`
 	Status        store.Status   `json:"status"`

@@ -464,7 +464,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 	}
 	var partErr error
 	if abandoned {
-		// The handler may still write: refuse it, and drop what it wrote (rule 7).
+		// The handler may still write: refuse it, and drop what it wrote (rules 7 and 13).
 		run.fence()
 	} else {
 		partErr = run.closePart()

@@ -139,7 +139,7 @@ func (r *Run) closePart() error {
 
 // fence refuses the attempt's output from now on, closes its part file and removes
 // it. The engine calls it when it abandons a handler that did not stop: that handler's
-// goroutine may go on writing, and none of it may reach the job's file (rule 7). A
+// goroutine may go on writing, and none of it may reach the job's file (rules 7, 13). A
 // write already past the check fails on the closed file or lands in the removed one.
 func (r *Run) fence() {
 	r.mu.Lock()

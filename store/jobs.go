@@ -15,7 +15,7 @@ import (
 // Status is a job's place in the state machine.
 type Status string
 
-// The job states (DESIGN.md, "The job table is the queue").
+// The job states (ARCHITECTURE.md, "State machine").
 const (
 	StatusPending    Status = "PENDING"
 	StatusProcessing Status = "PROCESSING"
