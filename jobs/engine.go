@@ -50,7 +50,8 @@ type Config struct {
 	TmpDir, ExportsDir string
 	// WorkerID names this process in the worker column (default host/pid).
 	WorkerID string
-	// Now is the clock for staleness, stalls and backoff (default time.Now).
+	// Now is the clock for the stall guard and pauses (default time.Now). Staleness and
+	// backoff are durations the store measures with its own clock.
 	Now func() time.Time
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -122,7 +123,7 @@ var (
 // Engine runs jobs from a store with a bounded pool of workers.
 type Engine struct {
 	cfg      Config
-	st       *store.Store
+	st       Store
 	log      *slog.Logger
 	handlers map[string]Handler
 
@@ -170,7 +171,7 @@ const (
 )
 
 // New returns an engine over st. Register handlers, then Start it.
-func New(st *store.Store, cfg Config) *Engine {
+func New(st Store, cfg Config) *Engine {
 	cfg = cfg.withDefaults()
 	return &Engine{
 		cfg:       cfg,
@@ -213,7 +214,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.log.WarnContext(ctx, "remove stale part file", "path", p, "err", err)
 		}
 	}
-	if err := e.reap(ctx, time.Time{}); err != nil {
+	if err := e.reap(ctx, 0); err != nil {
 		return fmt.Errorf("start engine: recover orphans: %w", err)
 	}
 	e.runCtx, e.cancelRuns = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -379,8 +380,8 @@ func (e *Engine) dispatch() {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			busy = false
-			if next, err := e.st.NextRunAt(ctx); err == nil {
-				wait = min(wait, max(next.Sub(e.cfg.Now()), time.Millisecond))
+			if next, err := e.st.NextRunIn(ctx); err == nil {
+				wait = min(wait, max(next, time.Millisecond))
 			}
 		case store.IsBusy(err):
 			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
@@ -512,15 +513,14 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		if d := retryAfter(err); d > 0 {
 			delay = d
 		}
-		retryAt := e.cfg.Now().Add(delay)
-		e.fail(wctx, log, x, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, retryAt)
+		e.fail(wctx, log, x, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, delay)
 	}
 }
 
 // fail records a failed attempt.
-func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae store.AttemptError, retryAt time.Time) {
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae store.AttemptError, retryIn time.Duration) {
 	j, err := e.record(ctx, log, "failure", func() (store.Job, error) {
-		return e.st.Fail(ctx, x.job.ID, x.job.Attempt, ae, retryAt)
+		return e.st.Fail(ctx, x.job.ID, x.job.Attempt, ae, retryIn)
 	})
 	if err != nil {
 		return
@@ -589,8 +589,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	case errors.As(err, &pe):
 		run.removePart()
 		log.ErrorContext(ctx, "publish failed", "err", err)
-		retryAt := e.cfg.Now().Add(e.backoffFor(job.Kind, job.Attempt))
-		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, retryAt)
+		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job.Kind, job.Attempt))
 		return
 	case err != nil:
 		// Shutdown while the store refused the commit: the job stays PROCESSING and the
@@ -735,17 +734,18 @@ func (e *Engine) reaper() {
 			return
 		case <-t.C:
 		}
-		if err := e.reap(e.runCtx, e.cfg.Now().Add(-e.cfg.StaleAfter)); err != nil {
+		if err := e.reap(e.runCtx, e.cfg.StaleAfter); err != nil {
 			e.log.Error("reap", "err", err)
 		}
 	}
 }
 
-// reap recovers PROCESSING jobs whose heartbeat is older than before (all of them when
-// before is zero). A job whose file is already published is completed from it (rule 5).
-func (e *Engine) reap(ctx context.Context, before time.Time) error {
+// reap recovers PROCESSING jobs whose heartbeat is older than staleAfter by the store's
+// clock (all of them when staleAfter is zero). A job whose file is already published is
+// completed from it (rule 5).
+func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 	e.claimMu.Lock()
-	stale, err := e.st.Running(ctx, before)
+	stale, err := e.st.Stale(ctx, staleAfter)
 	own := make([]*execution, len(stale))
 	for i, j := range stale {
 		own[i] = e.find(j.ID, j.Attempt)
@@ -786,7 +786,7 @@ func (e *Engine) reap(ctx context.Context, before time.Time) error {
 			last = j.HeartbeatAt.Format(time.RFC3339)
 		}
 		reason := fmt.Sprintf("heartbeat lost (worker %s, last heartbeat %s)", j.Worker, last)
-		rec, err := e.st.Recover(ctx, j.ID, j.Attempt, reason, e.cfg.Now())
+		rec, err := e.st.Recover(ctx, j.ID, j.Attempt, reason, 0)
 		if errors.Is(err, store.ErrLeaseLost) {
 			continue
 		}

@@ -126,8 +126,8 @@ func TestLostLeaseDuringRun(t *testing.T) {
 			})
 			j := enqueue(t, e, "test", 0)
 			recv(t, "handler start", started)
-			retryAt := time.Now().Add(time.Hour) // keep the job from running again here
-			rec, err := h.st.Recover(context.Background(), j.ID, 1, "taken away by the test", retryAt)
+			// An hour keeps the job from running again here.
+			rec, err := h.st.Recover(context.Background(), j.ID, 1, "taken away by the test", time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -540,20 +540,22 @@ func TestBoundedPool(t *testing.T) {
 // start a job on an idle engine within the deadline.
 func TestWakeStartsJobPromptly(t *testing.T) {
 	h := newHarness(t)
-	// A job due tomorrow makes the idle dispatcher read the clock right before it sleeps:
-	// that read tells the test the engine is idle (no job has run, so nothing else reads
-	// it; the reaper's first tick is twenty minutes away).
+	// A job due tomorrow makes the idle dispatcher read the engine's store's clock (its
+	// failed claim, then NextRunIn) right before it sleeps: that read tells the test the
+	// engine is idle (no job has run, so nothing else reads it; the start-up sweep does
+	// not, and the reaper's first tick is twenty minutes away). A read a little before
+	// the sleep is as good: the wake-up waits in its channel.
 	enqueueStore(t, h.st, "test", store.NewJob{RunAt: time.Now().Add(24 * time.Hour)})
 	idle := make(chan struct{}, 1)
-	cfg := h.config()
-	cfg.StaleAfter = time.Hour
-	cfg.Now = func() time.Time {
+	h.st = h.openStoreWith(t, store.Options{Now: func() time.Time {
 		select {
 		case idle <- struct{}{}:
 		default:
 		}
 		return time.Now()
-	}
+	}})
+	cfg := h.config()
+	cfg.StaleAfter = time.Hour
 	started := make(chan string, 10)
 	e := h.start(t, cfg, map[string]jobs.Handler{
 		"test": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {

@@ -2,8 +2,8 @@ package jobs
 
 import "context"
 
-// ReapOnce runs one pass of the periodic reaper now, with the engine's clock, so that a
-// test decides when the reaper meets a running attempt.
+// ReapOnce runs one pass of the periodic reaper now, so that a test decides when the
+// reaper meets a running attempt. Staleness is measured by the store's clock.
 func ReapOnce(ctx context.Context, e *Engine) error {
-	return e.reap(ctx, e.cfg.Now().Add(-e.cfg.StaleAfter))
+	return e.reap(ctx, e.cfg.StaleAfter)
 }

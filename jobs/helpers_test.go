@@ -42,7 +42,14 @@ func newHarness(t testing.TB) *harness {
 // openStore opens another store on the harness's file, as another process would.
 func (h *harness) openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), h.dbPath, store.Options{})
+	return h.openStoreWith(t, store.Options{})
+}
+
+// openStoreWith is openStore with options, such as a clock the test moves: staleness,
+// backoff and retention are measured by the store's clock.
+func (h *harness) openStoreWith(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), h.dbPath, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -24,8 +24,6 @@ type JanitorConfig struct {
 	Interval time.Duration
 	// ExportsDir holds the published files.
 	ExportsDir string
-	// Now is the clock (default time.Now).
-	Now func() time.Time
 	// Logger receives one line per sweep that removed something.
 	Logger *slog.Logger
 	// OnChange, if set, is called for each job the janitor expires.
@@ -35,7 +33,7 @@ type JanitorConfig struct {
 // Janitor applies retention: old files go (their jobs become EXPIRED), then old rows.
 type Janitor struct {
 	cfg  JanitorConfig
-	st   *store.Store
+	st   Store
 	stop chan struct{}
 	done sync.WaitGroup
 	once sync.Once
@@ -52,12 +50,9 @@ type SweepResult struct {
 const sweepBatch = 500
 
 // NewJanitor returns a janitor over st.
-func NewJanitor(st *store.Store, cfg JanitorConfig) *Janitor {
+func NewJanitor(st Store, cfg JanitorConfig) *Janitor {
 	if cfg.Interval <= 0 {
 		cfg.Interval = max(cfg.Retention/24, time.Minute)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
 	}
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return &Janitor{cfg: cfg, st: st, stop: make(chan struct{})}
@@ -95,14 +90,13 @@ func (j *Janitor) Stop() {
 	j.done.Wait()
 }
 
-// Sweep removes what retention says is due now and reports it.
+// Sweep removes what retention says is due now, by the store's clock, and reports it.
 func (j *Janitor) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
-	now := j.cfg.Now()
 	// Files first: remove the file, then mark the job EXPIRED. A crash in between
 	// leaves a SUCCEEDED job without a file, which the next sweep expires.
 	for {
-		due, err := j.st.FinishedBefore(ctx, []store.Status{store.StatusSucceeded}, now.Add(-j.cfg.Retention), sweepBatch)
+		due, err := j.st.FinishedOlderThan(ctx, []store.Status{store.StatusSucceeded}, j.cfg.Retention, sweepBatch)
 		if err != nil {
 			return res, err
 		}
@@ -132,7 +126,7 @@ func (j *Janitor) Sweep(ctx context.Context) (SweepResult, error) {
 	// twice the retention, with its events. Its idempotency key is free again.
 	final := []store.Status{store.StatusSucceeded, store.StatusFailed, store.StatusCanceled, store.StatusExpired}
 	for {
-		due, err := j.st.FinishedBefore(ctx, final, now.Add(-2*j.cfg.Retention), sweepBatch)
+		due, err := j.st.FinishedOlderThan(ctx, final, 2*j.cfg.Retention, sweepBatch)
 		if err != nil {
 			return res, err
 		}

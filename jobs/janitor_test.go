@@ -42,8 +42,10 @@ func TestJanitorExpiresFilesThenDeletesJobs(t *testing.T) {
 		t.Fatalf("published file missing: %v", err)
 	}
 
+	// Retention is measured by the store's clock: the janitor's store, on the same file,
+	// reads a clock the test moves.
 	clock := &fakeClock{t: time.Now()}
-	jan := jobs.NewJanitor(h.st, jobs.JanitorConfig{Retention: time.Hour, ExportsDir: h.exports, Now: clock.Now, Logger: testLogger()})
+	jan := jobs.NewJanitor(h.openStoreWith(t, store.Options{Now: clock.Now}), jobs.JanitorConfig{Retention: time.Hour, ExportsDir: h.exports, Logger: testLogger()})
 
 	if res, err := jan.Sweep(ctx); err != nil || res != (jobs.SweepResult{}) {
 		t.Fatalf("fresh jobs: sweep = %+v, %v; want nothing removed", res, err)

@@ -188,15 +188,15 @@ func (s *Store) Expire(ctx context.Context, id string) (Job, error) {
 	return job, nil
 }
 
-// FinishedBefore returns up to limit jobs in one of statuses whose finished_at is
-// before the cutoff, oldest first: the retention janitor's work list.
-func (s *Store) FinishedBefore(ctx context.Context, statuses []Status, before time.Time, limit int) ([]Job, error) {
+// FinishedOlderThan returns up to limit jobs in one of statuses that finished more than
+// age ago by the store's clock, oldest first: the retention janitor's work list.
+func (s *Store) FinishedOlderThan(ctx context.Context, statuses []Status, age time.Duration, limit int) ([]Job, error) {
 	if len(statuses) == 0 {
 		return nil, nil
 	}
 	q := `SELECT ` + jobColumns + ` FROM jobs WHERE finished_at < ? AND status IN (?` +
 		strings.Repeat(`, ?`, len(statuses)-1) + `) ORDER BY finished_at LIMIT ?`
-	args := []any{ms(before)}
+	args := []any{ms(s.now().Add(-age))}
 	for _, st := range statuses {
 		args = append(args, st)
 	}

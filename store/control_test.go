@@ -25,7 +25,7 @@ func failed(t *testing.T, st *store.Store, clk *clock) store.Job {
 	if _, err := st.Heartbeat(ctx, j.ID, 1, 40, 100); err != nil {
 		t.Fatal(err)
 	}
-	f, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "bad", Message: "boom", Permanent: true}, clk.Now())
+	f, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "bad", Message: "boom", Permanent: true}, 0)
 	if err != nil || f.Status != store.StatusFailed {
 		t.Fatalf("fail: %v, status %s", err, f.Status)
 	}
@@ -49,7 +49,7 @@ func succeeded(t *testing.T, st *store.Store) store.Job {
 }
 
 // staleCalls are every fenced update an execution of attempt can make.
-func staleCalls(st *store.Store, id string, attempt int, now time.Time, published *bool) map[string]func() error {
+func staleCalls(st *store.Store, id string, attempt int, published *bool) map[string]func() error {
 	ctx := context.Background()
 	return map[string]func() error{
 		"heartbeat": func() error { _, err := st.Heartbeat(ctx, id, attempt, 1, 1); return err },
@@ -57,10 +57,10 @@ func staleCalls(st *store.Store, id string, attempt int, now time.Time, publishe
 			_, err := st.Succeed(ctx, id, attempt, store.FileResult{Name: "x"}, func() error { *published = true; return nil })
 			return err
 		},
-		"fail":               func() error { _, err := st.Fail(ctx, id, attempt, store.AttemptError{Code: "x"}, now); return err },
+		"fail":               func() error { _, err := st.Fail(ctx, id, attempt, store.AttemptError{Code: "x"}, 0); return err },
 		"finish canceled":    func() error { _, err := st.FinishCanceled(ctx, id, attempt); return err },
 		"requeue":            func() error { _, err := st.Requeue(ctx, id, attempt, "shutdown"); return err },
-		"recover":            func() error { _, err := st.Recover(ctx, id, attempt, "x", now); return err },
+		"recover":            func() error { _, err := st.Recover(ctx, id, attempt, "x", 0); return err },
 		"complete from file": func() error { _, err := st.CompleteFromFile(ctx, id, attempt, store.FileResult{Name: "x"}); return err },
 	}
 }
@@ -103,7 +103,7 @@ func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 
 	// The attempt that failed must not touch the job again, before or after the re-claim.
 	published := false
-	for name, call := range staleCalls(st, j.ID, 1, clk.Now(), &published) {
+	for name, call := range staleCalls(st, j.ID, 1, &published) {
 		if err := call(); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("%s by attempt 1 while PENDING again: err = %v, want ErrLeaseLost", name, err)
 		}
@@ -113,7 +113,7 @@ func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 	}
 	running := get(t, st, j.ID)
 	runningEv := events(t, st, j.ID)
-	for name, call := range staleCalls(st, j.ID, 1, clk.Now(), &published) {
+	for name, call := range staleCalls(st, j.ID, 1, &published) {
 		if err := call(); !errors.Is(err, store.ErrLeaseLost) {
 			t.Errorf("%s by attempt 1 while attempt 2 runs: err = %v, want ErrLeaseLost", name, err)
 		}
@@ -129,11 +129,11 @@ func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 	}
 
 	// The fresh budget is two attempts: 2 retries, 3 is the last.
-	if f, err := st.Fail(ctx, j.ID, 2, store.AttemptError{Code: "x"}, clk.Now()); err != nil || f.Status != store.StatusPending {
+	if f, err := st.Fail(ctx, j.ID, 2, store.AttemptError{Code: "x"}, 0); err != nil || f.Status != store.StatusPending {
 		t.Fatalf("attempt 2 failed: %v, status %s, want PENDING", err, f.Status)
 	}
 	claim(t, st, "w2")
-	if f, err := st.Fail(ctx, j.ID, 3, store.AttemptError{Code: "x"}, clk.Now()); err != nil || f.Status != store.StatusFailed {
+	if f, err := st.Fail(ctx, j.ID, 3, store.AttemptError{Code: "x"}, 0); err != nil || f.Status != store.StatusFailed {
 		t.Fatalf("attempt 3 failed: %v, status %s, want FAILED", err, f.Status)
 	}
 }

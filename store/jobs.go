@@ -414,12 +414,15 @@ type AttemptError struct {
 }
 
 // Fail records a failed attempt. A permanent error, or an attempt that used the last of
-// max_attempts, makes the job FAILED; otherwise it goes back to PENDING to run at retryAt.
-// A job whose cancel was requested while it ran becomes CANCELED instead of running again.
-func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryAt time.Time) (Job, error) {
+// max_attempts, makes the job FAILED; otherwise it goes back to PENDING to run retryIn
+// from now, by the store's clock (the caller passes a duration, never a time of its own
+// clock, so that a store may keep time by its database). A job whose cancel was requested
+// while it ran becomes CANCELED instead of running again.
+func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryIn time.Duration) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.now())
+		t := s.now()
+		now, retryAt := ms(t), t.Add(max(retryIn, 0))
 		var err error
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
 			status = CASE WHEN cancel_requested THEN 'CANCELED'
@@ -454,13 +457,14 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 }
 
 // Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
-// puts the job back to PENDING to run at retryAt; the lost attempt counts as spent, so a
-// job that keeps crashing its worker ends FAILED after max_attempts. A job whose cancel
-// was requested becomes CANCELED.
-func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryAt time.Time) (Job, error) {
+// puts the job back to PENDING to run retryIn from now (the store's clock); the lost
+// attempt counts as spent, so a job that keeps crashing its worker ends FAILED after
+// max_attempts. A job whose cancel was requested becomes CANCELED.
+func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryIn time.Duration) (Job, error) {
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.now())
+		t := s.now()
+		now, retryAt := ms(t), t.Add(max(retryIn, 0))
 		var err error
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
 			status = CASE WHEN cancel_requested THEN 'CANCELED'
@@ -592,28 +596,30 @@ func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job
 	return job, nil
 }
 
-// Running returns PROCESSING jobs whose heartbeat is older than before; a zero before
-// returns every PROCESSING job (the startup sweep, when all of them are orphans).
-func (s *Store) Running(ctx context.Context, before time.Time) ([]Job, error) {
+// Stale returns PROCESSING jobs whose heartbeat is older than staleAfter by the store's
+// clock, oldest heartbeat first; staleAfter <= 0 returns every PROCESSING job (the
+// startup sweep, when all of them are orphans).
+func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]Job, error) {
 	q := `SELECT ` + jobColumns + ` FROM jobs WHERE status = 'PROCESSING'`
 	var args []any
-	if !before.IsZero() {
+	if staleAfter > 0 {
 		q += ` AND heartbeat_at < ?`
-		args = append(args, ms(before))
+		args = append(args, ms(s.now().Add(-staleAfter)))
 	}
 	return s.queryJobs(ctx, s.w, q+` ORDER BY heartbeat_at`, args...)
 }
 
-// NextRunAt returns the earliest run_at among PENDING jobs, or ErrNotFound.
-func (s *Store) NextRunAt(ctx context.Context) (time.Time, error) {
+// NextRunIn returns how long until the earliest run_at among PENDING jobs, by the
+// store's clock (zero or less when one is runnable now), or ErrNotFound.
+func (s *Store) NextRunIn(ctx context.Context) (time.Duration, error) {
 	var v sql.NullInt64
 	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING'`).Scan(&v); err != nil {
-		return time.Time{}, fmt.Errorf("next run_at: %w", err)
+		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if !v.Valid {
-		return time.Time{}, ErrNotFound
+		return 0, ErrNotFound
 	}
-	return time.UnixMilli(v.Int64).UTC(), nil
+	return time.UnixMilli(v.Int64).Sub(s.now()), nil
 }
 
 // Get returns one job.

@@ -245,16 +245,16 @@ func TestClaimOrder(t *testing.T) {
 	if j := get(t, st, e.ID); j.Status != store.StatusPending {
 		t.Fatalf("future job claimed: %+v", j)
 	}
-	next, err := st.NextRunAt(ctx)
-	if err != nil || !next.Equal(e.RunAt) {
-		t.Fatalf("NextRunAt = %v, %v; want %v", next, err, e.RunAt)
+	next, err := st.NextRunIn(ctx)
+	if want := e.RunAt.Sub(clk.Now()); err != nil || next != want {
+		t.Fatalf("NextRunIn = %v, %v; want %v", next, err, want)
 	}
 	clk.Advance(time.Hour)
 	if j := claim(t, st, "w"); j.ID != e.ID {
 		t.Fatalf("claimed %s, want %s once due", j.ID, e.ID)
 	}
-	if _, err := st.NextRunAt(ctx); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("NextRunAt with nothing pending: err = %v", err)
+	if _, err := st.NextRunIn(ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("NextRunIn with nothing pending: err = %v", err)
 	}
 }
 
@@ -365,7 +365,7 @@ func TestEventsForEveryTransition(t *testing.T) {
 		t.Fatalf("unknown total stored as %d", got.ProgressTotal)
 	}
 	retryAt := clk.Now().Add(time.Minute)
-	f, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "502"}, retryAt)
+	f, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "502"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestEventsForEveryTransition(t *testing.T) {
 	if c := claim(t, st, "w2"); c.Attempt != 2 || c.ErrorCode != "" || c.ProgressRows != 0 {
 		t.Fatalf("second claim = %+v, want attempt 2 with error and progress reset", c)
 	}
-	r, err := st.Recover(ctx, j.ID, 2, "heartbeat lost", clk.Now())
+	r, err := st.Recover(ctx, j.ID, 2, "heartbeat lost", 0)
 	if err != nil || r.Status != store.StatusPending || r.ErrorCode != "lost" || r.Attempt != 2 {
 		t.Fatalf("recover = %+v, %v", r, err)
 	}
@@ -469,18 +469,18 @@ func TestEventsForEveryTransition(t *testing.T) {
 	// Permanent failure; last attempt recovered; last attempt failed; pending canceled.
 	pf := enqueue(t, st, store.NewJob{})
 	claim(t, st, "w")
-	if got, err := st.Fail(ctx, pf.ID, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, clk.Now()); err != nil ||
+	if got, err := st.Fail(ctx, pf.ID, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, 0); err != nil ||
 		got.Status != store.StatusFailed || got.FinishedAt.IsZero() || got.ErrorCode != "bad_params" {
 		t.Fatalf("permanent failure = %+v, %v", got, err)
 	}
 	lr := enqueue(t, st, store.NewJob{MaxAttempts: 1})
 	claim(t, st, "w")
-	if got, err := st.Recover(ctx, lr.ID, 1, "gone", clk.Now()); err != nil || got.Status != store.StatusFailed || got.ErrorCode != "lost" {
+	if got, err := st.Recover(ctx, lr.ID, 1, "gone", 0); err != nil || got.Status != store.StatusFailed || got.ErrorCode != "lost" {
 		t.Fatalf("recover last attempt = %+v, %v", got, err)
 	}
 	lf := enqueue(t, st, store.NewJob{MaxAttempts: 1})
 	claim(t, st, "w")
-	if got, err := st.Fail(ctx, lf.ID, 1, store.AttemptError{Code: "upstream", Message: "x"}, clk.Now()); err != nil || got.Status != store.StatusFailed {
+	if got, err := st.Fail(ctx, lf.ID, 1, store.AttemptError{Code: "upstream", Message: "x"}, 0); err != nil || got.Status != store.StatusFailed {
 		t.Fatalf("fail last attempt = %+v, %v", got, err)
 	}
 	pc := enqueue(t, st, store.NewJob{})
@@ -524,9 +524,9 @@ func TestCancelRequestedWinsOverRetry(t *testing.T) {
 		end  func(id string) (store.Job, error)
 	}{
 		{"fail", func(id string) (store.Job, error) {
-			return st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "x"}, st.Now())
+			return st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "x"}, 0)
 		}},
-		{"recover", func(id string) (store.Job, error) { return st.Recover(ctx, id, 1, "lost", st.Now()) }},
+		{"recover", func(id string) (store.Job, error) { return st.Recover(ctx, id, 1, "lost", 0) }},
 		{"requeue", func(id string) (store.Job, error) { return st.Requeue(ctx, id, 1, "shutdown") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -561,7 +561,7 @@ func TestFencing(t *testing.T) {
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{MaxAttempts: 5})
 	claim(t, st, "old")
-	if _, err := st.Recover(ctx, j.ID, 1, "heartbeat lost", clk.Now()); err != nil {
+	if _, err := st.Recover(ctx, j.ID, 1, "heartbeat lost", 0); err != nil {
 		t.Fatal(err)
 	}
 	if c := claim(t, st, "new"); c.Attempt != 2 {
@@ -585,16 +585,16 @@ func TestFencing(t *testing.T) {
 			return err
 		}},
 		{"fail", func() error {
-			_, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, clk.Now())
+			_, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
 			return err
 		}},
 		{"fail permanent", func() error {
-			_, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, clk.Now())
+			_, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, 0)
 			return err
 		}},
 		{"finish canceled", func() error { _, err := st.FinishCanceled(ctx, j.ID, 1); return err }},
 		{"requeue", func() error { _, err := st.Requeue(ctx, j.ID, 1, "shutdown"); return err }},
-		{"recover", func() error { _, err := st.Recover(ctx, j.ID, 1, "x", clk.Now()); return err }},
+		{"recover", func() error { _, err := st.Recover(ctx, j.ID, 1, "x", 0); return err }},
 		{"complete from file", func() error {
 			_, err := st.CompleteFromFile(ctx, j.ID, 1, store.FileResult{Name: "x"})
 			return err
@@ -622,7 +622,7 @@ func TestFencing(t *testing.T) {
 	if _, err := st.Heartbeat(ctx, j.ID, 2, 1, 1); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("heartbeat after success: err = %v, want ErrLeaseLost", err)
 	}
-	if _, err := st.Fail(ctx, j.ID, 2, store.AttemptError{Code: "x"}, clk.Now()); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := st.Fail(ctx, j.ID, 2, store.AttemptError{Code: "x"}, 0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("fail after success: err = %v, want ErrLeaseLost", err)
 	}
 }
@@ -638,14 +638,14 @@ func TestRunningByHeartbeatAge(t *testing.T) {
 	claim(t, st, "w")
 	enqueue(t, st, store.NewJob{}) // pending: never "running"
 
-	stale, err := st.Running(ctx, clk.Now().Add(-30*time.Second))
+	stale, err := st.Stale(ctx, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stale) != 1 || stale[0].ID != old.ID {
 		t.Fatalf("stale = %+v, want only %s", stale, old.ID)
 	}
-	all, err := st.Running(ctx, time.Time{})
+	all, err := st.Stale(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

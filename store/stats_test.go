@@ -148,7 +148,7 @@ func TestThroughputAndDurations(t *testing.T) {
 	clk.Advance(time.Second)
 	succeed(ok)
 	clk.Advance(5 * time.Second)
-	if _, err := st.Fail(ctx, bad.ID, bad.Attempt, store.AttemptError{Code: "bad", Message: "bad", Permanent: true}, clk.Now()); err != nil {
+	if _, err := st.Fail(ctx, bad.ID, bad.Attempt, store.AttemptError{Code: "bad", Message: "bad", Permanent: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Cancel(ctx, canceled.ID); err != nil {
@@ -247,7 +247,7 @@ func TestTransitionsAfter(t *testing.T) {
 	clk.Advance(time.Second)
 	claim(t, st, "w")
 	clk.Advance(time.Second)
-	if _, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "boom"}, clk.Now()); err != nil {
+	if _, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "boom"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := st.TransitionsAfter(ctx, after, 10)

@@ -40,7 +40,6 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 	const url = "https://hooks.example.com/sheetq?token=x"
 	ctx := context.Background()
 	file := store.FileResult{Name: "f.xlsx", Size: 10, SHA256: "abc", Rows: 3}
-	later := func(st *store.Store) time.Time { return st.Now().Add(time.Hour) }
 	cases := []struct {
 		name        string
 		maxAttempts int
@@ -57,33 +56,33 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			check(t, err)
 		}, store.StatusSucceeded, store.WebhookExportSucceeded},
 		{"permanent failure", 3, func(t *testing.T, st *store.Store, id string) {
-			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, later(st))
+			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, time.Hour)
 			check(t, err)
 		}, store.StatusFailed, store.WebhookExportFailed},
 		{"retry then last attempt fails", 2, func(t *testing.T, st *store.Store, id string) {
-			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, st.Now())
+			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, 0)
 			check(t, err)
 			if n := len(deliveries(t, st)); n != 0 {
 				t.Fatalf("a retry announced %d deliveries", n)
 			}
 			claim(t, st, "w")
-			_, err = st.Fail(ctx, id, 2, store.AttemptError{Code: "upstream", Message: "502"}, later(st))
+			_, err = st.Fail(ctx, id, 2, store.AttemptError{Code: "upstream", Message: "502"}, time.Hour)
 			check(t, err)
 		}, store.StatusFailed, store.WebhookExportFailed},
 		{"recover out of attempts", 1, func(t *testing.T, st *store.Store, id string) {
-			_, err := st.Recover(ctx, id, 1, "heartbeat lost", st.Now())
+			_, err := st.Recover(ctx, id, 1, "heartbeat lost", 0)
 			check(t, err)
 		}, store.StatusFailed, store.WebhookExportFailed},
 		{"recover after cancel", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
-			_, err = st.Recover(ctx, id, 1, "heartbeat lost", st.Now())
+			_, err = st.Recover(ctx, id, 1, "heartbeat lost", 0)
 			check(t, err)
 		}, store.StatusCanceled, store.WebhookExportCanceled},
 		{"fail after cancel", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
-			_, err = st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, st.Now())
+			_, err = st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, 0)
 			check(t, err)
 		}, store.StatusCanceled, store.WebhookExportCanceled},
 		{"requeue after cancel", 3, func(t *testing.T, st *store.Store, id string) {
@@ -313,7 +312,6 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	clk := newClock()
 	st, _ := openStore(t, store.Options{Now: clk.Now})
 	ctx := context.Background()
-	later := clk.Now().Add(time.Hour)
 
 	// Five SUCCEEDED exports, each with its delivery; then every delivery is claimed and
 	// put in the state its export's case needs.
@@ -340,7 +338,7 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 		case waiting, kept:
 			_, err = st.Requeue(ctx, d.ID, d.Attempt, "shutdown")
 		case retrying:
-			_, err = st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "http_status", Message: "500"}, later)
+			_, err = st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "http_status", Message: "500"}, time.Hour)
 		case delivered:
 			_, err = st.Succeed(ctx, d.ID, d.Attempt, store.FileResult{}, nil)
 		}
@@ -384,7 +382,7 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	if err != nil || !cancel {
 		t.Fatalf("heartbeat of the running delivery: cancel %v, %v", cancel, err)
 	}
-	end, err := st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "network", Message: "refused"}, later)
+	end, err := st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "network", Message: "refused"}, time.Hour)
 	if err != nil || end.Status != store.StatusCanceled {
 		t.Fatalf("running delivery after a failed attempt: %s, %v; want CANCELED", end.Status, err)
 	}

@@ -1,0 +1,65 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"sheetq/store"
+)
+
+// Store is what the engine and the janitor need of the job table: its operations, not
+// SQL. *store.Store (SQLite) is the first implementation; another one must pass the
+// conformance suite, store/storetest/conformance, which states each rule below through
+// this interface (ARCHITECTURE.md, "State machine").
+//
+// The engine passes durations ("retry in 4 s", "stale after 30 s"), never readings of
+// its own clock: the store measures them with its clock, which may be the database's.
+// Every method that changes a job appends its event in the same transaction (rule 10).
+// A fenced method (it takes an attempt) changes nothing and returns store.ErrLeaseLost
+// unless the job is PROCESSING with that attempt (rule 3).
+type Store interface {
+	// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1). A known
+	// idempotency key returns its job with existed=true, or store.ErrIdempotencyMismatch
+	// (and the job) when the request hash differs (rule 11); an id in use is
+	// store.ErrConflict.
+	Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error)
+	// Claim takes the next runnable PENDING job by priority, run_at, then insertion order,
+	// makes it PROCESSING with attempt+1 and stamps worker and heartbeat (rule 2). It
+	// returns store.ErrNotFound when nothing is runnable.
+	Claim(ctx context.Context, worker string) (store.Job, error)
+	// Heartbeat (fenced) stamps the heartbeat and progress (total < 0: unknown) and
+	// reports whether a cancel was requested (rule 4).
+	Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error)
+	// Succeed (fenced) makes the job SUCCEEDED; publish runs inside the transaction after
+	// the fence matched, and its error commits nothing (rule 7).
+	Succeed(ctx context.Context, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error)
+	// CompleteFromFile (fenced) makes an orphan whose file was published SUCCEEDED (rule 5).
+	CompleteFromFile(ctx context.Context, id string, attempt int, res store.FileResult) (store.Job, error)
+	// Fail (fenced) ends a failed attempt: PENDING to run retryIn from now, FAILED when
+	// permanent or out of attempts, CANCELED when a cancel was requested (rules 6, 8).
+	Fail(ctx context.Context, id string, attempt int, e store.AttemptError, retryIn time.Duration) (store.Job, error)
+	// Recover (fenced) takes back a stale attempt, which counts as spent: PENDING to run
+	// retryIn from now, FAILED out of attempts, or CANCELED (rule 5).
+	Recover(ctx context.Context, id string, attempt int, reason string, retryIn time.Duration) (store.Job, error)
+	// Requeue (fenced) puts a stopped attempt back to PENDING without spending it
+	// (attempt-1), or CANCELED when a cancel was requested (rule 9).
+	Requeue(ctx context.Context, id string, attempt int, reason string) (store.Job, error)
+	// Cancel makes a PENDING job CANCELED and sets cancel_requested on a PROCESSING one;
+	// a finished job is store.ErrFinished (rule 8).
+	Cancel(ctx context.Context, id string) (store.Job, error)
+	// FinishCanceled (fenced) ends a cancelled attempt CANCELED.
+	FinishCanceled(ctx context.Context, id string, attempt int) (store.Job, error)
+	// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter, oldest first;
+	// staleAfter <= 0 lists every PROCESSING job (the start-up sweep, rule 5).
+	Stale(ctx context.Context, staleAfter time.Duration) ([]store.Job, error)
+	// NextRunIn is how long until the earliest run_at of a PENDING job (<= 0: now), or
+	// store.ErrNotFound when none is PENDING.
+	NextRunIn(ctx context.Context) (time.Duration, error)
+	// FinishedOlderThan lists up to limit jobs in one of statuses that finished more than
+	// age ago, oldest first (rule 22).
+	FinishedOlderThan(ctx context.Context, statuses []store.Status, age time.Duration, limit int) ([]store.Job, error)
+	// Expire makes a SUCCEEDED job EXPIRED; another state is store.ErrNotSucceeded.
+	Expire(ctx context.Context, id string) (store.Job, error)
+	// Delete removes a final job and its events; store.ErrNotFinished for another (rule 21).
+	Delete(ctx context.Context, id string) (store.Job, error)
+}
