@@ -185,6 +185,8 @@ func Run(ctx context.Context, cfg Config) error {
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, m.onChange)
+	// One gate for the handlers that accept exports and the workers that yield to them.
+	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
 	events.wire(&ecfg)
 	eng := jobs.New(st, ecfg)
 	m.watchQueue(eng)
@@ -221,7 +223,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := &server{
 		cfg: cfg, store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log,
 		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: events,
-		metrics: m, webhooks: hooks,
+		metrics: m, webhooks: hooks, gate: eng.Config().Gate,
 	}
 	if err := srv.initAuth(); err != nil {
 		return err

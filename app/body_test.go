@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"sheetq/jobs"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -95,11 +94,11 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 			waitFor(t, 15*time.Second, func() (bool, string) {
 				return ts.bodies.reading.Load() > 0, "no handler is reading the body"
 			})
-			if n := jobs.ForegroundActive(); n != 0 {
+			if n := ts.gate.Active(); n != 0 {
 				t.Fatalf("%d foreground spans while the client is still sending its body; want 0", n)
 			}
 			req.send(1)
-			if n := jobs.ForegroundActive(); n != 0 {
+			if n := ts.gate.Active(); n != 0 {
 				t.Fatalf("%d foreground spans after one more byte; want 0", n)
 			}
 			if res := req.finish(); res.StatusCode != p.accepted {
@@ -109,7 +108,7 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 				t.Fatalf("%d jobs, want 1", n)
 			}
 			waitFor(t, 15*time.Second, func() (bool, string) {
-				return jobs.ForegroundActive() == 0, "the foreground span did not end with the request"
+				return ts.gate.Active() == 0, "the foreground span did not end with the request"
 			})
 		})
 	}

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
@@ -64,7 +63,7 @@ func (s *server) createExport(w http.ResponseWriter, r *http.Request) {
 	// in, and only until its answer is decided: the client's pace must not set theirs, and
 	// a client that trickles its body (or reads its answer slowly) would otherwise slow
 	// every export for as long as it liked.
-	endForeground := jobs.Foreground()
+	endForeground := s.gate.Foreground()
 	defer endForeground()
 	var req createRequest
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -24,6 +24,9 @@ type server struct {
 	hub      *hub             // job events for GET /api/v1/events
 	metrics  *metrics         // GET /metrics; nil serves no metrics
 	webhooks *webhook.Handler // nil or without a secret: requests with a webhook are refused
+	// gate is the engine's (jobs.Config.Gate): accepting an export takes its
+	// foreground, so that workers yield to it.
+	gate *jobs.Gate
 
 	auth        *authenticator              // tokens and browser sessions (initAuth)
 	crossOrigin *http.CrossOriginProtection // for cookie-authenticated changes and sign-in

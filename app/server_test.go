@@ -137,7 +137,7 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 	s := &server{
 		cfg:   appCfg,
 		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
-		hub: events, metrics: m, webhooks: hooks,
+		hub: events, metrics: m, webhooks: hooks, gate: eng.Config().Gate,
 	}
 	s.bodies.timeout = opts.BodyTimeout
 	if err := s.initAuth(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/ui"
 )
@@ -85,7 +84,7 @@ func (s *server) submitExportForm(w http.ResponseWriter, r *http.Request) {
 	}
 	// Foreground only around validation and enqueueing: not while the form arrives or a
 	// page is written, as for the API (createExport).
-	endForeground := jobs.Foreground()
+	endForeground := s.gate.Foreground()
 	defer endForeground()
 	params := formParams(rep.Params, r.PostForm)
 	args, prob := s.validateExport(rep.ID, params)

@@ -67,6 +67,10 @@ type Config struct {
 	// help: a handler's thread holds its P even while the OS runs others in its place,
 	// so the server raises GOMAXPROCS by Workers when it sets Nice.
 	Nice int
+	// Gate lets request handlers go first: the engine waits on it before claims and
+	// successes, and jobs yield to it (Run.Yield). The server shares one with its
+	// handlers; nil gives the engine a gate of its own, which nothing else holds.
+	Gate *Gate
 }
 
 func (c Config) withDefaults() Config {
@@ -88,6 +92,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Gate == nil {
+		c.Gate = NewGate(nil, nil)
 	}
 	return c
 }
@@ -355,7 +362,7 @@ func (e *Engine) dispatch() {
 			return
 		default:
 		}
-		awaitForeground() // see Foreground: let the request being accepted commit first
+		e.cfg.Gate.Await() // see Gate.Foreground: let the request being accepted commit first
 		// A claim and the registration of its execution are one step for the reaper
 		// (claimMu): a pause between the two must not make our own attempt look like
 		// an orphan.
@@ -415,6 +422,7 @@ func (e *Engine) register(job store.Job) (*execution, context.Context) {
 		cancel: cancel,
 	}
 	x.run.onProgress = e.cfg.OnProgress
+	x.run.gate = e.cfg.Gate
 	e.mu.Lock()
 	e.running[x] = struct{}{}
 	e.mu.Unlock()
@@ -577,7 +585,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 			// Another error is the store's; Succeed below meets it again and retries.
 		}
 	}
-	awaitForeground()
+	e.cfg.Gate.Await()
 	j, err := e.record(ctx, log, "success", func() (store.Job, error) {
 		return e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
 	})
@@ -844,7 +852,7 @@ func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, x *execution)
 	done := make(chan error, 1)
 	go func() {
 		if e.cfg.Nice != 0 && LowerPrioritySupported {
-			handlersLowered.Store(true)
+			e.cfg.Gate.lowerHandlers()
 			if err := lowerPriority(e.cfg.Nice); err != nil {
 				log.DebugContext(ctx, "job runs at normal priority", "err", err)
 			}

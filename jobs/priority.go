@@ -10,19 +10,45 @@ import (
 // Accepting a request must stay fast while workers are busy: a 202 is a few hundred
 // microseconds of CPU, an export is seconds of it, and on a small machine (2 cores) two
 // CPU-bound workers otherwise delay every handler by whole scheduler time slices. Go has
-// no goroutine priorities, so job code cooperates: it calls Yield at safe points between
-// units of work (the xlsx writer does every few dozen rows), and request handlers that
-// accept work wrap themselves in Foreground. While any foreground work runs, Yield
-// blocks, for at most maxYieldWait each time, so a stream of requests slows the workers
-// down but never starves them.
+// no goroutine priorities, so job code cooperates: it calls Run.Yield at safe points
+// between units of work (the xlsx writer does every few dozen rows), and request
+// handlers that accept work wrap themselves in Gate.Foreground. While any foreground
+// work runs, Yield blocks, for at most maxYieldWait each time, so a stream of requests
+// slows the workers down but never starves them.
 //
 // A burst of requests gets the cores to itself for a while (burstGate): lower priority
 // is not enough there, because on the 2-core benchmark machine any busy core slowed
 // acceptance, whatever its thread's priority (BENCHMARKS.md, "Fourth session").
-var prio struct {
+
+// Gate is what request handlers and workers share to let accepting requests go first.
+// The server makes one (app.Run) and hands it to its handlers and, through
+// Config.Gate, to the engine, whose jobs reach it with Run.Yield. A Gate is a value,
+// not process state: two servers in one process (as in tests) do not hold each other
+// back. Its methods are safe for concurrent use.
+type Gate struct {
 	active atomic.Int64
 	mu     sync.Mutex
 	idle   chan struct{} // closed when active drops to zero; nil while nothing is active
+
+	burst *burstGate
+
+	// handlersLowered is set once an engine runs its handlers on threads of lowered
+	// priority (Config.Nice). Those threads leave the process's other Ps free and the
+	// OS prefers every other thread to them, so Yield has nothing to hand over; on a
+	// locked thread runtime.Gosched would also cost two thread switches each time.
+	handlersLowered atomic.Bool
+}
+
+// NewGate returns a gate whose burst hold reads the clock with now and waits with
+// sleep; nil takes time.Now and time.Sleep.
+func NewGate(now func() time.Time, sleep func(time.Duration)) *Gate {
+	if now == nil {
+		now = time.Now
+	}
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+	return &Gate{burst: newBurstGate(now, sleep)}
 }
 
 // maxYieldWait bounds one Yield; long enough for a handler to finish its CPU work, short
@@ -30,68 +56,63 @@ var prio struct {
 const maxYieldWait = 10 * time.Millisecond
 
 // Foreground marks the start of latency-sensitive work, such as accepting an export
-// request; call the returned func when it is done.
-func Foreground() (done func()) {
-	burst.accepted()
-	if prio.active.Add(1) == 1 {
-		prio.mu.Lock()
-		if prio.idle == nil {
-			prio.idle = make(chan struct{})
+// request; call the returned func when it is done (more calls do nothing).
+func (g *Gate) Foreground() (done func()) {
+	g.burst.accepted()
+	if g.active.Add(1) == 1 {
+		g.mu.Lock()
+		if g.idle == nil {
+			g.idle = make(chan struct{})
 		}
-		prio.mu.Unlock()
+		g.mu.Unlock()
 	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			if prio.active.Add(-1) == 0 {
-				prio.mu.Lock()
+			if g.active.Add(-1) == 0 {
+				g.mu.Lock()
 				// Another Foreground may have started since; close only if still idle.
-				if prio.active.Load() == 0 && prio.idle != nil {
-					close(prio.idle)
-					prio.idle = nil
+				if g.active.Load() == 0 && g.idle != nil {
+					close(g.idle)
+					g.idle = nil
 				}
-				prio.mu.Unlock()
+				g.mu.Unlock()
 			}
 		})
 	}
 }
 
-// ForegroundActive is the number of foreground spans in progress: while it is above
-// zero, Yield waits. Request handlers must not hold one while they wait on a client.
-func ForegroundActive() int {
-	return int(prio.active.Load())
+// Active is the number of foreground spans in progress: while it is above zero, Yield
+// waits. Request handlers must not hold one while they wait on a client.
+func (g *Gate) Active() int {
+	return int(g.active.Load())
 }
 
 // Yield lets other goroutines run; while foreground work is in progress it waits for
 // that work to finish, for at most maxYieldWait, and during a burst of requests it waits
-// for the burst to pass (burstGate). Job code calls it between units of work.
-func Yield() {
-	if !awaitForeground() && !handlersLowered.Load() {
+// for the burst to pass (burstGate). Job code calls it, through Run.Yield, between
+// units of work.
+func (g *Gate) Yield() {
+	if !g.Await() && !g.handlersLowered.Load() {
 		runtime.Gosched()
 	}
 }
 
-// handlersLowered is set once an engine runs its handlers on threads of lowered
-// priority (Config.Nice). Those threads leave the process's other Ps free and the OS
-// prefers every other thread to them, so Yield has nothing to hand over; on a locked
-// thread runtime.Gosched would also cost two thread switches each time.
-var handlersLowered atomic.Bool
-
-// awaitForeground holds the caller through a burst of requests (burstGate), or else
-// waits while foreground work is in progress, for at most maxYieldWait; it reports
-// whether it waited. The engine calls it before its own store writes: they share
-// SQLite's one writer with the group commit of accepted requests, and one started while
-// a request is being accepted makes that request wait for it.
-func awaitForeground() bool {
-	if burst.hold() {
+// Await holds the caller through a burst of requests (burstGate), or else waits while
+// foreground work is in progress, for at most maxYieldWait; it reports whether it
+// waited. The engine calls it before its own store writes (claims and successes): they
+// share SQLite's one writer with the group commit of accepted requests, and one started
+// while a request is being accepted makes that request wait for it.
+func (g *Gate) Await() bool {
+	if g.burst.hold() {
 		return true
 	}
-	if prio.active.Load() == 0 {
+	if g.active.Load() == 0 {
 		return false
 	}
-	prio.mu.Lock()
-	idle := prio.idle
-	prio.mu.Unlock()
+	g.mu.Lock()
+	idle := g.idle
+	g.mu.Unlock()
 	if idle == nil {
 		return false
 	}
@@ -104,8 +125,9 @@ func awaitForeground() bool {
 	return true
 }
 
-// burst is the process's gate; Foreground feeds it and awaitForeground asks it.
-var burst = newBurstGate(time.Now, time.Sleep)
+// lowerHandlers records that the engine runs its handlers on threads of lowered
+// priority: from then on Yield does not call runtime.Gosched (handlersLowered).
+func (g *Gate) lowerHandlers() { g.handlersLowered.Store(true) }
 
 // A burst is burstCount requests accepted within burstSpan (400/s and more). While one
 // lasts, workers hold at their next Yield and the engine before its next claim or

@@ -9,11 +9,12 @@ import (
 // A Yield while foreground work runs returns once that work is done, and the gate's
 // state is clean after many overlapping foreground spans.
 func TestYieldWaitsForForeground(t *testing.T) {
-	inFlightWaitOnly(t) // thousands of spans in a moment are a burst
-	done := Foreground()
+	t.Parallel()
+	g := inFlightWaitOnly() // thousands of spans in a moment are a burst
+	done := g.Foreground()
 	returned := make(chan struct{})
 	go func() {
-		Yield()
+		g.Yield()
 		close(returned)
 	}()
 	done()
@@ -28,36 +29,38 @@ func TestYieldWaitsForForeground(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 500 {
-				end := Foreground()
-				Yield()
+				end := g.Foreground()
+				g.Yield()
 				end()
 			}
 		})
 		wg.Go(func() {
 			for range 500 {
-				Yield()
+				g.Yield()
 			}
 		})
 	}
 	wg.Wait()
-	if n := prio.active.Load(); n != 0 {
+	if n := g.Active(); n != 0 {
 		t.Fatalf("active = %d after every span ended", n)
 	}
-	prio.mu.Lock()
-	defer prio.mu.Unlock()
-	if prio.idle != nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.idle != nil {
 		t.Fatal("the idle channel is still open with nothing active")
 	}
 }
 
 // Yield never waits for ever: foreground work that does not end only delays it.
 func TestYieldIsBounded(t *testing.T) {
-	end := Foreground()
+	t.Parallel()
+	g := NewGate(nil, nil)
+	end := g.Foreground()
 	defer end()
 	returned := make(chan struct{})
 	go func() {
 		for range 3 {
-			Yield()
+			g.Yield()
 		}
 		close(returned)
 	}()
@@ -68,16 +71,37 @@ func TestYieldIsBounded(t *testing.T) {
 	}
 }
 
-// inFlightWaitOnly turns the burst gate off for a test of the wait for requests in flight.
-func inFlightWaitOnly(t *testing.T) {
-	burst.mu.Lock()
-	burst.off = true
-	burst.mu.Unlock()
-	t.Cleanup(func() {
-		burst.mu.Lock()
-		burst.off = false
-		burst.mu.Unlock()
-	})
+// Each gate is its own: foreground work on one holds no one waiting on another, so
+// two servers (or parallel tests) in one process do not slow each other.
+func TestGatesAreIndependent(t *testing.T) {
+	t.Parallel()
+	busy, other := inFlightWaitOnly(), inFlightWaitOnly()
+	end := busy.Foreground()
+	defer end()
+	if n := other.Active(); n != 0 {
+		t.Fatalf("the other gate has %d foreground spans, want 0", n)
+	}
+	if other.Await() {
+		t.Fatal("Await waited on a gate with no foreground work")
+	}
+	if !busy.Await() {
+		t.Fatal("Await did not wait on the gate with foreground work")
+	}
+}
+
+// A Run without a gate (a handler run outside an engine, as in a kind's unit tests)
+// can still yield.
+func TestRunYieldWithoutGate(t *testing.T) {
+	t.Parallel()
+	(&Run{}).Yield()
+}
+
+// inFlightWaitOnly returns a gate whose burst hold is off, for a test of the wait for
+// requests in flight.
+func inFlightWaitOnly() *Gate {
+	g := NewGate(nil, nil)
+	g.burst.off = true
+	return g
 }
 
 // fakeTime is a clock that only moves when told to, and a sleep that moves it.
@@ -97,6 +121,7 @@ func (f *fakeTime) sleep(d time.Duration) {
 }
 
 func TestBurstGate(t *testing.T) {
+	t.Parallel()
 	ft := &fakeTime{t: time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)}
 	g := newBurstGate(ft.now, ft.sleep)
 	accept := func(n int, every time.Duration) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -39,6 +40,7 @@ type Run struct {
 
 	partPath   string
 	onProgress func(id string, rows, total int64)
+	gate       *Gate // the engine's (Config.Gate); nil: Yield only lets others run
 
 	rows, total atomic.Int64 // total < 0: unknown
 	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
@@ -112,6 +114,18 @@ func (r *Run) Progress(rows, total int64) {
 	if r.onProgress != nil {
 		r.onProgress(r.JobID, rows, total)
 	}
+}
+
+// Yield lets request handlers go first: job code calls it between units of work (the
+// xlsx writer does every few dozen rows). It waits while the engine's gate has a
+// request being accepted, for at most 10 ms, or through a burst of requests
+// (Gate.Yield); otherwise it only lets other goroutines run.
+func (r *Run) Yield() {
+	if r.gate == nil {
+		runtime.Gosched()
+		return
+	}
+	r.gate.Yield()
 }
 
 // progress returns the latest figures for a heartbeat.

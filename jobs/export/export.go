@@ -154,7 +154,9 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	// The part file is created on the first byte, so an attempt that fails before
 	// producing anything (an upstream error, a cancel) leaves no file behind.
 	out := &lazyWriter{open: run.Output}
-	return writeXLSX(ctx, out, k.cfg.TmpDir, src, q, run.Progress, run.Warn)
+	return writeXLSX(ctx, out, src, q, xlsxOptions{
+		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield,
+	})
 }
 
 func (k *Kind) report(id string) (Report, error) {

@@ -315,6 +315,12 @@ func (c *rowCollector) Row(values []any) error {
 // writeFile runs writeXLSX into a file in a new temporary directory.
 func writeFile(t *testing.T, src Source, q Query) string {
 	t.Helper()
+	return writeFileWith(t, src, q, xlsxOptions{})
+}
+
+// writeFileWith is writeFile with options (opt.tmpDir is set here).
+func writeFileWith(t *testing.T, src Source, q Query, opt xlsxOptions) string {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "out.xlsx")
 	f, err := os.Create(path)
@@ -322,7 +328,8 @@ func writeFile(t *testing.T, src Source, q Query) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := writeXLSX(context.WithoutCancel(t.Context()), f, filepath.Join(dir, "tmp"), src, q, nil, nil); err != nil {
+	opt.tmpDir = filepath.Join(dir, "tmp")
+	if err := writeXLSX(context.WithoutCancel(t.Context()), f, src, q, opt); err != nil {
 		t.Fatalf("writeXLSX: %v", err)
 	}
 	if err := f.Close(); err != nil {
@@ -332,18 +339,18 @@ func writeFile(t *testing.T, src Source, q Query) string {
 }
 
 func TestOpenpyxlReadsDemo(t *testing.T) {
+	t.Parallel()
 	openpyxl(t)
 	q := demoQuery(1500)
 	assertReadbackMatches(t, writeFile(t, demoSource{}, q), sourceRows(t, demoSource{}, q))
 }
 
 func TestOpenpyxlReadsSplitSheets(t *testing.T) {
+	t.Parallel()
 	openpyxl(t)
-	old := maxSheetRows
-	t.Cleanup(func() { maxSheetRows = old })
-	maxSheetRows = 400 // 1000 rows: 399 + 399 + 202, the header on each sheet
 	q := demoQuery(1000)
-	path := writeFile(t, demoSource{}, q)
+	// 1000 rows: 399 + 399 + 202, the header on each sheet
+	path := writeFileWith(t, demoSource{}, q, xlsxOptions{maxSheetRows: 400})
 	if sheets := readBack(t, path); len(sheets) != 3 || sheets[2].Name != "Demo (3)" || len(sheets[2].Rows) != 202 {
 		t.Fatalf("want 3 sheets, the last Demo (3) with 202 rows")
 	}
@@ -378,6 +385,7 @@ func edgeRows() sliceSource {
 }
 
 func TestOpenpyxlReadsEdgeValues(t *testing.T) {
+	t.Parallel()
 	openpyxl(t)
 	src := edgeRows()
 	q := Query{Report: Report{Source: "mem", Sheet: "Edge"}}

@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,9 +29,40 @@ import (
 	"sheetq/jobs"
 )
 
-// maxSheetRows is how many rows, header included, a sheet takes before the writer
-// starts the next one: Excel's limit. Tests lower it to see the split.
-var maxSheetRows = excelize.TotalRows
+// xlsxOptions is what writeXLSX needs besides the rows. Zero fields take the defaults.
+type xlsxOptions struct {
+	// tmpDir is where sheets spill and finished sheets wait, compressed, for the
+	// package; empty means the system's temporary directory.
+	tmpDir string
+	// progress gets the running row count and the total (-1 while unknown); nil: none.
+	progress func(rows, total int64)
+	// warn gets one message per thing the user should know about the file, such as
+	// text cut at the cell limit, once the file is written; nil: none.
+	warn func(string)
+	// yield is called between units of work so that accepting requests goes first
+	// (jobs.Run.Yield); nil: runtime.Gosched.
+	yield func()
+	// maxSheetRows is how many rows, header included, a sheet takes before the writer
+	// starts the next one (default Excel's limit, excelize.TotalRows; at least 2).
+	// Tests lower it to see the split.
+	maxSheetRows int
+	// zip64Threshold is the size from which a sheet part is written as a ZIP64 entry
+	// (default math.MaxUint32). Tests lower it.
+	zip64Threshold int64
+}
+
+func (o xlsxOptions) withDefaults() xlsxOptions {
+	o.tmpDir = cmp.Or(o.tmpDir, os.TempDir())
+	if o.progress == nil {
+		o.progress = func(int64, int64) {}
+	}
+	if o.yield == nil {
+		o.yield = runtime.Gosched
+	}
+	o.maxSheetRows = max(cmp.Or(o.maxSheetRows, excelize.TotalRows), 2)
+	o.zip64Threshold = cmp.Or(o.zip64Threshold, math.MaxUint32)
+	return o
+}
 
 // widthSample is how many rows are held back to size the columns: a stream writer
 // accepts column widths only before its first row.
@@ -46,21 +78,18 @@ const (
 // (one per character, two for an emoji or another character beyond the BMP).
 const maxCellChars = excelize.TotalCellChars
 
-// writeXLSX streams q's rows from src into an .xlsx workbook and writes it to w.
-// progress gets the running row count and the total (-1 while unknown); warn gets one
-// message per thing the user should know about the file, such as text cut at the cell
-// limit, once the file is written. Either may be nil. Memory stays flat however many
-// rows there are: sheet data spills to files in tmpDir (the system's temporary
-// directory when empty), each finished sheet is compressed to a file there, and the
-// package is zipped straight into w. Errors are *jobs.Error: the source's own,
-// "upstream" for the source's unmarked ones, "io" for writing, "canceled" when ctx
-// ends while the writer works.
-func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Query, progress func(rows, total int64), warn func(string)) error {
-	tmpDir = cmp.Or(tmpDir, os.TempDir())
-	if err := checkSpillDir(tmpDir); err != nil {
+// writeXLSX streams q's rows from src into an .xlsx workbook and writes it to w, as
+// opt says (progress, warnings, yields, limits). Memory stays flat however many rows
+// there are: sheet data spills to files in opt.tmpDir, each finished sheet is
+// compressed to a file there, and the package is zipped straight into w. Errors are
+// *jobs.Error: the source's own, "upstream" for the source's unmarked ones, "io" for
+// writing, "canceled" when ctx ends while the writer works.
+func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOptions) error {
+	opt = opt.withDefaults()
+	if err := checkSpillDir(opt.tmpDir); err != nil {
 		return err
 	}
-	x := newXLSXWriter(tmpDir, q.Report.Sheet, progress, ctx.Err)
+	x := newXLSXWriter(opt, q.Report.Sheet, ctx.Err)
 	defer x.close()
 	if err := src.Stream(ctx, q, x); err != nil {
 		var je *jobs.Error
@@ -81,9 +110,9 @@ func writeXLSX(ctx context.Context, w io.Writer, tmpDir string, src Source, q Qu
 	if err := x.writePackage(ctx, w, at); err != nil {
 		return err
 	}
-	if warn != nil {
+	if opt.warn != nil {
 		for _, msg := range x.warnings() {
-			warn(msg)
+			opt.warn(msg)
 		}
 	}
 	return nil
@@ -168,16 +197,12 @@ type sheetPart struct {
 // deflateLevel is what archive/zip, and so excelize, compresses with.
 const deflateLevel = 5
 
-// zip64Threshold is the size from which a sheet part is written as a ZIP64 entry.
-// Tests lower it.
-var zip64Threshold int64 = math.MaxUint32
-
 // writeEntry adds the part to zw as name, copying its compressed bytes. A part of
-// zip64Threshold or more keeps its sizes in a ZIP64 data descriptor and says version
+// zip64Threshold (xlsxOptions) or more keeps its sizes in a ZIP64 data descriptor and says version
 // 4.5 in its local header as well as in the central directory: archive/zip alone would
 // leave 2.0 in the local header, which Excel reports as a corrupt file (excelize
 // patches that in its in-memory zip; see writeZip64LFH).
-func (p *sheetPart) writeEntry(zw *zip.Writer, name string, modified time.Time) error {
+func (p *sheetPart) writeEntry(zw *zip.Writer, name string, modified time.Time, zip64Threshold int64) error {
 	fh := &zip.FileHeader{
 		Name:               name,
 		Method:             zip.Deflate,
@@ -229,13 +254,15 @@ type packageZip struct {
 	sheets map[string]*sheetPart // by the part name excelize writes each sheet as
 	// modified is every entry's time: zip.Writer.Create leaves it zero.
 	modified time.Time
+	// zip64Threshold is xlsxOptions.zip64Threshold, for writeEntry.
+	zip64Threshold int64
 }
 
 // Create implements excelize.ZipWriter.
 func (p *packageZip) Create(name string) (io.Writer, error) {
 	if part, ok := p.sheets[name]; ok {
 		delete(p.sheets, name)
-		return io.Discard, part.writeEntry(p.zw, name, p.modified)
+		return io.Discard, part.writeEntry(p.zw, name, p.modified, p.zip64Threshold)
 	}
 	return p.zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate, Modified: p.modified})
 }
@@ -259,6 +286,8 @@ type sheetCapture struct {
 	fw   *flate.Writer
 	crc  hash.Hash32
 	seen bool
+	// yield is xlsxOptions.yield: called between pieces of a large sheet.
+	yield func()
 }
 
 // Create implements excelize.ZipWriter.
@@ -285,7 +314,7 @@ func (c *sheetCapture) Write(p []byte) (int, error) {
 			return total, err
 		}
 		p = p[n:]
-		jobs.Yield()
+		c.yield()
 	}
 	return total, nil
 }
@@ -361,12 +390,14 @@ func newFile(tmpDir string, want *styles) (*excelize.File, styles, error) {
 }
 
 // xlsxWriter is the RowWriter behind writeXLSX. It holds back the first rows to size
-// the columns, then streams, starting a new sheet (with the header again) at maxSheetRows.
+// the columns, then streams, starting a new sheet (with the header again) at
+// opt.maxSheetRows.
 type xlsxWriter struct {
-	tmpDir   string
+	opt      xlsxOptions // with defaults
+	tmpDir   string      // opt.tmpDir
 	base     string
-	progress func(rows, total int64)
-	stop     func() error // the export's ctx.Err: RowWriter's methods take no context
+	progress func(rows, total int64) // opt.progress
+	stop     func() error            // the export's ctx.Err: RowWriter's methods take no context
 
 	cols   []Column
 	total  int64
@@ -387,11 +418,9 @@ type xlsxWriter struct {
 	ref       []byte          // reused for the row's first cell reference
 }
 
-func newXLSXWriter(tmpDir, sheet string, progress func(rows, total int64), stop func() error) *xlsxWriter {
-	if progress == nil {
-		progress = func(int64, int64) {}
-	}
-	return &xlsxWriter{tmpDir: tmpDir, base: sheet, progress: progress, stop: stop}
+// newXLSXWriter returns a writer as opt says, which must have its defaults applied.
+func newXLSXWriter(opt xlsxOptions, sheet string, stop func() error) *xlsxWriter {
+	return &xlsxWriter{opt: opt, tmpDir: opt.tmpDir, base: sheet, progress: opt.progress, stop: stop}
 }
 
 // close releases what the writer holds: the open sheet file and the finished parts.
@@ -466,7 +495,7 @@ func (x *xlsxWriter) Row(values []any) error {
 	}
 	x.progress(x.rows, x.total)
 	if x.rows%yieldEvery == 0 {
-		jobs.Yield()
+		x.opt.yield()
 	}
 	return nil
 }
@@ -476,7 +505,7 @@ func (x *xlsxWriter) Row(values []any) error {
 // only every 10 ms: an HTTP handler woken meanwhile (a 202 waiting to be written) would
 // wait for it. Yielding every few hundred microseconds keeps accepting fast while every
 // core writes sheets, for a negligible cost; while a request is being accepted the yield
-// waits for it (jobs.Yield).
+// waits for it (jobs.Run.Yield).
 const yieldEvery = 32
 
 // finish writes what is held back and closes the last sheet.
@@ -527,7 +556,7 @@ func (x *xlsxWriter) flushSample() error {
 }
 
 func (x *xlsxWriter) writeRow(cells []any) error {
-	if x.sheetRow >= max(maxSheetRows, 2) {
+	if x.sheetRow >= x.opt.maxSheetRows {
 		if err := x.nextSheet(); err != nil {
 			return err
 		}
@@ -635,7 +664,7 @@ func (x *xlsxWriter) compress(part *sheetPart) error {
 	comp := &countWriter{w: part.file}
 	bw := bufio.NewWriterSize(ctxWriter{stop: x.stop, w: comp}, 64<<10)
 	fw, _ := flate.NewWriter(bw, deflateLevel) // the level is valid
-	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE()}
+	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE(), yield: x.opt.yield}
 	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
 	buf, err := x.f.WriteToBuffer()
 	switch {
@@ -669,7 +698,8 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, modified tim
 	defer f.Close()
 	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
 	bw := bufio.NewWriterSize(ctxWriter{stop: ctx.Err, w: w}, 64<<10)
-	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified}
+	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified,
+		zip64Threshold: x.opt.zip64Threshold}
 	for i, p := range x.parts {
 		if i == 0 {
 			err = f.SetSheetName(f.GetSheetName(0), p.name) // reuse the new file's "Sheet1"

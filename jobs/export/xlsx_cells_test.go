@@ -21,6 +21,7 @@ import (
 )
 
 func TestCutText(t *testing.T) {
+	t.Parallel()
 	emoji := "😀" // two UTF-16 units
 	tests := []struct {
 		name string
@@ -74,6 +75,7 @@ type warnings []string
 func (w *warnings) add(msg string) { *w = append(*w, msg) }
 
 func TestWriteXLSXCutsLongTextAndWarnsOncePerColumn(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 40_000)
 	src := sliceSource{
 		cols: []Column{{Name: "id", Type: TypeInt}, {Name: "note", Type: TypeText}, {Name: "raw", Type: TypeText}, {Name: "short", Type: TypeText}},
@@ -87,7 +89,7 @@ func TestWriteXLSXCutsLongTextAndWarnsOncePerColumn(t *testing.T) {
 	}
 	var warned warnings
 	var buf bytes.Buffer
-	err := writeXLSX(t.Context(), &buf, t.TempDir(), src, Query{Report: Report{Source: "mem", Sheet: "S"}}, nil, warned.add)
+	err := writeXLSX(t.Context(), &buf, src, Query{Report: Report{Source: "mem", Sheet: "S"}}, xlsxOptions{tmpDir: t.TempDir(), warn: warned.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +119,10 @@ func TestWriteXLSXCutsLongTextAndWarnsOncePerColumn(t *testing.T) {
 }
 
 func TestWriteXLSXWarnsOnlyWhenWritten(t *testing.T) {
+	t.Parallel()
 	src := sliceSource{cols: []Column{{Name: "note", Type: TypeText}}, rows: [][]any{{strings.Repeat("x", 40_000)}}}
 	var warned warnings
-	err := writeXLSX(t.Context(), failWriter{}, t.TempDir(), src, Query{Report: Report{Sheet: "S"}}, nil, warned.add)
+	err := writeXLSX(t.Context(), failWriter{}, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{tmpDir: t.TempDir(), warn: warned.add})
 	if err == nil || len(warned) != 0 {
 		t.Fatalf("err = %v, warnings %q: a failed file warns about nothing", err, warned)
 	}
@@ -128,6 +131,7 @@ func TestWriteXLSXWarnsOnlyWhenWritten(t *testing.T) {
 // Text that looks like a formula is stored as text: a cell with t="inlineStr" and no
 // <f>, so no spreadsheet computes it (CSV/formula injection).
 func TestWriteXLSXFormulaLikeTextStaysText(t *testing.T) {
+	t.Parallel()
 	values := []string{"=1+1", "+1", "-1", "@SUM(A1)", "=cmd|' /C calc'!A0", `=HYPERLINK("http://example.invalid","x")`, "\t=1+1"}
 	src := sliceSource{cols: []Column{{Name: "v", Type: TypeText}}}
 	for _, v := range values {
@@ -155,6 +159,7 @@ func TestWriteXLSXFormulaLikeTextStaysText(t *testing.T) {
 }
 
 func TestWriteXLSXCellTypes(t *testing.T) {
+	t.Parallel()
 	type stringer struct{ A, B int }
 	src := sliceSource{
 		cols: []Column{{Name: "v", Type: TypeText}, {Name: "day", Type: TypeDate}},
@@ -211,8 +216,9 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 // The package reaches the writer as it is zipped, in small writes: nothing builds the
 // whole file in memory first.
 func TestWriteXLSXStreamsThePackage(t *testing.T) {
+	t.Parallel()
 	var w recordingWriter
-	if err := writeXLSX(t.Context(), &w, t.TempDir(), demoSource{}, demoQuery(8000), nil, nil); err != nil {
+	if err := writeXLSX(t.Context(), &w, demoSource{}, demoQuery(8000), xlsxOptions{tmpDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	if w.Len() < 4*64<<10 || w.largest > 64<<10 || w.writes < w.Len()/(64<<10) {
@@ -237,9 +243,7 @@ func TestWriteXLSXStreamsThePackage(t *testing.T) {
 
 // Every temporary file goes, whether the export succeeds or fails at any point.
 func TestWriteXLSXLeavesNoTemporaryFiles(t *testing.T) {
-	old := maxSheetRows
-	t.Cleanup(func() { maxSheetRows = old })
-	maxSheetRows = 200 // finished sheets are compressed to files too
+	t.Parallel()
 	tests := []struct {
 		name string
 		src  Source
@@ -253,7 +257,10 @@ func TestWriteXLSXLeavesNoTemporaryFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			err := writeXLSX(t.Context(), tt.w, dir, tt.src, demoQuery(1000), nil, nil)
+			err := writeXLSX(t.Context(), tt.w, tt.src, demoQuery(1000), xlsxOptions{
+				tmpDir:       dir,
+				maxSheetRows: 200, // finished sheets are compressed to files too
+			})
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v", err)
 			}
@@ -307,9 +314,8 @@ func (c *countingRows) Row(v []any) error {
 // A cancel while the writer compresses a finished sheet, or zips the package, stops it
 // with "canceled" and leaves nothing behind.
 func TestWriteXLSXStopsWhenCanceled(t *testing.T) {
-	old := maxSheetRows
-	t.Cleanup(func() { maxSheetRows = old })
-	maxSheetRows = 151
+	t.Parallel()
+	opt := func(dir string) xlsxOptions { return xlsxOptions{tmpDir: dir, maxSheetRows: 151} }
 
 	t.Run("compressing", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -319,7 +325,7 @@ func TestWriteXLSXStopsWhenCanceled(t *testing.T) {
 		src := &cancelAfter{n: 150, cancel: cancel}
 		dir := t.TempDir()
 		var buf bytes.Buffer
-		err := writeXLSX(ctx, &buf, dir, src, demoQuery(1000), nil, nil)
+		err := writeXLSX(ctx, &buf, src, demoQuery(1000), opt(dir))
 		checkCanceled(t, err)
 		if buf.Len() > 0 || len(dirEntries(t, dir)) > 0 {
 			t.Fatalf("%d bytes written, %v left behind", buf.Len(), dirEntries(t, dir))
@@ -330,7 +336,7 @@ func TestWriteXLSXStopsWhenCanceled(t *testing.T) {
 		defer cancel()
 		w := &cancelingWriter{cancel: cancel}
 		dir := t.TempDir()
-		err := writeXLSX(ctx, w, dir, demoSource{}, demoQuery(5000), nil, nil)
+		err := writeXLSX(ctx, w, demoSource{}, demoQuery(5000), opt(dir))
 		checkCanceled(t, err)
 		if w.writes != 1 || len(dirEntries(t, dir)) > 0 {
 			t.Fatalf("%d writes after the cancel, %v left behind", w.writes-1, dirEntries(t, dir))

@@ -33,6 +33,7 @@ func (l oneReport) Report(id string) (Report, error) {
 // published one, with the size and hash recorded, and the writer's warnings are the
 // job's.
 func TestExportJobPublishesFileAndWarnings(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
 	if err != nil {

@@ -35,23 +35,19 @@ func localHeaders(t *testing.T, data []byte) map[string]uint16 {
 }
 
 func TestWriteXLSXZip64Parts(t *testing.T) {
-	oldRows, oldZip64 := maxSheetRows, zip64Threshold
-	t.Cleanup(func() { maxSheetRows, zip64Threshold = oldRows, oldZip64 })
-	maxSheetRows = 300
-
+	t.Parallel()
 	for _, tt := range []struct {
 		name      string
 		threshold int64
 		version   uint16 // of the sheet parts, in both headers
 	}{
-		{"below 4 GiB", oldZip64, 20},
+		{"below 4 GiB", 0, 20}, // the default: math.MaxUint32
 		// A part this size would need ZIP64: it says so in both headers, with its sizes
 		// in a data descriptor after the data.
 		{"from the threshold", 1, 45},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			zip64Threshold = tt.threshold
-			f, data := export(t, demoSource{}, demoQuery(700), nil)
+			f, data := exportWith(t, demoSource{}, demoQuery(700), xlsxOptions{maxSheetRows: 300, zip64Threshold: tt.threshold})
 			local := localHeaders(t, data)
 			zr, _ := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 			sheets := 0
@@ -96,12 +92,10 @@ func TestWriteXLSXZip64Parts(t *testing.T) {
 // Sheets are written in files of their own and put together at the end: the workbook
 // must still list them in order with their filters, and only the first is selected.
 func TestWriteXLSXAssemblesSheets(t *testing.T) {
-	old := maxSheetRows
-	t.Cleanup(func() { maxSheetRows = old })
-	maxSheetRows = 100
+	t.Parallel()
 	q := demoQuery(250)
 	q.Report.Sheet = "Bob's orders"
-	f, data := export(t, demoSource{}, q, nil)
+	f, data := exportWith(t, demoSource{}, q, xlsxOptions{maxSheetRows: 100})
 	want := []string{"Bob’s orders", "Bob’s orders (2)", "Bob’s orders (3)"}
 	if got := f.GetSheetList(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("sheets = %q, want %q", got, want)
@@ -184,6 +178,7 @@ func zipPart(t *testing.T, data []byte, name string) string {
 
 // The package file must make the same style ids as the sheet files, whose cells use them.
 func TestStylesAgree(t *testing.T) {
+	t.Parallel()
 	a, sa, err := newFile(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -205,10 +200,11 @@ func TestStylesAgree(t *testing.T) {
 // A sheet's XML spills to tmpDir once it passes excelize's chunk size, rather than
 // growing in memory.
 func TestWriteXLSXSpillsToTmpDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	text := strings.Repeat("spill ", 5000) // 30,000 characters
 	src := &spillWatch{dir: dir, text: text}
-	if err := writeXLSX(t.Context(), io.Discard, dir, src, Query{Report: Report{Sheet: "S"}}, nil, nil); err != nil {
+	if err := writeXLSX(t.Context(), io.Discard, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{tmpDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	if len(src.seen) == 0 {

@@ -42,6 +42,7 @@ func mixedRow(i int) []any {
 const mixedRows = 300
 
 func TestOpenpyxlReadsSQLiteSource(t *testing.T) {
+	t.Parallel()
 	openpyxl(t)
 	path := filepath.Join(t.TempDir(), "shop.db")
 	db, err := sql.Open("sqlite", path)
@@ -80,6 +81,7 @@ func TestOpenpyxlReadsSQLiteSource(t *testing.T) {
 }
 
 func TestOpenpyxlReadsCSVSource(t *testing.T) {
+	t.Parallel()
 	openpyxl(t)
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "orders.csv"))

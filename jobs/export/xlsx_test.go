@@ -51,8 +51,15 @@ func demoQuery(rows int64) Query {
 // export runs writeXLSX into memory and opens the result.
 func export(t *testing.T, src Source, q Query, progress func(rows, total int64)) (*excelize.File, []byte) {
 	t.Helper()
+	return exportWith(t, src, q, xlsxOptions{progress: progress})
+}
+
+// exportWith is export with options (opt.tmpDir is set here).
+func exportWith(t *testing.T, src Source, q Query, opt xlsxOptions) (*excelize.File, []byte) {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := writeXLSX(t.Context(), &buf, t.TempDir(), src, q, progress, nil); err != nil {
+	opt.tmpDir = t.TempDir()
+	if err := writeXLSX(t.Context(), &buf, src, q, opt); err != nil {
 		t.Fatalf("writeXLSX: %v", err)
 	}
 	f, err := excelize.OpenReader(bytes.NewReader(buf.Bytes()))
@@ -97,6 +104,7 @@ func cellStyle(t *testing.T, f *excelize.File, sheet, cell string) *excelize.Sty
 }
 
 func TestWriteXLSXDemo(t *testing.T) {
+	t.Parallel()
 	const rows = 250 // more than widthSample, so rows are both held back and streamed
 	f, data := export(t, demoSource{}, demoQuery(rows), nil)
 
@@ -211,8 +219,7 @@ func TestWriteXLSXDemo(t *testing.T) {
 }
 
 func TestWriteXLSXSplitsSheets(t *testing.T) {
-	old := maxSheetRows
-	t.Cleanup(func() { maxSheetRows = old })
+	t.Parallel()
 	tests := []struct {
 		rows, limit int
 		want        []int // rows per sheet, header included
@@ -225,8 +232,7 @@ func TestWriteXLSXSplitsSheets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d rows by %d", tt.rows, tt.limit), func(t *testing.T) {
-			maxSheetRows = tt.limit
-			f, data := export(t, demoSource{}, demoQuery(int64(tt.rows)), nil)
+			f, data := exportWith(t, demoSource{}, demoQuery(int64(tt.rows)), xlsxOptions{maxSheetRows: tt.limit})
 			sheets := f.GetSheetList()
 			if len(sheets) != len(tt.want) {
 				t.Fatalf("sheets = %v, want %d", sheets, len(tt.want))
@@ -269,6 +275,7 @@ func TestWriteXLSXSplitsSheets(t *testing.T) {
 }
 
 func TestWriteXLSXValues(t *testing.T) {
+	t.Parallel()
 	berlin := time.FixedZone("CET", 3600)
 	src := sliceSource{
 		cols: []Column{
@@ -300,6 +307,7 @@ func TestWriteXLSXValues(t *testing.T) {
 }
 
 func TestWriteXLSXProgress(t *testing.T) {
+	t.Parallel()
 	type call struct{ rows, total int64 }
 	var calls []call
 	export(t, demoSource{}, demoQuery(150), func(rows, total int64) { calls = append(calls, call{rows, total}) })
@@ -326,6 +334,7 @@ func TestWriteXLSXProgress(t *testing.T) {
 }
 
 func TestWriteXLSXErrors(t *testing.T) {
+	t.Parallel()
 	cols := demoColumns[:2]
 	tests := []struct {
 		name      string
@@ -342,7 +351,7 @@ func TestWriteXLSXErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := writeXLSX(t.Context(), tt.w, t.TempDir(), tt.src, Query{Report: Report{Source: "mem", Sheet: "S"}}, nil, nil)
+			err := writeXLSX(t.Context(), tt.w, tt.src, Query{Report: Report{Source: "mem", Sheet: "S"}}, xlsxOptions{tmpDir: t.TempDir()})
 			var je *jobs.Error
 			if !errors.As(err, &je) || je.Code != tt.code || je.Permanent != tt.permanent {
 				t.Fatalf("err = %#v, want code %s permanent %v", err, tt.code, tt.permanent)
@@ -359,6 +368,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestSheetName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		base string
 		n    int
@@ -397,7 +407,7 @@ func BenchmarkWriteDemo100k(b *testing.B) {
 	dir := b.TempDir()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := writeXLSX(b.Context(), io.Discard, dir, demoSource{}, q, nil, nil); err != nil {
+		if err := writeXLSX(b.Context(), io.Discard, demoSource{}, q, xlsxOptions{tmpDir: dir}); err != nil {
 			b.Fatal(err)
 		}
 	}
