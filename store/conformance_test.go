@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"sheetq/jobs"
+	"sheetq/store"
+	"sheetq/store/storetest/conformance"
+)
+
+// The SQLite store is the engine's store.
+var _ jobs.Store = (*store.Store)(nil)
+
+// TestConformance runs the store suite, which every implementation must pass, against
+// SQLite: a migrated file in t.TempDir on a clock the suite moves.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) conformance.Harness {
+		clk := newClock()
+		path := filepath.Join(t.TempDir(), "sheetq.db")
+		open := func(t *testing.T) *store.Store {
+			st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now})
+			if err != nil {
+				t.Fatalf("open store: %v", err)
+			}
+			return st
+		}
+		st := open(t)
+		t.Cleanup(func() {
+			if err := st.Close(); err != nil {
+				t.Errorf("close store: %v", err)
+			}
+		})
+		return conformance.Harness{
+			Store:   st,
+			Now:     clk.Now,
+			Advance: clk.Advance,
+			Reopen: func(t *testing.T) conformance.Store {
+				if err := st.Close(); err != nil {
+					t.Fatalf("close store: %v", err)
+				}
+				st = open(t)
+				return st
+			},
+		}
+	})
+}
