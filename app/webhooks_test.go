@@ -114,15 +114,6 @@ func (rc *hookReceiver) of(exportID string) []hookDelivery {
 	return out
 }
 
-func answerStatus(code int, header ...string) func(w http.ResponseWriter) {
-	return func(w http.ResponseWriter) {
-		for i := 0; i+1 < len(header); i += 2 {
-			w.Header().Set(header[i], header[i+1])
-		}
-		w.WriteHeader(code)
-	}
-}
-
 // queuedDelivery waits until the export's webhook_queued event exists and returns its
 // data: the webhook-id and the delivery job's id.
 func (ts *testServer) queuedDelivery(exportID string) (webhookID, jobID string) {

@@ -105,7 +105,7 @@ func (c Config) validate() error {
 	case c.TmpDir == "" || c.ExportsDir == "":
 		return errors.New("TmpDir and ExportsDir are required")
 	case c.Nice < 0 || c.Nice > 19:
-		return fmt.Errorf("Nice must be from 0 to 19, not %d", c.Nice)
+		return fmt.Errorf("nice must be from 0 to 19, not %d", c.Nice)
 	case c.Workers < 1:
 		return fmt.Errorf("workers must be at least 1, not %d", c.Workers)
 	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 || c.AbandonAfter <= 0 ||

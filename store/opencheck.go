@@ -80,12 +80,11 @@ var sqliteMagic = []byte("SQLite format 3\x00")
 // header is what the check reads from the first 100 bytes of the file
 // (https://sqlite.org/fileformat.html, "The Database Header").
 type header struct {
-	pageSize      int64
-	pages         int64 // the in-header database size; valid only if sizeValid
-	sizeValid     bool
-	freeTrunk     uint32 // first freelist trunk page
-	freePages     uint32 // freelist pages in all
-	firstPageZero bool
+	pageSize  int64
+	pages     int64 // the in-header database size; valid only if sizeValid
+	sizeValid bool
+	freeTrunk uint32 // first freelist trunk page
+	freePages uint32 // freelist pages in all
 }
 
 // readHeader reads and checks the header, and reports damage as findings.

@@ -234,7 +234,11 @@ func stampRaw(fh *zip.FileHeader, t time.Time) {
 		t = time.Date(1980, 1, 1, 0, 0, 0, 0, t.Location())
 	}
 	fh.Modified = t
+	// The deprecated fields are the only way to set the DOS date and time of an entry
+	// written with CreateRaw, which does not derive them from Modified.
+	//lint:ignore SA1019 see above
 	fh.ModifiedDate = uint16(t.Day() + int(t.Month())<<5 + (t.Year()-1980)<<9)
+	//lint:ignore SA1019 see above
 	fh.ModifiedTime = uint16(t.Second()/2 + t.Minute()<<5 + t.Hour()<<11)
 	var ext [9]byte
 	binary.LittleEndian.PutUint16(ext[0:], 0x5455) // extended timestamp
