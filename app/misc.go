@@ -88,10 +88,7 @@ func (s *server) serverError(w http.ResponseWriter, r *http.Request, err error) 
 		w.WriteHeader(statusClientClosed)
 		return
 	}
-	if f, ok := faultOf(err); ok {
-		// Expected on a full disk: a WARN per request, not an ERROR with a 500.
-		s.store.NoteError(err)
-		s.log.WarnContext(r.Context(), "database fault", "code", f.code, "method", r.Method, "path", r.URL.Path, "err", err)
+	if f, ok := s.storeFault(r, err); ok {
 		writeFault(w, f)
 		return
 	}

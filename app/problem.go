@@ -90,6 +90,18 @@ func faultOf(err error) (storeFault, bool) {
 	return storeFault{}, false
 }
 
+// storeFault returns the answer for err if it is a failure of the database file or its
+// disk, after noting it for readiness and logging it: expected on a full disk, so a WARN
+// per request, not an ERROR with a 500. The API and the pages both answer through it.
+func (s *server) storeFault(r *http.Request, err error) (storeFault, bool) {
+	f, ok := faultOf(err)
+	if ok {
+		s.store.NoteError(err)
+		s.log.WarnContext(r.Context(), "database fault", "code", f.code, "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	return f, ok
+}
+
 // writeFault answers an API request with f as problem+json.
 func writeFault(w http.ResponseWriter, f storeFault) {
 	if f.retryAfter != "" {

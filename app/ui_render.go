@@ -46,9 +46,7 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, status int,
 
 // pageServerError logs an unexpected failure and shows an error page without internals.
 func (s *server) pageServerError(w http.ResponseWriter, r *http.Request, err error) {
-	if f, ok := faultOf(err); ok {
-		s.store.NoteError(err)
-		s.log.WarnContext(r.Context(), "database fault", "code", f.code, "method", r.Method, "path", r.URL.Path, "err", err)
+	if f, ok := s.storeFault(r, err); ok {
 		if f.retryAfter != "" {
 			w.Header().Set("Retry-After", f.retryAfter)
 		}
