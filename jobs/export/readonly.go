@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Report SQL only reads. Each source enforces that where the SQL runs: a SQLite
@@ -87,10 +88,6 @@ func mysqlProblem(query string) string {
 	return "a report may not write files on the server (INTO " + strings.ToUpper(m) + "), nor mention " + strings.ToUpper(m)
 }
 
-// sqliteLimitAttached is SQLITE_LIMIT_ATTACHED in sqlite3.h: how many databases a
-// connection may attach.
-const sqliteLimitAttached = 7
-
 // readOnlySQLite makes conn, a connection of the modernc.org/sqlite driver, refuse
 // everything but reading: its authorizer refuses at compile time, before anything runs,
 // every statement that would write, change a setting or attach a database, and its
@@ -98,7 +95,7 @@ const sqliteLimitAttached = 7
 // could not open (and so create) a file. mode=ro and query_only already stop writes to
 // the database, but not ATTACH, which creates the file it names.
 func readOnlySQLite(conn *sql.Conn) error {
-	if _, err := sqlite.Limit(conn, sqliteLimitAttached, 0); err != nil {
+	if _, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_ATTACHED, 0); err != nil {
 		return fmt.Errorf("limit attached databases: %w", err)
 	}
 	err := conn.Raw(func(dc any) error {
