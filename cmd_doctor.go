@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -290,7 +288,7 @@ func checkPublished(path string, j store.JobFile, deep bool, add func(doctorProb
 	if !deep {
 		return
 	}
-	sum, err := fileSHA256(path)
+	_, sum, err := jobs.HashFile(path)
 	switch {
 	case err != nil:
 		add(doctorProblem{Check: "file_sha256", Path: path, Job: j.ID, Message: fmt.Sprintf("%s: cannot read: %v", path, err)})
@@ -298,20 +296,6 @@ func checkPublished(path string, j store.JobFile, deep bool, add func(doctorProb
 		add(doctorProblem{Check: "file_sha256", Path: path, Job: j.ID,
 			Message: fmt.Sprintf("%s: sha256 %s, but export %s recorded %s (the file was changed or damaged)", path, sum, j.ID, j.FileSHA256)})
 	}
-}
-
-// fileSHA256 hashes a file's content.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // linkTarget is " to TARGET" for a link that can be read.

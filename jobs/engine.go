@@ -778,7 +778,7 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 			continue
 		}
 		final := FilePath(e.cfg.ExportsDir, j.ID)
-		if size, sum, herr := hashFile(final); herr == nil {
+		if size, sum, herr := HashFile(final); herr == nil {
 			done, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
 				Name: j.ID + ".xlsx", Size: size, SHA256: sum, Rows: j.ProgressRows})
 			if err == nil {

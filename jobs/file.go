@@ -35,13 +35,13 @@ func (hw *hashingWriter) Write(p []byte) (int, error) {
 
 func (hw *hashingWriter) sum() string { return hex.EncodeToString(hw.h.Sum(nil)) }
 
-// hashFile returns the size and sha256 of a file, for completing a job from a file that
-// was published before a crash. Only a regular file counts as published: a link or a
-// special file put in its place (by hand, or by anyone who can write exports/) is no
-// export of ours, so the job is recovered and run again instead, and its rename then
-// replaces the link. Lstat and the opened file must be the same file, so a swap between
-// the two is refused too.
-func hashFile(path string) (int64, string, error) {
+// HashFile returns the size and sha256 of a published file, for completing a job from a
+// file that was published before a crash and for sheetq doctor --deep. Only a regular
+// file counts as published: a link or a special file put in its place (by hand, or by
+// anyone who can write exports/) is no export of ours, so the job is recovered and run
+// again instead, and its rename then replaces the link. Lstat and the opened file must
+// be the same file, so a swap between the two is refused too.
+func HashFile(path string) (int64, string, error) {
 	before, err := os.Lstat(path)
 	if err != nil {
 		return 0, "", err
