@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sheetq/internal/durable"
 )
 
 // exportCmd runs `sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--json]`.
@@ -399,16 +401,9 @@ func checkOutput(out string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%s: %s is not a folder", name, dir)
 	}
-	f, err := os.CreateTemp(dir, ".sheetq-probe-*")
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the probe's own name would only confuse
-		}
+	if err := durable.Writable(dir); err != nil {
 		return fmt.Errorf("%s: cannot write in %s: %w", name, dir, err)
 	}
-	f.Close()
-	os.Remove(f.Name())
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/gofrs/flock"
+
+	"sheetq/internal/durable"
 )
 
 // DataDir is the layout of a data directory.
@@ -113,18 +115,16 @@ var ErrDirReadOnly = errors.New("data directory is read-only")
 // failed later with SQLite's "unable to open database file (14)", which names neither the
 // folder nor the fix.
 func (d DataDir) checkWritable() error {
-	f, err := os.CreateTemp(d.Root, ".sheetq-write-check-*")
-	if err != nil {
-		if readOnly(err) {
-			return explained{fmt.Errorf("%w: %w", ErrDirReadOnly, err), fmt.Sprintf("sheetq cannot write in its data directory %s (%v), where it keeps its database, lock and exports: "+
-				"make it writable for this user (check its owner and permissions, and that its disk is not mounted read-only), "+
-				"or choose another data directory with --data", d.Root, errors.Unwrap(err))}
-		}
-		return fmt.Errorf("check that %s is writable: %w", d.Root, err)
+	err := durable.Writable(d.Root)
+	switch {
+	case err == nil:
+		return nil
+	case readOnly(err):
+		return explained{fmt.Errorf("%w: %w", ErrDirReadOnly, err), fmt.Sprintf("sheetq cannot write in its data directory %s (%v), where it keeps its database, lock and exports: "+
+			"make it writable for this user (check its owner and permissions, and that its disk is not mounted read-only), "+
+			"or choose another data directory with --data", d.Root, err)}
 	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
+	return fmt.Errorf("check that %s is writable: %w", d.Root, err)
 }
 
 // explained is an error whose message says what is wrong and what to do, in place of the

@@ -1,8 +1,11 @@
 // Package durable writes files so that they survive a crash or a power cut whole: written
-// under a temporary name, fsynced, renamed into place, and the directory fsynced.
+// under a temporary name, fsynced, renamed into place, and the directory fsynced. It also
+// checks that a folder takes a new file before anything is written there (Writable).
 package durable
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -58,4 +61,21 @@ func WriteFile(dst string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return Rename(tmp, dst)
+}
+
+// Writable checks that dir takes a new file by creating and removing a hidden probe file
+// in it. The error is the operating system's, without the probe's name, which would only
+// confuse a person reading it.
+func Writable(dir string) error {
+	f, err := os.CreateTemp(dir, ".sheetq-probe-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return pe.Err
+		}
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
