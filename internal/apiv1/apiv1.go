@@ -1,0 +1,59 @@
+// Package apiv1 holds the JSON shapes of HTTP API v1 that more than one part shares: the
+// server's answers, the webhook payload's data and the API client read the same types,
+// so a field cannot drift between them (README, "HTTP API (v1)" and "Webhooks").
+//
+// It imports nothing of the project: the client uses it without the store or the engine.
+package apiv1
+
+import "time"
+
+// Job is an export job as the API shows it (GET /api/v1/exports/{id}) and as a webhook's
+// data carries it. Times are UTC; a null time has not happened yet.
+type Job struct {
+	ID          string         `json:"id"`
+	Status      string         `json:"status"`
+	Report      string         `json:"report"`
+	CreatedBy   string         `json:"created_by,omitempty"`
+	Params      map[string]any `json:"params"`
+	Attempt     int            `json:"attempt"`
+	MaxAttempts int            `json:"max_attempts"`
+	Progress    Progress       `json:"progress"`
+	CreatedAt   *time.Time     `json:"created_at"`
+	StartedAt   *time.Time     `json:"started_at"`
+	HeartbeatAt *time.Time     `json:"heartbeat_at"`
+	FinishedAt  *time.Time     `json:"finished_at"`
+	// NextAttemptAt is when a PENDING job that already ran will run again.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	// Error is the last attempt's error; a retrying job keeps it, a SUCCEEDED one has none.
+	Error *Error `json:"error,omitempty"`
+	// DownloadURL is where a SUCCEEDED job's file is served.
+	DownloadURL string `json:"download_url,omitempty"`
+	// File describes a SUCCEEDED job's file.
+	File     *File    `json:"file,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// CancelRequested is set while a running job has been asked to stop.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+}
+
+// Progress is how far a job got: rows written and, when known, the total.
+type Progress struct {
+	Rows      int64  `json:"rows"`
+	TotalRows *int64 `json:"total_rows,omitempty"`
+}
+
+// Error is why an attempt failed: a stable code and a message for people.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// File is a finished export's file: the name a browser saves it as, its size and sha256.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// FilePath is the path of GET /api/v1/exports/{id}/file, which serves a job's file; a
+// webhook prefixes it with the server's public URL.
+func FilePath(id string) string { return "/api/v1/exports/" + id + "/file" }

@@ -1,0 +1,86 @@
+package export
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"sheetq/internal/apiv1"
+	"sheetq/store"
+)
+
+// FileExt is the extension of an export's file, published and downloaded.
+const FileExt = ".xlsx"
+
+// FileName is the name of job id's published file in the exports directory; it makes
+// *Kind a jobs.FileNamer, so the engine publishes and recovers under this name.
+func (*Kind) FileName(id string) string { return id + FileExt }
+
+// JobJSON is an export job as API v1 shows it, the one shape the API, the pages' data,
+// the event stream and the webhook payload share (ARCHITECTURE.md, "Public contracts").
+// base, when set (scheme://host), makes download_url absolute: a webhook's receiver has
+// no other way to know where the server is; the API leaves it empty.
+func JobJSON(j store.Job, base string) apiv1.Job {
+	var args Args
+	_ = json.Unmarshal(j.Args, &args) // a job of another kind shows no report or params
+	out := apiv1.Job{
+		ID: j.ID, Status: string(j.Status), Report: args.Report, CreatedBy: j.CreatedBy, Params: args.Params,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+		Progress:  apiv1.Progress{Rows: j.ProgressRows},
+		CreatedAt: timePtr(j.CreatedAt), StartedAt: timePtr(j.StartedAt),
+		HeartbeatAt: timePtr(j.HeartbeatAt), FinishedAt: timePtr(j.FinishedAt),
+	}
+	if out.Params == nil {
+		out.Params = map[string]any{}
+	}
+	if j.ProgressTotal >= 0 {
+		total := j.ProgressTotal
+		out.Progress.TotalRows = &total
+	}
+	if j.Status == store.StatusPending && j.Attempt > 0 {
+		out.NextAttemptAt = timePtr(j.RunAt)
+	}
+	// A retrying job keeps its last error visible, so a client can say why it waits.
+	if j.ErrorCode != "" && j.Status != store.StatusSucceeded {
+		out.Error = &apiv1.Error{Code: j.ErrorCode, Message: j.ErrorMessage}
+	}
+	out.Warnings = j.Warnings
+	out.CancelRequested = j.CancelRequested && j.Status == store.StatusProcessing
+	if j.Status == store.StatusSucceeded && j.FileName != "" {
+		out.DownloadURL = base + apiv1.FilePath(j.ID)
+		out.File = &apiv1.File{Name: DownloadName(args.Report, j), Size: j.FileSize, SHA256: j.FileSHA256}
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// DownloadName is the name a browser saves a job's file as:
+// <report>-<YYYY-MM-DD>-<short id>.xlsx, the day it finished (or was created).
+func DownloadName(report string, j store.Job) string {
+	day := j.FinishedAt
+	if day.IsZero() {
+		day = j.CreatedAt
+	}
+	safe := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '-'
+	}, report)
+	if safe == "" {
+		safe = "export"
+	}
+	short := j.ID
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	return safe + "-" + day.UTC().Format("2006-01-02") + "-" + short + FileExt
+}
