@@ -2,12 +2,9 @@ package app
 
 import (
 	"errors"
-	"io/fs"
 	"net/http"
-	"os"
 	"strconv"
 
-	"sheetq/jobs"
 	"sheetq/store"
 )
 
@@ -19,7 +16,7 @@ func (s *server) deleteExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := cur.ID
-	job, err := s.store.Delete(r.Context(), id)
+	job, err := s.engine.Delete(r.Context(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(w, http.StatusNotFound, "not_found", "no export with id "+strconv.Quote(id))
@@ -31,15 +28,6 @@ func (s *server) deleteExport(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.serverError(w, r, err)
 		return
-	}
-	if s.hub != nil {
-		s.hub.Deleted(job.ID)
-	}
-	// Only after the row is gone: a crash in between leaves an orphan file, never a
-	// SUCCEEDED job without its file. The job is deleted whatever happens here, so a
-	// failure is logged, not answered.
-	if err := os.Remove(jobs.FilePath(s.dir.Exports(), job.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.WarnContext(r.Context(), "remove file of deleted export", "job_id", job.ID, "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

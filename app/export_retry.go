@@ -37,13 +37,5 @@ func (s *server) retryExport(w http.ResponseWriter, r *http.Request) {
 // retryJob puts a FAILED or CANCELED job back in the queue with a fresh attempt budget,
 // for the API and the job page alike, and tells the workers and the event stream.
 func (s *server) retryJob(ctx context.Context, id string) (store.Job, error) {
-	job, err := s.store.Retry(ctx, id, s.cfg.MaxAttempts)
-	if err != nil {
-		return job, err
-	}
-	s.engine.Wake()
-	if s.hub != nil {
-		s.hub.Notify() // the retried event is not the engine's, so it does not wake the hub
-	}
-	return job, nil
+	return s.engine.Retry(ctx, id, s.cfg.MaxAttempts)
 }

@@ -116,12 +116,13 @@ func newHub(st *store.Store, cfg hubConfig, log *slog.Logger) *hub {
 // wire makes the engine wake the hub on every state change and report progress to it,
 // keeping any hooks already set.
 func (h *hub) wire(cfg *jobs.Config) {
-	onChange, onProgress := cfg.OnChange, cfg.OnProgress
-	cfg.OnChange = func(j store.Job) {
-		if onChange != nil {
-			onChange(j)
+	onChange, onDelete, onProgress := cfg.OnChange, cfg.OnDelete, cfg.OnProgress
+	cfg.OnChange = onChangeAll(onChange, h.Notify)
+	cfg.OnDelete = func(id string) {
+		if onDelete != nil {
+			onDelete(id)
 		}
-		h.Notify()
+		h.Deleted(id)
 	}
 	cfg.OnProgress = func(id string, rows, total int64) {
 		if onProgress != nil {

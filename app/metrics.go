@@ -137,7 +137,7 @@ func (m *metrics) watchQueue(eng *jobs.Engine) {
 // behind the one before (a tenth of the server's CPU under load). Changes that arrive
 // while a catch-up is scheduled share it; a scrape catches up itself, so /metrics never
 // lags what is committed.
-func (m *metrics) onChange(store.Job) {
+func (m *metrics) onChange() {
 	if m.pending.Swap(true) {
 		return // the scheduled catch-up has not started reading yet: it will see this change
 	}

@@ -106,7 +106,8 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 		ExportsDir:    dir.Exports(),
 		Now:           opts.Now,
 		Logger:        log,
-		OnChange:      onChangeAll(m.onChange, func(store.Job) { events.Notify() }),
+		OnChange:      onChangeAll(m.onChange, events.Notify),
+		OnDelete:      events.Deleted,
 		OnProgress:    events.Progress,
 	})
 	// An explicit reports folder skips the first-run sample (seconds of generation).

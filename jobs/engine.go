@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -55,8 +56,15 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the engine's logs (default slog.Default()).
 	Logger *slog.Logger
-	// OnChange, if set, is called after every state change the engine commits.
-	OnChange func(store.Job)
+	// OnChange, if set, is called after every change the engine commits (a job
+	// accepted, claimed, finished, retried, cancelled, deleted, recovered). It is a
+	// wake-up, not a data push: listeners re-read what changed from the store (the
+	// event hub and the metrics read job_events after their own cursors). It runs on the
+	// engine's goroutines and must not block.
+	OnChange func()
+	// OnDelete, if set, is called with the id of each job Delete removed: the job's
+	// events go with it, so a listener that follows the job learns of it only here.
+	OnDelete func(id string)
 	// OnProgress, if set, is called when a running job reports progress. It is called
 	// from the handler's goroutine on every report: it must be cheap and never block.
 	OnProgress func(jobID string, rows, total int64)
@@ -306,7 +314,7 @@ func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool,
 	}
 	job, existed, err := e.st.Enqueue(ctx, nj)
 	if err == nil && !existed {
-		e.notify(job)
+		e.notify()
 		e.Wake()
 	}
 	return job, existed, err
@@ -332,15 +340,52 @@ func (e *Engine) Cancel(ctx context.Context, id string) (store.Job, error) {
 			x.cancel(errCanceled)
 		}
 	}
-	e.notify(job)
+	e.notify()
 	// A cancelled PENDING job may have queued a follow-up (its webhook delivery).
 	e.Wake()
 	return job, nil
 }
 
-func (e *Engine) notify(job store.Job) {
+// Retry puts a FAILED or CANCELED job back in the queue to run now with a fresh budget
+// of budget attempts (0: store.DefaultMaxAttempts). It returns store.ErrNotFound, or
+// store.ErrNotRetryable with the job as it is.
+func (e *Engine) Retry(ctx context.Context, id string, budget int) (store.Job, error) {
+	job, err := e.st.Retry(ctx, id, budget)
+	if err != nil {
+		return job, err
+	}
+	e.notify()
+	e.Wake()
+	return job, nil
+}
+
+// Delete removes a finished job, its events and then its file (rule 21), and tells
+// OnDelete. It returns store.ErrNotFound, or store.ErrNotFinished with the job for one
+// that is still PENDING or PROCESSING. The file goes after the row, so a crash in
+// between leaves an orphan file (sheetq doctor lists it), never a row without its file;
+// a file that cannot be removed is logged, and the job is deleted all the same.
+func (e *Engine) Delete(ctx context.Context, id string) (store.Job, error) {
+	job, err := e.st.Delete(ctx, id)
+	if err != nil {
+		return job, err
+	}
+	if e.cfg.OnDelete != nil {
+		e.cfg.OnDelete(job.ID)
+	}
+	// Deleting asks a running webhook delivery of the job to stop: that is a change too.
+	e.notify()
+	if name := job.FileName; name != "" && filepath.Base(name) == name {
+		if err := os.Remove(filepath.Join(e.cfg.ExportsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.log.WarnContext(ctx, "remove file of deleted job", "job_id", job.ID, "err", err)
+		}
+	}
+	return job, nil
+}
+
+// notify calls OnChange.
+func (e *Engine) notify() {
 	if e.cfg.OnChange != nil {
-		e.cfg.OnChange(job)
+		e.cfg.OnChange()
 	}
 }
 
@@ -431,7 +476,7 @@ func (e *Engine) register(job store.Job) (*execution, context.Context) {
 
 // start runs a registered execution; when it ends, its slot is freed.
 func (e *Engine) start(ctx context.Context, x *execution) {
-	e.notify(x.job)
+	e.notify()
 	e.execs.Add(1)
 	go func() {
 		defer e.execs.Done()
@@ -487,10 +532,10 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		// Checked before success: a cancelled attempt publishes nothing (rule 7), even
 		// if its handler ignored the cancel and returned nil.
 		run.removePart()
-		if j, err := e.record(wctx, log, "canceled", func() (store.Job, error) {
+		if _, err := e.record(wctx, log, "canceled", func() (store.Job, error) {
 			return e.st.FinishCanceled(wctx, job.ID, job.Attempt)
 		}); err == nil {
-			e.notify(j)
+			e.notify()
 			log.InfoContext(wctx, "job canceled")
 		}
 	case err == nil && partErr == nil && !abandoned:
@@ -533,7 +578,7 @@ func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae st
 	if err != nil {
 		return
 	}
-	e.notify(j)
+	e.notify()
 	log.WarnContext(ctx, "job attempt failed", "code", ae.Code, "error", ae.Message, "permanent", ae.Permanent, "status", j.Status)
 	if j.Status == store.StatusPending {
 		e.Wake()
@@ -586,7 +631,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 		}
 	}
 	e.cfg.Gate.Await()
-	j, err := e.record(ctx, log, "success", func() (store.Job, error) {
+	_, err := e.record(ctx, log, "success", func() (store.Job, error) {
 		return e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
 	})
 	var pe publishError
@@ -606,7 +651,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 		return
 	}
 	faultPoint("after-commit")
-	e.notify(j)
+	e.notify()
 	log.InfoContext(ctx, "job succeeded", "rows", rows, "size", res.Size, "took", e.cfg.Now().Sub(began).Round(time.Millisecond))
 }
 
@@ -662,14 +707,14 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 // requeue puts a stopped attempt's job back to PENDING without spending the attempt.
 func (e *Engine) requeue(ctx context.Context, log *slog.Logger, x *execution, reason string) {
 	x.run.removePart()
-	j, err := e.record(ctx, log, "requeue", func() (store.Job, error) {
+	_, err := e.record(ctx, log, "requeue", func() (store.Job, error) {
 		return e.st.Requeue(ctx, x.job.ID, x.job.Attempt, reason)
 	})
 	if err != nil {
 		return
 	}
 	log.InfoContext(ctx, "job requeued", "reason", reason)
-	e.notify(j)
+	e.notify()
 }
 
 // renew stamps a running attempt's heartbeat and progress, fenced on (id, attempt,
@@ -779,11 +824,11 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 		}
 		final := FilePath(e.cfg.ExportsDir, j.ID)
 		if size, sum, herr := HashFile(final); herr == nil {
-			done, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
+			_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
 				Name: j.ID + ".xlsx", Size: size, SHA256: sum, Rows: j.ProgressRows})
 			if err == nil {
 				log.InfoContext(ctx, "orphan completed from its published file")
-				e.notify(done)
+				e.notify()
 			} else if !errors.Is(err, store.ErrLeaseLost) {
 				return err
 			}
@@ -803,7 +848,7 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 		}
 		_ = os.Remove(filepath.Join(e.cfg.TmpDir, PartName(j.ID, j.Attempt)))
 		log.WarnContext(ctx, "orphan recovered", "status", rec.Status, "reason", reason)
-		e.notify(rec)
+		e.notify()
 	}
 	if len(stale) > 0 {
 		e.Wake()

@@ -22,11 +22,11 @@ func BenchmarkLifecycle(b *testing.B) {
 	var succeeded atomic.Int64
 	all := make(chan struct{})
 	var want int64
-	cfg.OnChange = func(j store.Job) {
-		if j.Status == store.StatusSucceeded && succeeded.Add(1) == atomic.LoadInt64(&want) {
+	h.st2 = afterSucceed{h.st, func() {
+		if succeeded.Add(1) == atomic.LoadInt64(&want) {
 			close(all)
 		}
-	}
+	}}
 	noop := jobs.HandlerFunc(func(context.Context, *jobs.Run) error { return nil })
 	e := h.start(b, cfg, map[string]jobs.Handler{"noop": noop})
 	atomic.StoreInt64(&want, int64(b.N))
@@ -62,11 +62,7 @@ func BenchmarkIdlePickup(b *testing.B) {
 	}
 	started := make(chan time.Time, 1)
 	finished := make(chan struct{}, 1)
-	cfg.OnChange = func(j store.Job) {
-		if j.Status == store.StatusSucceeded {
-			finished <- struct{}{}
-		}
-	}
+	h.st2 = afterSucceed{h.st, func() { finished <- struct{}{} }}
 	e := h.start(b, cfg, map[string]jobs.Handler{
 		"noop": jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
 			started <- time.Now()
@@ -135,4 +131,20 @@ func calledFrom(fn string) bool {
 			return false
 		}
 	}
+}
+
+// afterSucceed is the real store with a call after each recorded success, so that a
+// benchmark learns of successes without reading the table on every change (OnChange
+// carries no job).
+type afterSucceed struct {
+	jobs.Store
+	fn func()
+}
+
+func (s afterSucceed) Succeed(ctx context.Context, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error) {
+	j, err := s.Store.Succeed(ctx, id, attempt, res, publish)
+	if err == nil {
+		s.fn()
+	}
+	return j, err
 }

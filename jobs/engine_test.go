@@ -24,7 +24,7 @@ func TestPublishedFile(t *testing.T) {
 	h := newHarness(t)
 	var changes atomic.Int64
 	cfg := h.config()
-	cfg.OnChange = func(store.Job) { changes.Add(1) }
+	cfg.OnChange = func() { changes.Add(1) }
 	e := h.start(t, cfg, map[string]jobs.Handler{
 		"file": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
 			w, err := run.Output()

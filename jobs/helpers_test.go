@@ -24,6 +24,8 @@ const waitTimeout = 15 * time.Second
 type harness struct {
 	dir, dbPath, tmp, exports string
 	st                        *store.Store
+	// st2, when set, is the store the engine gets instead of st: st wrapped by a test.
+	st2 jobs.Store
 }
 
 func newHarness(t testing.TB) *harness {
@@ -88,7 +90,11 @@ func testLogger() *slog.Logger {
 // start builds an engine with handlers, starts it and stops it at cleanup.
 func (h *harness) start(t testing.TB, cfg jobs.Config, handlers map[string]jobs.Handler) *jobs.Engine {
 	t.Helper()
-	e := jobs.New(h.st, cfg)
+	var st jobs.Store = h.st
+	if h.st2 != nil {
+		st = h.st2
+	}
+	e := jobs.New(st, cfg)
 	for kind, hd := range handlers {
 		e.Register(kind, hd)
 	}

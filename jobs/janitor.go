@@ -26,8 +26,9 @@ type JanitorConfig struct {
 	ExportsDir string
 	// Logger receives one line per sweep that removed something.
 	Logger *slog.Logger
-	// OnChange, if set, is called for each job the janitor expires.
-	OnChange func(store.Job)
+	// OnChange, if set, is called after each job the janitor expires: a wake-up, like
+	// Config.OnChange.
+	OnChange func()
 }
 
 // Janitor applies retention: old files go (their jobs become EXPIRED), then old rows.
@@ -105,7 +106,7 @@ func (j *Janitor) Sweep(ctx context.Context) (SweepResult, error) {
 			if err != nil {
 				return res, err
 			}
-			exp, err := j.st.Expire(ctx, job.ID)
+			_, err = j.st.Expire(ctx, job.ID)
 			if errors.Is(err, store.ErrNotSucceeded) {
 				continue // deleted or changed meanwhile
 			}
@@ -115,7 +116,7 @@ func (j *Janitor) Sweep(ctx context.Context) (SweepResult, error) {
 			res.Expired++
 			res.BytesFreed += n
 			if j.cfg.OnChange != nil {
-				j.cfg.OnChange(exp)
+				j.cfg.OnChange()
 			}
 		}
 		if len(due) < sweepBatch {

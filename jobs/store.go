@@ -47,6 +47,9 @@ type Store interface {
 	// Cancel makes a PENDING job CANCELED and sets cancel_requested on a PROCESSING one;
 	// a finished job is store.ErrFinished (rule 8).
 	Cancel(ctx context.Context, id string) (store.Job, error)
+	// Retry puts a FAILED or CANCELED job back to PENDING to run now with a fresh budget
+	// (0: store.DefaultMaxAttempts); another state is store.ErrNotRetryable (rule 20).
+	Retry(ctx context.Context, id string, budget int) (store.Job, error)
 	// FinishCanceled (fenced) ends a cancelled attempt CANCELED.
 	FinishCanceled(ctx context.Context, id string, attempt int) (store.Job, error)
 	// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter, oldest first;

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,13 +63,27 @@ func TestSourceFailingMidStreamPublishesNothing(t *testing.T) {
 				mu       sync.Mutex
 				problems []string
 			)
-			done := make(chan store.Job, 1)
+			changed := make(chan struct{}, 1)
+			var id atomic.Value // the job's id, once Enqueue has returned it
 			eng := jobs.New(st, jobs.Config{
 				Workers: 1, TmpDir: tmp, ExportsDir: exports,
 				BackoffBase: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond,
 				Logger: slog.New(slog.DiscardHandler),
-				OnChange: func(j store.Job) {
-					// A failed attempt has been recorded: nothing of it may be left.
+				OnChange: func() {
+					defer wakeUp(changed)()
+					jid, _ := id.Load().(string)
+					if jid == "" {
+						return
+					}
+					// Called right after each commit: once a failed attempt has been
+					// recorded, nothing of it may be left.
+					j, err := st.Get(context.Background(), jid)
+					if err != nil {
+						mu.Lock()
+						problems = append(problems, err.Error())
+						mu.Unlock()
+						return
+					}
 					if j.Status == store.StatusPending && j.Attempt > 0 || j.Status == store.StatusFailed {
 						for _, d := range []string{tmp, exports} {
 							if left, _ := os.ReadDir(d); len(left) > 0 {
@@ -76,12 +91,6 @@ func TestSourceFailingMidStreamPublishesNothing(t *testing.T) {
 								problems = append(problems, fmt.Sprintf("after attempt %d: %s holds %v", j.Attempt, d, left))
 								mu.Unlock()
 							}
-						}
-					}
-					if j.Status.Final() {
-						select {
-						case done <- j:
-						default:
 						}
 					}
 				},
@@ -94,7 +103,7 @@ func TestSourceFailingMidStreamPublishesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer eng.Stop()
-			j := runExport(t, eng, kind, "broken", 3, done)
+			j := runExport(t, eng, st, kind, "broken", 3, changed, &id)
 			mu.Lock()
 			for _, p := range problems {
 				t.Error(p)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,20 +41,13 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	done := make(chan store.Job, 1)
+	changed := make(chan struct{}, 1)
 	eng := jobs.New(st, jobs.Config{
 		Workers:    1,
 		TmpDir:     filepath.Join(dir, "tmp"),
 		ExportsDir: filepath.Join(dir, "exports"),
 		Logger:     slog.New(slog.DiscardHandler),
-		OnChange: func(j store.Job) {
-			if j.Status.Final() {
-				select {
-				case done <- j:
-				default:
-				}
-			}
-		},
+		OnChange:   wakeUp(changed),
 	})
 	long := strings.Repeat("long text ", 4000)
 	src := sliceSource{
@@ -70,7 +64,7 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Stop()
-	j := runExport(t, eng, kind, "long", 0, done)
+	j := runExport(t, eng, st, kind, "long", 0, changed, nil)
 	if j.Status != store.StatusSucceeded {
 		t.Fatalf("job %s: %s %s", j.Status, j.ErrorCode, j.ErrorMessage)
 	}
@@ -106,8 +100,9 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 }
 
 // runExport enqueues one export of report (no params) on the started eng and returns the
-// job once done delivers it final; the engine's OnChange feeds done.
-func runExport(t *testing.T, eng *jobs.Engine, kind *Kind, report string, maxAttempts int, done <-chan store.Job) store.Job {
+// job once it is final; the engine's OnChange feeds changed (wakeUp).
+// When id is not nil, the job's id is stored in it once Enqueue returns.
+func runExport(t *testing.T, eng *jobs.Engine, st *store.Store, kind *Kind, report string, maxAttempts int, changed <-chan struct{}, id *atomic.Value) store.Job {
 	t.Helper()
 	args, err := kind.Validate(report, nil)
 	if err != nil {
@@ -117,14 +112,36 @@ func runExport(t *testing.T, eng *jobs.Engine, kind *Kind, report string, maxAtt
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw, MaxAttempts: maxAttempts}); err != nil {
+	j, _, err := eng.Enqueue(t.Context(), store.NewJob{Kind: Name, Args: raw, MaxAttempts: maxAttempts})
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case j := <-done:
-		return j
-	case <-time.After(time.Minute): // a safety net, not a wait: done is the signal
-		t.Fatal("the job did not finish")
-		return store.Job{}
+	if id != nil {
+		id.Store(j.ID)
+	}
+	deadline := time.After(time.Minute) // a safety net, not a wait: changed is the signal
+	for {
+		if j, err = st.Get(t.Context(), j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if j.Status.Final() {
+			return j
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the job did not finish: %s", j.Status)
+			return store.Job{}
+		}
+	}
+}
+
+// wakeUp is an OnChange hook that leaves one pending wake-up in changed.
+func wakeUp(changed chan<- struct{}) func() {
+	return func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
 	}
 }

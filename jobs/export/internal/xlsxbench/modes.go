@@ -45,18 +45,16 @@ func runPipeline(ctx context.Context, dir, db, query string) (result, error) {
 		return result{}, err
 	}
 	defer st.Close()
-	done := make(chan store.Job, 1)
+	changed := make(chan struct{}, 1)
 	eng := jobs.New(st, jobs.Config{
 		Workers:    1,
 		TmpDir:     filepath.Join(dir, "tmp"),
 		ExportsDir: filepath.Join(dir, "exports"),
 		Logger:     slog.New(slog.DiscardHandler),
-		OnChange: func(j store.Job) {
-			if j.Status.Final() {
-				select {
-				case done <- j:
-				default:
-				}
+		OnChange: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
 			}
 		},
 	})
@@ -83,14 +81,19 @@ func runPipeline(ctx context.Context, dir, db, query string) (result, error) {
 		return result{}, err
 	}
 	defer eng.Stop()
-	if _, _, err := eng.Enqueue(ctx, store.NewJob{Kind: export.Name, Args: raw, MaxAttempts: 1}); err != nil {
+	j, _, err := eng.Enqueue(ctx, store.NewJob{Kind: export.Name, Args: raw, MaxAttempts: 1})
+	if err != nil {
 		return result{}, err
 	}
-	var j store.Job
-	select {
-	case j = <-done:
-	case <-ctx.Done():
-		return result{}, ctx.Err()
+	for !j.Status.Final() {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		}
+		if j, err = st.Get(ctx, j.ID); err != nil {
+			return result{}, err
+		}
 	}
 	if j.Status != store.StatusSucceeded {
 		return result{}, fmt.Errorf("job %s: %s: %s", j.Status, j.ErrorCode, j.ErrorMessage)
