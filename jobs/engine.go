@@ -107,11 +107,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate rejects settings the engine cannot keep its rules with.
-func (c Config) validate() error {
+// Validate rejects settings the engine cannot keep its rules with, after applying the
+// defaults. The command line calls it to refuse bad flags before anything starts;
+// Start calls it again.
+func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
-	case c.TmpDir == "" || c.ExportsDir == "":
-		return errors.New("TmpDir and ExportsDir are required")
 	case c.Nice < 0 || c.Nice > 19:
 		return fmt.Errorf("nice must be from 0 to 19, not %d", c.Nice)
 	case c.Workers < 1:
@@ -119,12 +120,21 @@ func (c Config) validate() error {
 	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 || c.AbandonAfter <= 0 ||
 		c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.StallAfter < 0:
 		return errors.New("durations must be positive, and backoff max at least backoff base")
-	case c.StaleAfter <= c.Heartbeat:
-		// Otherwise every running job looks stale between two heartbeats and is recovered
-		// (and run again) while it is still running.
-		return fmt.Errorf("stale_after (%s) must be longer than the heartbeat interval (%s)", c.StaleAfter, c.Heartbeat)
+	case c.StaleAfter < 2*c.Heartbeat:
+		// A heartbeat that comes late (a busy disk, a pause) must not make a running job
+		// look stale: otherwise it is recovered, and run again, while it still runs. One
+		// missed heartbeat is tolerated (rule 4).
+		return fmt.Errorf("stale-after (%s) must be at least twice the heartbeat interval (%s)", c.StaleAfter, c.Heartbeat)
 	}
 	return nil
+}
+
+// validate is Validate plus what only Start needs: the directories.
+func (c Config) validate() error {
+	if c.TmpDir == "" || c.ExportsDir == "" {
+		return errors.New("TmpDir and ExportsDir are required")
+	}
+	return c.Validate()
 }
 
 // Why an execution's context was cancelled; the outcome follows from the cause.

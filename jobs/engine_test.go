@@ -771,12 +771,13 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 func TestStartRejectsBadConfig(t *testing.T) {
 	h := newHarness(t)
 	for name, mod := range map[string]func(*jobs.Config){
-		"no dirs":             func(c *jobs.Config) { c.TmpDir, c.ExportsDir = "", "" },
-		"stale before beat":   func(c *jobs.Config) { c.StaleAfter = c.Heartbeat },
-		"negative workers":    func(c *jobs.Config) { c.Workers = -1 },
-		"negative poll":       func(c *jobs.Config) { c.PollInterval = -time.Second },
-		"backoff max < base":  func(c *jobs.Config) { c.BackoffMax = c.BackoffBase / 2 },
-		"negative stallafter": func(c *jobs.Config) { c.StallAfter = -time.Second },
+		"no dirs":              func(c *jobs.Config) { c.TmpDir, c.ExportsDir = "", "" },
+		"stale before beat":    func(c *jobs.Config) { c.StaleAfter = c.Heartbeat },
+		"stale before 2 beats": func(c *jobs.Config) { c.StaleAfter = 2*c.Heartbeat - time.Millisecond },
+		"negative workers":     func(c *jobs.Config) { c.Workers = -1 },
+		"negative poll":        func(c *jobs.Config) { c.PollInterval = -time.Second },
+		"backoff max < base":   func(c *jobs.Config) { c.BackoffMax = c.BackoffBase / 2 },
+		"negative stallafter":  func(c *jobs.Config) { c.StallAfter = -time.Second },
 	} {
 		cfg := h.config()
 		mod(&cfg)
@@ -785,6 +786,17 @@ func TestStartRejectsBadConfig(t *testing.T) {
 			e.Stop()
 			t.Errorf("%s: Start accepted %+v", name, cfg)
 		}
+	}
+	// Exactly two heartbeats is the shortest staleness allowed, and Validate, which the
+	// command line calls before anything starts, applies the same rule as Start.
+	ok := h.config()
+	ok.StaleAfter = 2 * ok.Heartbeat
+	if err := ok.Validate(); err != nil {
+		t.Errorf("stale-after = 2 heartbeats rejected: %v", err)
+	}
+	ok.StaleAfter--
+	if err := ok.Validate(); err == nil {
+		t.Error("Validate accepted stale-after under 2 heartbeats")
 	}
 	// The zero value with directories is valid: every other field has a default.
 	e := jobs.New(h.st, jobs.Config{TmpDir: h.tmp, ExportsDir: h.exports, Logger: testLogger()})
