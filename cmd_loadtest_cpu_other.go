@@ -1,8 +1,0 @@
-//go:build !unix
-
-package main
-
-import "time"
-
-// cpuTime is not measured on this system; the report shows zero.
-func cpuTime() time.Duration { return 0 }

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"sheetq/app"
+	"sheetq/store"
+)
+
+// backupCmd runs `sheetq backup FILE [--data DIR]`: a consistent copy of the database,
+// taken while the server may be running. It opens the database read-only and does not
+// take the data directory's lock.
+func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "", "data `directory` whose database to copy (default: the user's data folder)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: sheetq backup FILE [--data DIR]\n\nWrite a consistent copy of the database to FILE, which must not exist.\nSafe while the server runs. Example:\n  sheetq backup ~/sheetq-2026-01-31.db\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// Flags may come before or after FILE.
+	var files []string
+	for {
+		if err := parseWithEnv(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		return usageError{errors.New("usage: sheetq backup FILE [--data DIR]")}
+	}
+	root, err := dataRoot(*data)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, app.DataDir{Root: root}.DB(), store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer st.Close()
+	if err := st.Backup(ctx, files[0]); err != nil {
+		return err
+	}
+	fi, err := os.Stat(files[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d bytes)\n", files[0], fi.Size())
+	return nil
+}

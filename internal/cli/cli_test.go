@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs a command line in process as main does, and returns its stdout, its
+// stderr and the exit status main would exit with.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut strings.Builder
+	err := Run(t.Context(), "test", args, &out, &errOut)
+	code = Exit(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// `sheetq reports check DIR` is CI for report authors: it lists each file, prints the
+// broken ones with file and line, and exits non-zero when any is broken.
+func TestReportsCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("good.sql", "-- title: Good\n-- source: shop\n-- param: n int\nSELECT :n;\n")
+	out, errOut, code := runCLI(t, "reports", "check", dir)
+	if code != 0 || !strings.Contains(out, "ok   good  Good") {
+		t.Fatalf("valid folder: exit %d, output:\n%s%s", code, out, errOut)
+	}
+
+	write("bad.sql", "-- title: Bad\n-- source: shop\nSELECT :missing;\n")
+	stdout, stderr, code := runCLI(t, "reports", "check", dir)
+	if code != 1 {
+		t.Fatalf("broken folder: exit %d, want 1", code)
+	}
+	if want := filepath.Join(dir, "bad.sql") + ":3:"; !strings.Contains(stdout, want) {
+		t.Fatalf("output does not name %s:\n%s", want, stdout)
+	}
+	if lines := strings.Count(strings.TrimSpace(stderr), "\n"); lines != 0 || stderr == "" {
+		t.Fatalf("want one line on stderr, got %q", stderr)
+	}
+
+	if out, errOut, code := runCLI(t, "reports", "frobnicate"); code == 0 {
+		t.Fatalf("unknown subcommand succeeded:\n%s%s", out, errOut)
+	}
+}
+
+// serve refuses a --worker-nice outside 0..19 before it touches the data directory: exit
+// 2 and one line on stderr that names the flag.
+func TestServeRefusesBadWorkerNice(t *testing.T) {
+	for _, v := range []string{"-1", "20"} {
+		data := filepath.Join(t.TempDir(), "data")
+		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--worker-nice", v)
+		if code != 2 {
+			t.Fatalf("--worker-nice %s: exit %d, want 2", v, code)
+		}
+		if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "--worker-nice") {
+			t.Fatalf("--worker-nice %s: want one line naming the flag, got %q", v, msg)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Fatalf("--worker-nice %s created the data directory (%v)", v, err)
+		}
+	}
+}

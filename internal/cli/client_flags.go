@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"sheetq/app"
+	"sheetq/internal/client"
+)
+
+// clientFlags are the flags every client command (export, jobs) takes.
+type clientFlags struct {
+	server, token, data string
+}
+
+func (cf *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&cf.server, "server", "", "server `URL` (default: the local instance of the data directory, else http://127.0.0.1:8080)")
+	fs.StringVar(&cf.token, "token", "", "access `token`, sent as Authorization: Bearer")
+	fs.StringVar(&cf.data, "data", "", "data `directory` whose running server to use when --server is not set")
+}
+
+// client builds the API client: --server, else the URL the data directory's owner
+// recorded in its pid file, else the default address.
+func (cf *clientFlags) client() (*client.Client, error) {
+	base := cf.server
+	if base == "" {
+		if dir, err := dataRoot(cf.data); err == nil {
+			if o, err := (app.DataDir{Root: dir}).ReadOwner(); err == nil && o.URL != "" {
+				base = o.URL
+			}
+		}
+	}
+	if base == "" {
+		base = "http://127.0.0.1:8080"
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", base)}
+	}
+	return client.New(base, cf.token, nil), nil
+}

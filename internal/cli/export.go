@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sheetq/internal/client"
+	"sheetq/internal/durable"
+)
+
+// exportCmd runs `sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--json]`.
+func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cf     clientFlags
+		params = map[string]string{}
+		wait   bool
+		out    string
+		asJSON bool
+	)
+	cf.register(fs)
+	fs.Func("p", "report parameter `name=value` (repeatable)", paramFlag(params))
+	fs.BoolVar(&wait, "wait", false, "wait for the export, showing its progress, and download the file")
+	fs.StringVar(&out, "o", "", "with --wait, save the file as `FILE` (default: the server's file name, in the current folder)")
+	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, the finished job; progress goes to stderr)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--json] [--server URL]
+
+Ask a running sheetq server for an export of REPORT. Without --wait it prints the job id.
+With --wait it follows the export's progress and downloads the file, checking its sha256.
+Example:
+  sheetq export demo -p rows=50000 -p seconds=10 --wait -o demo.xlsx
+
+Exit status: 0 done, 1 the export failed, 2 bad command line or rejected request
+(unknown report, bad param), 3 the export was canceled, 4 server or network error,
+130 interrupted while waiting (the export keeps running).
+
+Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{errors.New("export takes one REPORT (try: sheetq export --help)")}
+	}
+	if out != "" && !wait {
+		return usageError{errors.New("-o needs --wait")}
+	}
+	if wait {
+		// Before any request: a path that cannot be written would otherwise be found
+		// only after the export ran, and exit as if the export had failed.
+		if err := checkOutput(out); err != nil {
+			return usageError{err}
+		}
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+
+	key := loadPendingKey(c.Base(), pos[0], params)
+	if key.Resumed {
+		fmt.Fprintln(stderr, "sheetq: resuming the export this command started before it was interrupted")
+	}
+	job, raw, err := c.CreateExport(ctx, pos[0], params, key.Key, func(err error, wait time.Duration) {
+		fmt.Fprintf(stderr, "sheetq: %v; trying again in %s\n", err, wait)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitError{exitInterrupted, errors.New("interrupted")}
+		}
+		if client.Refused(err) {
+			key.done() // refused: running the command again is a new request
+		}
+		return classify(err)
+	}
+	// Once the export ends (or is handed over without --wait) the request is complete;
+	// an interrupted --wait keeps the key so that running the command again reattaches.
+	defer func() {
+		if !wait || job.Finished() {
+			key.done()
+		}
+	}()
+	if !wait {
+		if asJSON {
+			return writeIndented(stdout, raw)
+		}
+		fmt.Fprintln(stdout, job.ID)
+		return nil
+	}
+
+	progressOut := stdout
+	if asJSON {
+		progressOut = stderr
+	}
+	pr := newProgress(progressOut, isTerminal(progressOut))
+	pr.update(job)
+	job, err = c.Wait(ctx, job, pr.update)
+	pr.done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitError{exitInterrupted, fmt.Errorf("interrupted; export %s keeps running (sheetq jobs show %s)", job.ID, job.ID)}
+		}
+		return classify(err)
+	}
+	switch job.Status {
+	case "SUCCEEDED":
+	case "CANCELED":
+		return exitError{exitCanceled, fmt.Errorf("export %s was canceled", job.ID)}
+	case "FAILED":
+		code, msg := "unknown", "no error recorded"
+		if job.Error != nil {
+			code, msg = job.Error.Code, job.Error.Message
+		}
+		return exitError{exitFailed, fmt.Errorf("export %s failed after %d attempts: %s: %s", job.ID, job.Attempt, code, msg)}
+	default: // EXPIRED
+		return exitError{exitFailed, fmt.Errorf("export %s ended %s: its file is gone", job.ID, job.Status)}
+	}
+	path, err := c.Download(ctx, job, out)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitError{exitInterrupted, fmt.Errorf("interrupted while downloading export %s", job.ID)}
+		}
+		return classify(err)
+	}
+	if asJSON {
+		_, b, err := c.GetJob(ctx, job.ID)
+		if err != nil {
+			return classify(err)
+		}
+		return writeIndented(stdout, b)
+	}
+	fmt.Fprintf(stdout, "saved %s (%d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
+	return nil
+}
+
+// checkOutput tells whether the file can be saved as out (or, when out is "", under the
+// server's name in the current folder): out is not a folder, and its folder exists and
+// takes a new file. It creates and removes a probe file, never out itself.
+func checkOutput(out string) error {
+	name := "-o " + out
+	if out == "" {
+		name = "the current folder"
+	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s: is a folder; name the file to save", name)
+	}
+	dir := filepath.Dir(out)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: the folder %s does not exist", name, dir)
+	case err != nil:
+		return fmt.Errorf("%s: %w", name, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s: %s is not a folder", name, dir)
+	}
+	if err := durable.Writable(dir); err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %w", name, dir, err)
+	}
+	return nil
+}
+
+// paramFlag parses one -p name=value into params.
+func paramFlag(params map[string]string) func(string) error {
+	return func(s string) error {
+		name, value, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want name=value, got %q", s)
+		}
+		params[name] = value
+		return nil
+	}
+}

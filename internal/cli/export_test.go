@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// export --wait checks where it will save the file before it sends anything: a path it
+// cannot write is a usage error (exit 2, one line) and the server gets no request; a
+// good path is not created by the check.
+func TestExportChecksOutputFirst(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write([]byte(`{"status":422,"code":"unknown_report","title":"Unprocessable Entity","detail":"no report demo"}`))
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	aFile := filepath.Join(dir, "file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	export := func(out string) error {
+		var stdout, stderr strings.Builder
+		return exportCmd(context.Background(), []string{"demo", "--wait", "-o", out, "--server", srv.URL}, &stdout, &stderr)
+	}
+
+	for _, out := range []string{
+		filepath.Join(string(filepath.Separator)+"nonexistent-sheetq-dir", "x.xlsx"),
+		filepath.Join(aFile, "x.xlsx"), // the folder is a file
+		dir,                            // a folder, not a file
+	} {
+		err := export(out)
+		var ue usageError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), out) {
+			t.Errorf("-o %s: %v, want a one-line usage error naming the path", out, err)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the server got %d requests for outputs that cannot be written", n)
+	}
+
+	good := filepath.Join(dir, "x.xlsx")
+	err := export(good)
+	if ee := (exitError{}); !errors.As(err, &ee) || ee.code != exitUsage || requests.Load() == 0 {
+		t.Fatalf("-o %s: %v after %d requests; want the server's refusal", good, err, requests.Load())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("the check left files behind: %v", entries)
+	}
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"sheetq/app"
+)
+
+// notInFile are the serve flags the config file cannot set: where it is, and the data
+// directory it defaults into, are known before it is read; tokens go in [[tokens]].
+var notInFile = map[string]string{
+	"config": "it is the config file's own location",
+	"data":   "the config file's default location depends on it",
+	"token":  "use [[tokens]] name = \"...\" token = \"...\" instead",
+}
+
+// applyFileFlags sets, from the config file's [serve] table, every flag that neither the
+// command line nor SHEETQ_* set (parseWithEnv has run, so Visit sees both). Keys are
+// flag names with '_' for '-'; an unknown key is an error, like elsewhere in the file.
+func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		name := strings.ReplaceAll(key, "_", "-")
+		if why, ok := notInFile[name]; ok {
+			return fmt.Errorf("config %s: [serve] %s cannot be set in the config file: %s", path, key, why)
+		}
+		if fs.Lookup(name) == nil || strings.Contains(key, "-") {
+			return fmt.Errorf("config %s: unknown key serve.%s", path, key)
+		}
+		if set[name] {
+			continue
+		}
+		var v string
+		switch x := values[key].(type) {
+		case string:
+			v = x
+		case int64, float64, bool:
+			v = fmt.Sprint(x)
+		case []any: // a list, such as trusted_proxies = ["10.0.0.0/8", "192.168.0.0/16"]
+			parts := make([]string, 0, len(x))
+			for _, e := range x {
+				parts = append(parts, fmt.Sprint(e))
+			}
+			v = strings.Join(parts, ",")
+		default:
+			return fmt.Errorf("config %s: serve.%s: want a string, number, boolean or list", path, key)
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("config %s: serve.%s = %q: %w", path, key, v, err)
+		}
+	}
+	return nil
+}
+
+// parseWithEnv parses args, then fills every flag not given on the command line from
+// SHEETQ_<NAME> (dashes become underscores), so flags beat the environment.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := "SHEETQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = usageError{fmt.Errorf("%s=%q: %w", env, v, e)}
+			}
+		}
+	})
+	return err
+}
+
+// parseArgs parses flags that may come before, between or after the positional
+// arguments (`export demo -p rows=5 --wait`), then SHEETQ_* for the flags not given.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		// A "--" ends the flags: everything after it is positional.
+		if len(args) > 0 && len(fs.Args()) < len(args) && args[len(args)-len(fs.Args())-1] == "--" {
+			pos = append(pos, fs.Args()...)
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return pos, parseWithEnv(fs, nil)
+}
+
+// dataRoot is the data directory a command works on: the --data value, or the user's
+// data folder.
+func dataRoot(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return app.DefaultDataDir()
+}

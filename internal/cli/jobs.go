@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+
+	"sheetq/internal/client"
+)
+
+const jobsUsage = `Usage:
+  sheetq jobs list [--status S] [--report R] [--limit N] [--json]
+  sheetq jobs show ID [--json]
+  sheetq jobs cancel ID [--json]
+  sheetq jobs retry ID [--json]
+
+Look at and manage the exports of a running sheetq server. Examples:
+  sheetq jobs list --status FAILED
+  sheetq jobs show 3xq4abcd... --json
+  sheetq jobs retry 3xq4abcd...
+
+Exit status: 0 done, 1 refused by the server (unknown id, already finished, not
+retryable), 2 bad command line, 4 server or network error.
+`
+
+// jobsCmd runs `sheetq jobs list|show|cancel|retry`: one file per subcommand.
+func jobsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, jobsUsage)
+		return usageError{errors.New("jobs needs a subcommand: list, show, cancel or retry")}
+	}
+	switch sub := args[0]; sub {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(stdout, jobsUsage)
+		return nil
+	case "list":
+		return jobsList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return jobsShow(ctx, args[1:], stdout, stderr)
+	case "cancel":
+		return jobsCancel(ctx, args[1:], stdout, stderr)
+	case "retry":
+		return jobsRetry(ctx, args[1:], stdout, stderr)
+	default:
+		return usageError{fmt.Errorf("unknown jobs subcommand %q (want list, show, cancel or retry)", sub)}
+	}
+}
+
+// jobsFlags are the flags every jobs subcommand takes.
+type jobsFlags struct {
+	clientFlags
+	asJSON bool
+}
+
+// newJobsFlags is the flag set of `sheetq jobs SUB`, whose --help prints help (what the
+// subcommand does, with an example) before the flags.
+func newJobsFlags(sub, help string, stderr io.Writer) (*flag.FlagSet, *jobsFlags) {
+	fs := flag.NewFlagSet("jobs "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jf := &jobsFlags{}
+	jf.register(fs)
+	fs.BoolVar(&jf.asJSON, "json", false, "print the server's JSON")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help+"\nFlags (each also read from SHEETQ_<NAME>):\n")
+		fs.PrintDefaults()
+	}
+	return fs, jf
+}
+
+// jobAction runs `sheetq jobs SUB ID`: it sends method to the export's URL plus
+// suffix, then prints the server's JSON with --json, else hands the job to show.
+func jobAction(ctx context.Context, sub, help, method, suffix string, args []string, stdout, stderr io.Writer,
+	show func(c *client.Client, j client.Job) error) error {
+	fs, jf := newJobsFlags(sub, help, stderr)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{fmt.Errorf("jobs %s takes one export ID", sub)}
+	}
+	c, err := jf.client()
+	if err != nil {
+		return err
+	}
+	b, err := c.Call(ctx, method, "/api/v1/exports/"+url.PathEscape(pos[0])+suffix, nil, nil)
+	if err != nil {
+		return classify(err)
+	}
+	if jf.asJSON {
+		return writeIndented(stdout, b)
+	}
+	var j client.Job
+	if err := json.Unmarshal(b, &j); err != nil {
+		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
+	}
+	return show(c, j)
+}

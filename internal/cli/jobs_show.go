@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"text/tabwriter"
+
+	"sheetq/internal/client"
+)
+
+const jobsShowHelp = "Usage: sheetq jobs show ID [--json]\n\nShow one export. Example:\n  sheetq jobs show 3xq4abcd... --json\n"
+
+// jobsShow runs `sheetq jobs show ID`: the export's fields, one per line.
+func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return jobAction(ctx, "show", jobsShowHelp, http.MethodGet, "", args, stdout, stderr, func(c *client.Client, j client.Job) error {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		row := func(k, v string) {
+			if v != "" {
+				fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+			}
+		}
+		row("id", j.ID)
+		row("status", j.Status)
+		row("report", j.Report)
+		if len(j.Params) > 0 {
+			p, _ := json.Marshal(j.Params)
+			row("params", string(p))
+		}
+		row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
+		row("rows", j.Rows())
+		row("created", fmtTime(j.CreatedAt))
+		row("started", fmtTime(j.StartedAt))
+		row("finished", fmtTime(j.FinishedAt))
+		if j.CancelRequested {
+			row("cancel", "requested")
+		}
+		if j.Error != nil {
+			row("error", j.Error.Code+": "+j.Error.Message)
+		}
+		if j.File != nil {
+			row("file", fmt.Sprintf("%s (%d bytes)", j.File.Name, j.File.Size))
+			row("sha256", j.File.SHA256)
+			row("download", c.Base()+j.DownloadURL)
+		}
+		return tw.Flush()
+	})
+}

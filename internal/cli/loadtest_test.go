@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLoadtestBadFlags: usage mistakes exit 2 with one line on stderr.
+func TestLoadtestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--profile", "nope"},
+		{"--profile", "steady"},
+		{"--server", "localhost:1"},
+		{"--retries", "-1"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"loadtest"}, args...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("loadtest %v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}
+
+// newLatency: nearest-rank percentiles of the samples, in milliseconds.
+func TestLatencyPercentiles(t *testing.T) {
+	var samples []time.Duration
+	for i := 100; i >= 1; i-- {
+		samples = append(samples, time.Duration(i)*time.Millisecond)
+	}
+	got := newLatency(samples)
+	want := latency{N: 100, P50: 50, P95: 95, P99: 99, Max: 100}
+	if got != want {
+		t.Fatalf("newLatency(1..100 ms) = %+v, want %+v", got, want)
+	}
+	if got := newLatency(nil); got != (latency{}) {
+		t.Fatalf("no samples: %+v", got)
+	}
+	if got := newLatency([]time.Duration{7 * time.Millisecond}); got != (latency{N: 1, P50: 7, P95: 7, P99: 7, Max: 7}) {
+		t.Fatalf("one sample: %+v", got)
+	}
+}

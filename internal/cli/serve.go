@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"sheetq/app"
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// ShutdownSignals are the signals that end the server gracefully, for main's
+// signal.NotifyContext; SIGHUP too: closing the terminal that runs sheetq must shut it
+// down gracefully. A second one stops running exports at once (secondSignal).
+func ShutdownSignals() []os.Signal {
+	return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+}
+
+// serve runs `sheetq serve`: the flags, SHEETQ_* and the config file's [serve] table
+// become app.Config (flags beat the environment, which beats the file), then app.Run.
+func serve(ctx context.Context, version string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg      app.Config
+		eng      jobs.Config
+		logLevel string
+		logJSON  bool
+		open     bool
+		proxies  string
+		checkDB  string
+	)
+	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
+	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "config `file` naming the data sources (default <data>/sheetq.toml)")
+	fs.StringVar(&cfg.ReportsDir, "reports", "", "reports `folder`, watched for changes (default <data>/reports)")
+	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer, named \"default\" (some token is mandatory off loopback; more in the config file's [[tokens]])")
+	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` when published behind a reverse proxy, e.g. https://sheetq.example.com/")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For/-Proto/-Host are believed")
+	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
+	fs.IntVar(&eng.Nice, "worker-nice", 19, "CPU priority of running exports as a nice value, 0 to 19 (Linux): 19 lets accepting requests, pages and the rest of the machine go first; 0 runs exports at the server's priority")
+	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")
+	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
+	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
+	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGINT/SIGTERM, how long running exports may finish")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "attempts per export before it fails")
+	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "remove finished exports' files after this long, and the exports after twice as long (0 = keep)")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
+	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
+	fs.StringVar(&checkDB, "check-db", "quick", "check the database file at start, refusing a damaged one: quick (the header, pages of zeros, and SQLite's quick_check for up to 2 s, finished in the background on a larger file), full (SQLite's integrity_check to the end; minutes for gigabytes) or off")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\n"+
+			"Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m, and from the config file's\n"+
+			"[serve] table, e.g. stale_after = \"1m\"; flags beat the environment, which beats the file):\n")
+		fs.PrintDefaults()
+	}
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.DataDir == "" {
+		dir, err := app.DefaultDataDir()
+		if err != nil {
+			return err
+		}
+		cfg.DataDir = dir
+	}
+	// The config file fills the flags neither the command line nor the environment set.
+	configPath := cfg.ConfigFile
+	if configPath == "" {
+		configPath = app.DataDir{Root: cfg.DataDir}.Config()
+	}
+	fc, err := app.LoadFileConfig(configPath, cfg.ConfigFile == "")
+	if err != nil {
+		return err
+	}
+	if err := applyFileFlags(fs, fc.Serve, configPath); err != nil {
+		return err
+	}
+	cfg.File = &fc
+	if cfg.CheckDB, err = store.ParseCheckMode(checkDB); err != nil {
+		return usageError{fmt.Errorf("--check-db: %w", err)}
+	}
+	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {
+		return usageError{fmt.Errorf("--trusted-proxies: %w", err)}
+	}
+	// A double-click on a machine where something else holds the default port should
+	// still start: only an address the user chose (--addr or SHEETQ_ADDR, which
+	// parseWithEnv sets through the flag, so Visit sees both) is binding.
+	cfg.AddrFallback = true
+	fs.Visit(func(f *flag.Flag) { cfg.AddrFallback = cfg.AddrFallback && f.Name != "addr" })
+	switch {
+	case eng.Workers < 1 || eng.Workers > 256:
+		return usageError{errors.New("--workers must be from 1 to 256")}
+	case eng.Heartbeat <= 0:
+		return usageError{errors.New("--heartbeat must be positive")}
+	case eng.StaleAfter < 2*eng.Heartbeat:
+		return usageError{fmt.Errorf("--stale-after (%s) must be at least twice --heartbeat (%s)", eng.StaleAfter, eng.Heartbeat)}
+	case eng.StallAfter < 0 || eng.ShutdownGrace < 0:
+		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
+	case cfg.Retention < 0:
+		return usageError{errors.New("--retention cannot be negative")}
+	case cfg.MaxAttempts < 1:
+		return usageError{errors.New("--max-attempts must be at least 1")}
+	case eng.Nice < 0 || eng.Nice > 19:
+		return usageError{errors.New("--worker-nice must be from 0 to 19")}
+	}
+	if eng.Nice > 0 && jobs.LowerPrioritySupported {
+		// Each running export holds a P on its low-priority thread even while the OS
+		// runs something else in its place; a P per worker on top of the default keeps
+		// one free for every core, so requests never queue behind an export's thread.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + eng.Workers)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
+	if eng.ShutdownGrace == 0 {
+		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if logJSON {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(app.LogHandler(h))
+	cfg.Engine, cfg.Logger, cfg.Version = eng, log, versionString(version)
+	if open {
+		cfg.Ready = func(url string) {
+			if err := app.OpenBrowser(url); err != nil {
+				log.Warn("could not open a browser; open the URL yourself", "url", url, "err", err)
+			}
+		}
+	}
+	force, unwatch := secondSignal()
+	defer unwatch()
+	cfg.Force = force
+	err = app.Run(ctx, cfg)
+	if open && errors.Is(err, app.ErrDirInUse) {
+		// A second double-click: show the running instance instead of an error, also
+		// when the first is still starting.
+		waiting := func() {
+			fmt.Fprintf(stderr, "sheetq is starting in another process; waiting for it (up to %s)\n", openWait)
+		}
+		url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}, openWait, waiting)
+		if oerr == nil {
+			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
+			return nil
+		}
+		return fmt.Errorf("%w; %v", err, oerr)
+	}
+	return err
+}
+
+// openWait bounds how long a second launch waits for the first to answer.
+const openWait = 30 * time.Second
+
+// secondSignal returns a channel closed by the second shutdown signal. The first one
+// cancels ctx (main's signal.NotifyContext), and the server lets running jobs finish for
+// --shutdown-grace; the second tells it to stop them at once and put them back in the
+// queue. After that the signals' default action is restored, so a third one ends the
+// process on the spot. unwatch stops watching.
+func secondSignal() (force <-chan struct{}, unwatch func()) {
+	f, done := make(chan struct{}), make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, ShutdownSignals()...)
+	go func() {
+		defer signal.Stop(sigs)
+		// Every signal reaches this channel and main's context alike.
+		for seen := 0; ; {
+			select {
+			case <-sigs:
+				if seen++; seen == 2 {
+					close(f)
+					signal.Reset(ShutdownSignals()...)
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return f, func() { close(done) }
+}
+
+// serveGCPercent is the server's garbage-collection target (GOGC) unless the GOGC
+// variable sets one. Accepting a request allocates about 35 KB (decoding, the insert, the
+// answer, the event stream), and the live heap is a few MB, so with Go's default of 100 a
+// burst of 1,200 requests a second ran about 30 collections a second; each one's mark
+// phase takes a whole P, half of a 2-core machine, and the group commit that every
+// request waits for queued behind it. At 400 the heap may grow to five times the live
+// data (tens of MB here) and collections are a quarter as frequent (BENCHMARKS.md).
+const serveGCPercent = 400

@@ -1,0 +1,59 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Problem is a problem detail (RFC 9457) the server answered instead of a 2xx.
+type Problem struct {
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	Param  string `json:"param"`
+	Job    string `json:"job"`
+}
+
+// Error is one line: "server: CODE: detail (HTTP status)", naming the param when the
+// detail does not.
+func (p *Problem) Error() string {
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Title
+	}
+	if p.Param != "" && !strings.Contains(msg, p.Param) {
+		msg = "param " + p.Param + ": " + msg
+	}
+	if p.Code != "" {
+		msg = p.Code + ": " + msg
+	}
+	return strings.ReplaceAll(fmt.Sprintf("server: %s (HTTP %d)", msg, p.Status), "\n", " ")
+}
+
+// readProblem turns a non-2xx answer into a *Problem: its problem+json, else the status
+// line and a short plain body (a proxy's error page, say).
+func readProblem(resp *http.Response) *Problem {
+	p := &Problem{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if json.Unmarshal(b, p) != nil || (p.Detail == "" && p.Code == "") {
+		p.Title = resp.Status
+		if s := strings.TrimSpace(string(b)); s != "" && len(s) < 200 {
+			p.Detail = s
+		}
+	}
+	p.Status = resp.StatusCode
+	return p
+}
+
+// Refused tells whether err is the server's answer to the request itself (a problem
+// below 500): sending the same request again would get the same answer. Network errors
+// and 5xx answers are not refusals.
+func Refused(err error) bool {
+	var p *Problem
+	return errors.As(err, &p) && p.Status < 500
+}
