@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer lk.unlock()
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{BaseURL: cfg.BaseURL, Check: cfg.CheckDB})
+	st, err := store.Open(ctx, dir.DB(), store.Options{FollowUps: webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps, Check: cfg.CheckDB})
 	if err != nil {
 		return openStoreError(dir, err)
 	}

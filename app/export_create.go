@@ -141,7 +141,7 @@ func (s *server) enqueueExport(ctx context.Context, args export.Args, webhookURL
 	if err != nil {
 		return store.Job{}, false, nil, err
 	}
-	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts, WebhookURL: webhookURL,
+	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.cfg.MaxAttempts, NotifyURL: webhookURL,
 		CreatedBy: principal(ctx)}
 	if key != "" {
 		// The canonical form of the validated request: map keys are sorted by

@@ -16,6 +16,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -32,7 +33,7 @@ var finalStatuses = []store.Status{store.StatusSucceeded, store.StatusFailed, st
 
 // metricKinds are the job kinds whose series exist from the start, at zero; a kind
 // found in the store later gets its series when it is first seen.
-var metricKinds = []string{export.Name, store.WebhookKind}
+var metricKinds = []string{export.Name, webhook.Name}
 
 // metrics is what GET /metrics serves, on its own registry.
 //

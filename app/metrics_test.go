@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -167,7 +168,7 @@ func TestMetricsCountTheJobsThatRan(t *testing.T) {
 		{"sheetq_jobs_canceled_total", kindLabel(), 0},
 		{"sheetq_jobs_recovered_total", kindLabel(), 0},
 		{"sheetq_jobs_deduplicated_total", nil, 1},
-		{"sheetq_jobs_accepted_total", map[string]string{"kind": store.WebhookKind}, 0},
+		{"sheetq_jobs_accepted_total", map[string]string{"kind": webhook.Name}, 0},
 
 		{"sheetq_job_queue_wait_seconds", kindLabel(), 4}, // one per attempt
 		{"sheetq_job_run_seconds", kindLabel("status", "SUCCEEDED"), 3},

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -241,12 +242,12 @@ func timelineItem(e store.Event) ui.TimelineItem {
 		it.Detail = "was " + str("from") + "; up to " + str("max_attempts") + " attempts in all"
 	case store.EventExpired:
 		it.Text, it.Tone = "File removed after the retention period", "bad"
-	case store.EventWebhookQueued:
+	case webhook.EventQueued:
 		it.Text, it.Detail = "Webhook queued", str("event")
-	case store.EventWebhookDelivered:
+	case webhook.EventDelivered:
 		it.Text, it.Tone = "Webhook delivered", "ok"
 		it.Detail = str("event") + ", answered " + str("status_code")
-	case store.EventWebhookFailed:
+	case webhook.EventFailed:
 		it.Text, it.Tone = "Webhook attempt "+str("attempt")+" of "+str("max_attempts")+" failed", "warn"
 		it.Detail = str("error")
 		if sc := str("status_code"); sc != "" {

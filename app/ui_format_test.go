@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -45,7 +46,7 @@ func TestTimelineWords(t *testing.T) {
 			"Attempt 1 failed; trying again would not help", "from after to"},
 		{store.EventRecovered, `{"code":"lost","message":"no heartbeat from w1"}`, 2,
 			"Heartbeat of attempt 2 lost; recovered and queued again", "no heartbeat from w1"},
-		{store.EventWebhookFailed, `{"attempt":1,"max_attempts":5,"status_code":500,"error":"server error"}`, 1,
+		{webhook.EventFailed, `{"attempt":1,"max_attempts":5,"status_code":500,"error":"server error"}`, 1,
 			"Webhook attempt 1 of 5 failed", "answered 500"},
 		{store.EventSucceeded, `{"rows":1200,"size":2400}`, 1, "Attempt 1 succeeded", "1,200 rows, 2.4 kB"},
 	} {

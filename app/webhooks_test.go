@@ -124,7 +124,7 @@ func (ts *testServer) queuedDelivery(exportID string) (webhookID, jobID string) 
 			ts.t.Fatal(err)
 		}
 		for _, e := range evs {
-			if e.Type == store.EventWebhookQueued {
+			if e.Type == webhook.EventQueued {
 				var d map[string]any
 				if err := json.Unmarshal(e.Data, &d); err != nil {
 					ts.t.Fatal(err)
@@ -168,16 +168,16 @@ func (ts *testServer) hookEvents(exportID string) []store.Event {
 	}
 	var out []store.Event
 	for _, e := range evs {
-		if e.Type == store.EventWebhookDelivered || e.Type == store.EventWebhookFailed {
+		if e.Type == webhook.EventDelivered || e.Type == webhook.EventFailed {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-func hookEventData(t *testing.T, e store.Event) store.WebhookAttempt {
+func hookEventData(t *testing.T, e store.Event) webhook.Attempt {
 	t.Helper()
-	var a store.WebhookAttempt
+	var a webhook.Attempt
 	if err := json.Unmarshal(e.Data, &a); err != nil {
 		t.Fatalf("%s data %s: %v", e.Type, e.Data, err)
 	}
@@ -208,9 +208,9 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 		status store.Status
 		typ    string
 	}{
-		{ok.ID, store.StatusSucceeded, store.WebhookExportSucceeded},
-		{failed.ID, store.StatusFailed, store.WebhookExportFailed},
-		{canceled.ID, store.StatusCanceled, store.WebhookExportCanceled},
+		{ok.ID, store.StatusSucceeded, webhook.EventExportSucceeded},
+		{failed.ID, store.StatusFailed, webhook.EventExportFailed},
+		{canceled.ID, store.StatusCanceled, webhook.EventExportCanceled},
 	} {
 		ts.waitStatus(tc.id, tc.status)
 		d := ts.waitDelivery(tc.id, store.StatusSucceeded)
@@ -245,7 +245,7 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 			t.Fatalf("%s: payload %s does not describe the job %+v", tc.id, got[0].body, j)
 		}
 		evs := ts.hookEvents(tc.id)
-		if len(evs) != 1 || evs[0].Type != store.EventWebhookDelivered {
+		if len(evs) != 1 || evs[0].Type != webhook.EventDelivered {
 			t.Fatalf("%s: webhook events %+v", tc.id, evs)
 		}
 		if a := hookEventData(t, evs[0]); a.StatusCode != 200 || a.Attempt != 1 || a.MessageID != webhookID || a.Event != tc.typ {
@@ -287,7 +287,7 @@ func TestWebhookRetriesWithSameID(t *testing.T) {
 		t.Fatalf("a retry changed the message: %v %s / %v %s", got[0].header, got[0].body, got[1].header, got[1].body)
 	}
 	evs := ts.hookEvents(j.ID)
-	if len(evs) != 2 || evs[0].Type != store.EventWebhookFailed || evs[1].Type != store.EventWebhookDelivered {
+	if len(evs) != 2 || evs[0].Type != webhook.EventFailed || evs[1].Type != webhook.EventDelivered {
 		t.Fatalf("webhook events = %+v", evs)
 	}
 	first, second := hookEventData(t, evs[0]), hookEventData(t, evs[1])
@@ -311,7 +311,7 @@ func TestWebhookGoneStopsDelivery(t *testing.T) {
 		t.Fatalf("%d deliveries, want 1", n)
 	}
 	evs := ts.hookEvents(j.ID)
-	if len(evs) != 1 || evs[0].Type != store.EventWebhookFailed {
+	if len(evs) != 1 || evs[0].Type != webhook.EventFailed {
 		t.Fatalf("webhook events = %+v", evs)
 	}
 	if a := hookEventData(t, evs[0]); a.StatusCode != 410 || a.WillRetry || a.Code != "gone" {

@@ -72,7 +72,7 @@ func TestCrashAfterFinalCommitStillDeliversWebhook(t *testing.T) {
 		DeliveryJob string `json:"delivery_job"`
 	}
 	for _, e := range ev {
-		if e.Type == store.EventWebhookQueued {
+		if e.Type == webhook.EventQueued {
 			if err := json.Unmarshal(e.Data, &queued); err != nil {
 				t.Fatal(err)
 			}
@@ -124,13 +124,13 @@ func TestCrashAfterFinalCommitStillDeliversWebhook(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(got2[0].body, &payload); err != nil || payload.Type != store.WebhookExportSucceeded || payload.Data.ID != j.ID {
+	if err := json.Unmarshal(got2[0].body, &payload); err != nil || payload.Type != webhook.EventExportSucceeded || payload.Data.ID != j.ID {
 		t.Fatalf("payload %s (%v)", got2[0].body, err)
 	}
 	if d, _ := inspect(t, data, queued.DeliveryJob); d.Status != store.StatusSucceeded || d.Attempt != 1 {
 		t.Fatalf("delivery job: %s attempt %d, want SUCCEEDED on attempt 1", d.Status, d.Attempt)
 	}
-	if _, ev := inspect(t, data, j.ID); countEvents(ev, store.EventWebhookDelivered) != 1 {
+	if _, ev := inspect(t, data, j.ID); countEvents(ev, webhook.EventDelivered) != 1 {
 		t.Fatalf("the export's timeline does not show the delivery: %+v", ev)
 	}
 }

@@ -15,6 +15,14 @@ import (
 // The engine passes durations ("retry in 4 s", "stale after 30 s"), never readings of
 // its own clock: the store measures them with its clock, which may be the database's.
 // Every method that changes a job appends its event in the same transaction (rule 10).
+//
+// Follow-ups (rule 19): a store is made with an optional hook (store.FollowUpFunc;
+// store.Options.FollowUps for SQLite) that a job kind supplies, such as jobs/webhook's
+// Announcer. Every method that makes a job SUCCEEDED, FAILED or CANCELED calls it with
+// the job as committed and, in the same transaction, inserts the jobs it returns
+// (store.FollowUp: PENDING, linked to the job as their parent, each with its "accepted"
+// event, plus the event the hook asks for on the parent's timeline); an error from the
+// hook commits nothing. Delete stops a job's follow-ups with it.
 // A fenced method (it takes an attempt) changes nothing and returns store.ErrLeaseLost
 // unless the job is PROCESSING with that attempt (rule 3).
 type Store interface {
@@ -63,6 +71,8 @@ type Store interface {
 	FinishedOlderThan(ctx context.Context, statuses []store.Status, age time.Duration, limit int) ([]store.Job, error)
 	// Expire makes a SUCCEEDED job EXPIRED; another state is store.ErrNotSucceeded.
 	Expire(ctx context.Context, id string) (store.Job, error)
-	// Delete removes a final job and its events; store.ErrNotFinished for another (rule 21).
+	// Delete removes a final job and its events, deletes its waiting follow-ups (with
+	// their events) and sets cancel_requested on running ones; store.ErrNotFinished for a
+	// job that is not final (rule 21).
 	Delete(ctx context.Context, id string) (store.Job, error)
 }

@@ -16,11 +16,11 @@ var _ jobs.Store = (*store.Store)(nil)
 // TestConformance runs the store suite, which every implementation must pass, against
 // SQLite: a migrated file in t.TempDir on a clock the suite moves.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T) conformance.Harness {
+	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
 		clk := newClock()
 		path := filepath.Join(t.TempDir(), "sheetq.db")
 		open := func(t *testing.T) *store.Store {
-			st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now})
+			st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now, FollowUps: o.FollowUps})
 			if err != nil {
 				t.Fatalf("open store: %v", err)
 			}

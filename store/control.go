@@ -68,7 +68,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 }
 
 // Delete removes a finished job (SUCCEEDED, FAILED, CANCELED or EXPIRED) and its events,
-// stops its webhook deliveries (stopDeliveriesTx), and returns the job as it was. The
+// stops its follow-up jobs (stopFollowUpsTx), and returns the job as it was. The
 // caller removes the job's file after Delete returns, so a crash in between leaves an
 // orphan file, never a row without its file. It returns ErrNotFound, or ErrNotFinished
 // with the job for a PENDING or PROCESSING one.
@@ -83,7 +83,7 @@ func (s *Store) Delete(ctx context.Context, id string) (Job, error) {
 		if !job.Status.Final() {
 			return ErrNotFinished
 		}
-		if err := s.stopDeliveriesTx(ctx, tx, id); err != nil {
+		if err := s.stopFollowUpsTx(ctx, tx, job); err != nil {
 			return err
 		}
 		// The foreign key cascades too; deleting the events explicitly does not depend
@@ -101,61 +101,6 @@ func (s *Store) Delete(ctx context.Context, id string) (Job, error) {
 		return Job{}, fmt.Errorf("delete %s: %w", id, err)
 	}
 	return job, nil
-}
-
-// stopDeliveriesTx ends the webhook deliveries of exportID, which is being deleted:
-// they would announce, and retry for a day to announce, an export that no longer exists.
-// A waiting delivery (its first attempt or a retry) is deleted with its events; a
-// running one is asked to cancel, so that it stops, or ends CANCELED instead of
-// retrying. Finished ones stay as a record until retention removes them. The export's
-// webhook_queued events name its deliveries, so no scan of the jobs table is needed.
-func (s *Store) stopDeliveriesTx(ctx context.Context, tx *sql.Tx, exportID string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT d.id, d.status, d.cancel_requested, d.attempt FROM job_events e
-		JOIN jobs d ON d.id = json_extract(e.data, '$.delivery_job')
-		WHERE e.job_id = ? AND e.type = ? AND d.kind = ? AND d.status IN ('PENDING', 'PROCESSING')`,
-		exportID, EventWebhookQueued, WebhookKind)
-	if err != nil {
-		return fmt.Errorf("deliveries of %s: %w", exportID, err)
-	}
-	type delivery struct {
-		id       string
-		status   Status
-		canceled bool
-		attempt  int
-	}
-	var ds []delivery
-	for rows.Next() {
-		var d delivery
-		if err := rows.Scan(&d.id, &d.status, &d.canceled, &d.attempt); err != nil {
-			rows.Close()
-			return fmt.Errorf("deliveries of %s: %w", exportID, err)
-		}
-		ds = append(ds, d)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fmt.Errorf("deliveries of %s: %w", exportID, err)
-	}
-	for _, d := range ds {
-		switch {
-		case d.status == StatusPending:
-			if _, err := tx.ExecContext(ctx, `DELETE FROM job_events WHERE job_id = ?`, d.id); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ? AND status = 'PENDING'`, d.id); err != nil {
-				return err
-			}
-		case !d.canceled:
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET cancel_requested = 1
-				WHERE id = ? AND status = 'PROCESSING'`, d.id); err != nil {
-				return err
-			}
-			if err := s.addEvent(ctx, tx, d.id, EventCancelRequested, StatusProcessing, d.attempt,
-				map[string]any{"reason": "export " + exportID + " deleted"}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Expire marks a SUCCEEDED job EXPIRED, with an "expired" event: retention calls it once

@@ -88,6 +88,10 @@ type Job struct {
 	Warnings []string
 	// CreatedBy names the access token that created the job ("" when none).
 	CreatedBy string
+	// NotifyURL is NewJob.NotifyURL: opaque to the store, read by a follow-up hook.
+	NotifyURL string
+	// ParentID is the job whose end created this one (a FollowUp); "" for others.
+	ParentID string
 	// Seq is the job's place in insertion order (its rowid): List's order and cursor.
 	Seq int64
 }
@@ -106,7 +110,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings, created_by, rowid`
+	idempotency_key, request_hash, warnings, created_by, webhook_url, parent_id, rowid`
 
 type scanner interface{ Scan(...any) error }
 
@@ -119,11 +123,11 @@ func scanJob(row scanner) (Job, error) {
 		worker, code, msg, fname, fsha, key, rh sql.NullString
 		fsize                                   sql.NullInt64
 		cancel                                  int
-		warnings, createdBy                     sql.NullString
+		warnings, createdBy, notify, parent     sql.NullString
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &j.Seq)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -141,7 +145,7 @@ func scanJob(row scanner) (Job, error) {
 	j.Worker, j.ErrorCode, j.ErrorMessage = worker.String, code.String, msg.String
 	j.FileName, j.FileSize, j.FileSHA256 = fname.String, fsize.Int64, fsha.String
 	j.IdempotencyKey, j.RequestHash = key.String, rh.String
-	j.CreatedBy = createdBy.String
+	j.CreatedBy, j.NotifyURL, j.ParentID = createdBy.String, notify.String, parent.String
 	if warnings.Valid {
 		if err := json.Unmarshal([]byte(warnings.String), &j.Warnings); err != nil {
 			return Job{}, fmt.Errorf("job %s warnings: %w", j.ID, err)
@@ -189,8 +193,9 @@ type NewJob struct {
 	// RequestHash is compared to tell a replay from a reused key.
 	IdempotencyKey string
 	RequestHash    string
-	// WebhookURL, when set, is told of the job's final state (store/webhooks.go).
-	WebhookURL string
+	// NotifyURL is an address the job's kind may notify when it ends (a webhook URL):
+	// the store keeps it for the follow-up hook (Options.FollowUps) and never reads it.
+	NotifyURL string
 	// CreatedBy names the access token that asked for the job; "" stores NULL.
 	CreatedBy string
 }
@@ -238,7 +243,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 	// with the job. BEGIN IMMEDIATE holds the write lock, so nothing comes in between.
 	job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
-		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.WebhookURL), nullString(nj.CreatedBy)))
+		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL), nullString(nj.CreatedBy)))
 	if err != nil {
 		if !isUnique(err) {
 			return Job{}, false, err
@@ -347,7 +352,7 @@ func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileRes
 		if err := s.addEvent(ctx, tx, id, EventSucceeded, StatusSucceeded, attempt, fileData(res)); err != nil {
 			return err
 		}
-		return s.enqueueWebhookTx(ctx, tx, job)
+		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("succeed %s: %w", id, err)
@@ -367,7 +372,7 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 		if err := s.addEvent(ctx, tx, id, EventCompletedFromFile, StatusSucceeded, attempt, fileData(res)); err != nil {
 			return err
 		}
-		return s.enqueueWebhookTx(ctx, tx, job)
+		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("complete %s from file: %w", id, err)
@@ -448,7 +453,7 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, data); err != nil {
 			return err
 		}
-		return s.enqueueWebhookTx(ctx, tx, job)
+		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("fail %s: %w", id, err)
@@ -488,7 +493,7 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason}); err != nil {
 			return err
 		}
-		return s.enqueueWebhookTx(ctx, tx, job)
+		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("recover %s: %w", id, err)
@@ -520,7 +525,7 @@ func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason stri
 			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, map[string]any{"reason": reason}); err != nil {
 				return err
 			}
-			return s.enqueueWebhookTx(ctx, tx, job)
+			return s.followUpsTx(ctx, tx, job)
 		}
 		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, map[string]any{"reason": reason})
 	})
@@ -551,7 +556,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, job.Attempt, nil); err != nil {
 				return err
 			}
-			return s.enqueueWebhookTx(ctx, tx, job)
+			return s.followUpsTx(ctx, tx, job)
 		case StatusProcessing:
 			if job.CancelRequested {
 				return nil
@@ -588,7 +593,7 @@ func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job
 		if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, nil); err != nil {
 			return err
 		}
-		return s.enqueueWebhookTx(ctx, tx, job)
+		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("finish canceled %s: %w", id, err)
@@ -716,9 +721,10 @@ func listQuery(o ListOptions) (string, []any) {
 	return q, args
 }
 
-// Counts returns the number of jobs in each state, webhook deliveries left out.
+// Counts returns the number of jobs in each state, follow-up jobs (webhook deliveries)
+// left out.
 func (s *Store) Counts(ctx context.Context) (map[Status]int, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs WHERE kind <> ? GROUP BY status`, WebhookKind)
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM jobs WHERE parent_id IS NULL GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}

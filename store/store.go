@@ -46,9 +46,10 @@ type Options struct {
 	// ever taking the write lock, for tools that run beside a live server (sheetq backup).
 	// Every write then fails.
 	ReadOnly bool
-	// BaseURL, when set (https://host, no trailing slash), makes the links in webhook
-	// payloads absolute; otherwise they are paths relative to the server.
-	BaseURL string
+	// FollowUps, if set, gives the jobs to create when a job becomes SUCCEEDED, FAILED or
+	// CANCELED, in the same transaction (store/followups.go, rule 19): a job kind's hook,
+	// such as the webhook deliveries of jobs/webhook.
+	FollowUps FollowUpFunc
 	// Unbatched commits every Enqueue in its own transaction instead of grouping
 	// concurrent ones (store/batch.go); benchmarks compare the two.
 	Unbatched bool
@@ -71,8 +72,8 @@ type Store struct {
 
 	checked CheckResult // what Open's check did
 	health  health      // why writes fail, for readiness (store/health.go)
-	// baseURL prefixes links in webhook payloads (Options.BaseURL).
-	baseURL string
+	// followUps is Options.FollowUps.
+	followUps FollowUpFunc
 
 	// Statements every state change runs, prepared once: parsing SQL was a fifth of an
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
@@ -114,7 +115,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now, path: path, baseURL: opts.BaseURL, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
+	s := &Store{w: w, now: opts.Now, path: path, followUps: opts.FollowUps, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
 	// The check comes before migrations, so that nothing is written into a damaged file.
 	if s.checked, err = s.checkOpen(ctx, path, opts.Check, opts.CheckBudget); err != nil {
 		w.Close()

@@ -1,7 +1,8 @@
 // Package webhook is the webhook delivery job kind: it POSTs an export's final state to
 // the URL the request named, signed per the Standard Webhooks spec, and retries over
-// hours. The store creates the delivery jobs (store/webhooks.go) in the transaction that
-// makes an export final; this package only delivers them.
+// hours. It owns the kind's name, payload, event names, priority and attempt budget;
+// Announcer is the store's follow-up hook that creates a delivery in the transaction
+// that makes an export final (rule 19), and Handler delivers it.
 package webhook
 
 import (
@@ -23,14 +24,10 @@ import (
 
 	"sheetq/internal/envref"
 	"sheetq/jobs"
-	"sheetq/store"
 )
 
-// Name is the job kind this package delivers.
-const Name = store.WebhookKind
-
 // DefaultSchedule is the delay after each failed attempt (the last one repeats): with
-// store.WebhookMaxAttempts attempts, deliveries spread over about 31 hours.
+// MaxAttempts attempts, deliveries spread over about 31 hours.
 var DefaultSchedule = []time.Duration{
 	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 14 * time.Hour,
 }
@@ -56,9 +53,12 @@ func (s Settings) Config() (Config, error) {
 	return Config{Secret: secret, AllowPrivate: s.AllowPrivate}, nil
 }
 
-// Recorder keeps each delivery attempt on the export's timeline (the store).
+// Recorder keeps each delivery attempt on the export's timeline: *store.Store's
+// AppendEvent, which knows nothing of webhooks.
 type Recorder interface {
-	RecordWebhookAttempt(ctx context.Context, exportID string, a store.WebhookAttempt) error
+	// AppendEvent appends an event of type typ with data to job id's timeline; a job
+	// removed meanwhile is skipped.
+	AppendEvent(ctx context.Context, id, typ string, data json.RawMessage) error
 }
 
 // Config configures deliveries.
@@ -149,7 +149,7 @@ func (h *Handler) Backoff(attempt int) time.Duration {
 
 // Run makes one delivery attempt and records it on the export's timeline.
 func (h *Handler) Run(ctx context.Context, run *jobs.Run) error {
-	var a store.WebhookArgs
+	var a Args
 	if err := json.Unmarshal(run.Args, &a); err != nil {
 		return jobs.Permanentf("bad_args", "webhook job args: %v", err)
 	}
@@ -159,7 +159,7 @@ func (h *Handler) Run(ctx context.Context, run *jobs.Run) error {
 		// attempt counts as, and a requeued attempt is made again.
 		return err
 	}
-	rec := store.WebhookAttempt{Delivered: err == nil, MessageID: a.MessageID, Event: a.Event,
+	rec := Attempt{Delivered: err == nil, MessageID: a.MessageID, Event: a.Event,
 		Attempt: run.Attempt, MaxAttempts: run.MaxAttempts, StatusCode: status}
 	log := h.cfg.Logger.With("export_id", a.ExportID, "webhook_id", a.MessageID, "attempt", run.Attempt, "status_code", status)
 	if err != nil {
@@ -174,16 +174,30 @@ func (h *Handler) Run(ctx context.Context, run *jobs.Run) error {
 		log.InfoContext(ctx, "webhook delivered", "event", a.Event)
 	}
 	if h.cfg.Recorder != nil {
-		if rerr := h.cfg.Recorder.RecordWebhookAttempt(context.WithoutCancel(ctx), a.ExportID, rec); rerr != nil {
+		if rerr := h.record(context.WithoutCancel(ctx), a.ExportID, rec); rerr != nil {
 			log.ErrorContext(ctx, "record webhook attempt", "err", rerr)
 		}
 	}
 	return err
 }
 
+// record appends an attempt to the export's timeline as webhook_delivered or
+// webhook_failed.
+func (h *Handler) record(ctx context.Context, exportID string, a Attempt) error {
+	typ := EventFailed
+	if a.Delivered {
+		typ = EventDelivered
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("record webhook attempt: %w", err)
+	}
+	return h.cfg.Recorder.AppendEvent(ctx, exportID, typ, data)
+}
+
 // deliver POSTs the frozen payload once and classifies the outcome: nil for a 2xx, a
 // permanent error for 410 Gone or a refused address, a retryable one otherwise.
-func (h *Handler) deliver(ctx context.Context, attempt int, a store.WebhookArgs) (status int, err error) {
+func (h *Handler) deliver(ctx context.Context, attempt int, a Args) (status int, err error) {
 	if !h.Configured() {
 		return 0, jobs.Permanentf("not_configured", "webhooks have no secret: set [webhooks] secret in the config file")
 	}

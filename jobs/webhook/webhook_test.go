@@ -23,7 +23,6 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
-	"sheetq/store"
 )
 
 // The signing example of the Standard Webhooks spec; the reference JavaScript library
@@ -151,8 +150,8 @@ func TestBackoffGrowth(t *testing.T) {
 	if total := sum(s); total < 24*time.Hour || total > 48*time.Hour {
 		t.Errorf("the schedule spans %s; deliveries should retry over about a day", total)
 	}
-	if len(s)+1 != store.WebhookMaxAttempts {
-		t.Errorf("schedule has %d delays for %d attempts", len(s), store.WebhookMaxAttempts)
+	if len(s)+1 != webhook.MaxAttempts {
+		t.Errorf("schedule has %d delays for %d attempts", len(s), webhook.MaxAttempts)
 	}
 }
 
@@ -312,12 +311,12 @@ func newHandler(t *testing.T, cfg webhook.Config) *webhook.Handler {
 
 func deliveryRun(t *testing.T, url string, attempt int) *jobs.Run {
 	t.Helper()
-	args, err := json.Marshal(store.WebhookArgs{ExportID: "exp1", URL: url, Event: store.WebhookExportSucceeded,
+	args, err := json.Marshal(webhook.Args{ExportID: "exp1", URL: url, Event: webhook.EventExportSucceeded,
 		MessageID: "msg_test1", Payload: json.RawMessage(`{"type":"export.succeeded","data":{"id":"exp1"}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &jobs.Run{JobID: "d1", Kind: webhook.Name, Args: args, Attempt: attempt, MaxAttempts: store.WebhookMaxAttempts}
+	return &jobs.Run{JobID: "d1", Kind: webhook.Name, Args: args, Attempt: attempt, MaxAttempts: webhook.MaxAttempts}
 }
 
 func jobError(t *testing.T, err error) *jobs.Error {

@@ -1,5 +1,5 @@
 // Package conformance is the test suite every job store must pass: it states the job
-// table's rules (ARCHITECTURE.md, "State machine" and rules 1-11, 20-22) through the
+// table's rules (ARCHITECTURE.md, "State machine" and rules 1-11, 19-22) through the
 // operations the engine uses (jobs.Store) and the reads its checks need, so that it runs
 // unchanged against each implementation. The SQLite store runs it in
 // store/conformance_test.go; another store adds a test of its own that calls Run.
@@ -41,8 +41,8 @@ type Harness struct {
 	Reopen func(t *testing.T) Store
 }
 
-// Run runs every case, each on a store of its own from open.
-func Run(t *testing.T, open func(t *testing.T) Harness) {
+// Run runs every case, each on a store of its own from open, made with o.
+func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, h Harness)
@@ -72,7 +72,19 @@ func Run(t *testing.T, open func(t *testing.T) Harness) {
 		{"EventsAfterPaging", testEventsAfterPaging},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t, Options{})) })
+	}
+	// The follow-up cases open stores with a hook of their own.
+	for _, c := range []struct {
+		name string
+		fn   func(t *testing.T, open func(*testing.T, Options) Harness)
+	}{
+		{"FollowUpsOfEveryFinalState", testFollowUpsOfEveryFinalState},
+		{"NoFollowUpsWithoutAnEnd", testNoFollowUpsWithoutAnEnd},
+		{"FollowUpsAreAtomic", testFollowUpsAreAtomic},
+		{"DeleteStopsFollowUps", testDeleteStopsFollowUps},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
 }
 

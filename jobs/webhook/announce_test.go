@@ -1,4 +1,4 @@
-package store_test
+package webhook_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
 // deliveries returns the webhook delivery jobs in the store, oldest first.
 func deliveries(t *testing.T, st *store.Store) []store.Job {
 	t.Helper()
-	list, err := st.List(context.Background(), store.ListOptions{Kind: store.WebhookKind, Limit: 1000})
+	list, err := st.List(context.Background(), store.ListOptions{Kind: webhook.Name, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +25,9 @@ func deliveries(t *testing.T, st *store.Store) []store.Job {
 	return list
 }
 
-func webhookArgs(t *testing.T, j store.Job) store.WebhookArgs {
+func webhookArgs(t *testing.T, j store.Job) webhook.Args {
 	t.Helper()
-	var a store.WebhookArgs
+	var a webhook.Args
 	if err := json.Unmarshal(j.Args, &a); err != nil {
 		t.Fatalf("delivery args %s: %v", j.Args, err)
 	}
@@ -50,15 +51,15 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 		{"succeed", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Succeed(ctx, id, 1, file, nil)
 			check(t, err)
-		}, store.StatusSucceeded, store.WebhookExportSucceeded},
+		}, store.StatusSucceeded, webhook.EventExportSucceeded},
 		{"complete from file", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.CompleteFromFile(ctx, id, 1, file)
 			check(t, err)
-		}, store.StatusSucceeded, store.WebhookExportSucceeded},
+		}, store.StatusSucceeded, webhook.EventExportSucceeded},
 		{"permanent failure", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, time.Hour)
 			check(t, err)
-		}, store.StatusFailed, store.WebhookExportFailed},
+		}, store.StatusFailed, webhook.EventExportFailed},
 		{"retry then last attempt fails", 2, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, 0)
 			check(t, err)
@@ -68,35 +69,35 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			claim(t, st, "w")
 			_, err = st.Fail(ctx, id, 2, store.AttemptError{Code: "upstream", Message: "502"}, time.Hour)
 			check(t, err)
-		}, store.StatusFailed, store.WebhookExportFailed},
+		}, store.StatusFailed, webhook.EventExportFailed},
 		{"recover out of attempts", 1, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Recover(ctx, id, 1, "heartbeat lost", 0)
 			check(t, err)
-		}, store.StatusFailed, store.WebhookExportFailed},
+		}, store.StatusFailed, webhook.EventExportFailed},
 		{"recover after cancel", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
 			_, err = st.Recover(ctx, id, 1, "heartbeat lost", 0)
 			check(t, err)
-		}, store.StatusCanceled, store.WebhookExportCanceled},
+		}, store.StatusCanceled, webhook.EventExportCanceled},
 		{"fail after cancel", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
 			_, err = st.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "502"}, 0)
 			check(t, err)
-		}, store.StatusCanceled, store.WebhookExportCanceled},
+		}, store.StatusCanceled, webhook.EventExportCanceled},
 		{"requeue after cancel", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
 			_, err = st.Requeue(ctx, id, 1, "shutdown")
 			check(t, err)
-		}, store.StatusCanceled, store.WebhookExportCanceled},
+		}, store.StatusCanceled, webhook.EventExportCanceled},
 		{"finish canceled", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Cancel(ctx, id)
 			check(t, err)
 			_, err = st.FinishCanceled(ctx, id, 1)
 			check(t, err)
-		}, store.StatusCanceled, store.WebhookExportCanceled},
+		}, store.StatusCanceled, webhook.EventExportCanceled},
 		{"cancel pending", 3, func(t *testing.T, st *store.Store, id string) {
 			_, err := st.Requeue(ctx, id, 1, "shutdown") // back to PENDING
 			check(t, err)
@@ -105,7 +106,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			}
 			_, err = st.Cancel(ctx, id)
 			check(t, err)
-		}, store.StatusCanceled, store.WebhookExportCanceled},
+		}, store.StatusCanceled, webhook.EventExportCanceled},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			}
 
 			j := enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"report":"orders","params":{"from":"2024-01-01"}}`),
-				MaxAttempts: tc.maxAttempts, WebhookURL: url})
+				MaxAttempts: tc.maxAttempts, NotifyURL: url})
 			claim(t, st, "w")
 			clk.Advance(time.Second)
 			tc.end(t, st, j.ID)
@@ -132,7 +133,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 				t.Fatalf("%d deliveries, want 1", len(ds))
 			}
 			d := ds[0]
-			if d.Status != store.StatusPending || d.MaxAttempts != store.WebhookMaxAttempts || d.Attempt != 0 ||
+			if d.Status != store.StatusPending || d.MaxAttempts != webhook.MaxAttempts || d.Attempt != 0 ||
 				!d.RunAt.Equal(clk.Now()) {
 				t.Fatalf("delivery job = %+v", d)
 			}
@@ -178,7 +179,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			// delivery job was accepted like any job.
 			var queued []store.Event
 			for _, e := range events(t, st, j.ID) {
-				if e.Type == store.EventWebhookQueued {
+				if e.Type == webhook.EventQueued {
 					queued = append(queued, e)
 				}
 			}
@@ -220,7 +221,7 @@ func check(t *testing.T, err error) {
 func TestWebhookEnqueueIsAtomicWithFinalState(t *testing.T) {
 	st, path := openStore(t, store.Options{})
 	ctx := context.Background()
-	j := enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"})
+	j := enqueue(t, st, store.NewJob{NotifyURL: "https://example.com/hook"})
 	claim(t, st, "w")
 	db := rawDB(t, path)
 	if _, err := db.Exec(`CREATE TRIGGER no_webhooks BEFORE INSERT ON jobs WHEN NEW.kind = 'webhook'
@@ -245,31 +246,32 @@ func TestWebhookEnqueueIsAtomicWithFinalState(t *testing.T) {
 	}
 }
 
-// Delivery attempts land on the export's timeline with its status and attempt; an
-// export removed meanwhile is skipped without an error.
+// Delivery attempts land on the export's timeline (the store's AppendEvent, the
+// Recorder a Handler writes through) with its status and attempt; an export removed
+// meanwhile is skipped without an error.
 func TestRecordWebhookAttempt(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	ctx := context.Background()
-	j := enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"})
+	j := enqueue(t, st, store.NewJob{NotifyURL: "https://example.com/hook"})
 	claim(t, st, "w")
 	if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	failed := store.WebhookAttempt{MessageID: "msg_1", Event: store.WebhookExportSucceeded, Attempt: 1, MaxAttempts: 8,
+	failed := webhook.Attempt{MessageID: "msg_1", Event: webhook.EventExportSucceeded, Attempt: 1, MaxAttempts: 8,
 		StatusCode: 500, Code: "http_status", Error: "receiver answered 500", WillRetry: true}
-	ok := store.WebhookAttempt{Delivered: true, MessageID: "msg_1", Event: store.WebhookExportSucceeded, Attempt: 2,
+	ok := webhook.Attempt{Delivered: true, MessageID: "msg_1", Event: webhook.EventExportSucceeded, Attempt: 2,
 		MaxAttempts: 8, StatusCode: 204}
-	for _, a := range []store.WebhookAttempt{failed, ok} {
-		if err := st.RecordWebhookAttempt(ctx, j.ID, a); err != nil {
+	for _, a := range []webhook.Attempt{failed, ok} {
+		if err := st.AppendEvent(ctx, j.ID, attemptEvent(a), mustJSON(t, a)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.RecordWebhookAttempt(ctx, "gone", ok); err != nil {
+	if err := st.AppendEvent(ctx, "gone", attemptEvent(ok), mustJSON(t, ok)); err != nil {
 		t.Fatalf("record on a removed export: %v", err)
 	}
 	evs := events(t, st, j.ID)
 	last := evs[len(evs)-2:]
-	if last[0].Type != store.EventWebhookFailed || last[1].Type != store.EventWebhookDelivered ||
+	if last[0].Type != webhook.EventFailed || last[1].Type != webhook.EventDelivered ||
 		last[0].Status != store.StatusSucceeded || last[1].Attempt != 1 {
 		t.Fatalf("events = %+v", summarize(evs))
 	}
@@ -287,7 +289,7 @@ func TestRecordWebhookAttempt(t *testing.T) {
 func TestListByKindAndCountsLeaveDeliveriesOut(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	ctx := context.Background()
-	j := enqueue(t, st, store.NewJob{Kind: "export", WebhookURL: "https://example.com/hook"})
+	j := enqueue(t, st, store.NewJob{Kind: "export", NotifyURL: "https://example.com/hook"})
 	if _, err := st.Cancel(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -318,13 +320,13 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	const waiting, retrying, running, delivered, kept = 0, 1, 2, 3, 4
 	var exports []store.Job
 	for range 5 {
-		exports = append(exports, enqueue(t, st, store.NewJob{WebhookURL: "https://example.com/hook"}))
+		exports = append(exports, enqueue(t, st, store.NewJob{NotifyURL: "https://example.com/hook"}))
 	}
 	delivery := map[string]store.Job{} // by export id
 	for range 2 * len(exports) {
 		// A delivery, created by its export's success, is claimed before any export.
 		c := claim(t, st, "w")
-		if c.Kind == store.WebhookKind {
+		if c.Kind == webhook.Name {
 			delivery[webhookArgs(t, c).ExportID] = c
 			continue
 		}
@@ -385,5 +387,35 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	end, err := st.Fail(ctx, d.ID, d.Attempt, store.AttemptError{Code: "network", Message: "refused"}, time.Hour)
 	if err != nil || end.Status != store.StatusCanceled {
 		t.Fatalf("running delivery after a failed attempt: %s, %v; want CANCELED", end.Status, err)
+	}
+}
+
+// With a base URL, a webhook payload's download link is absolute, so a receiver can
+// fetch the file; without one it stays a path.
+func TestWebhookPayloadLinkUsesBaseURL(t *testing.T) {
+	ctx := context.Background()
+	for _, base := range []string{"", "https://sheetq.example.com"} {
+		st, _ := openStore(t, store.Options{FollowUps: announcer(base)})
+		j := enqueue(t, st, store.NewJob{Kind: "export", Args: json.RawMessage(`{"report":"demo"}`),
+			NotifyURL: "https://hooks.example.com/x"})
+		claim(t, st, "w")
+		if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{Name: "f.xlsx", Size: 1, SHA256: "ab"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		d := deliveries(t, st)
+		if len(d) != 1 {
+			t.Fatalf("base %q: %d deliveries, want 1", base, len(d))
+		}
+		var p struct {
+			Data struct {
+				DownloadURL string `json:"download_url"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(webhookArgs(t, d[0]).Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if want := base + "/api/v1/exports/" + j.ID + "/file"; p.Data.DownloadURL != want {
+			t.Errorf("base %q: download_url %q, want %q", base, p.Data.DownloadURL, want)
+		}
 	}
 }
