@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"sheetq/app/events"
+	prob "sheetq/app/problem"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -171,11 +173,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cleanup()
 
-	events := newHub(st, hubConfig{}, log)
-	if err := events.Start(ctx); err != nil {
+	hub := events.New(st, events.Config{}, log, prob.Reporter{Store: st, Log: log})
+	if err := hub.Start(ctx); err != nil {
 		return err
 	}
-	defer events.Stop()
+	defer hub.Stop()
 
 	m, err := newMetrics(ctx, st, log)
 	if err != nil {
@@ -187,7 +189,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, m.onChange)
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
-	events.wire(&ecfg)
+	hub.Wire(&ecfg)
 	eng := jobs.New(st, ecfg)
 	m.watchQueue(eng)
 	eng.Register(export.Name, kind.Kind)
@@ -222,7 +224,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv := &server{
 		cfg: cfg, store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log,
-		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: events,
+		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: hub,
 		metrics: m, webhooks: hooks, gate: eng.Config().Gate,
 	}
 	if err := srv.initAuth(); err != nil {
@@ -237,7 +239,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// Shutdown waits for handlers but does not end open event streams: the hub does.
-	hs.RegisterOnShutdown(events.Stop)
+	hs.RegisterOnShutdown(hub.Stop)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	attrs := []any{"addr", ln.Addr().String(), "url", url, "data", dir.Root,

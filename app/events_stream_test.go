@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/events"
+	"sheetq/internal/apiv1"
 	"sheetq/store"
 )
 
@@ -214,9 +216,9 @@ func (c *sseClient) waitEnd() {
 }
 
 // stateEvent decodes a state event's data and checks that it agrees with its SSE fields.
-func stateEvent(t *testing.T, ev sseEvent) eventDataJSON {
+func stateEvent(t *testing.T, ev sseEvent) apiv1.StateEvent {
 	t.Helper()
-	var d eventDataJSON
+	var d apiv1.StateEvent
 	if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
 		t.Fatalf("event %s data: %v: %s", ev.Type, err, ev.Data)
 	}
@@ -238,7 +240,7 @@ type change struct{ Job, Type string }
 func (c change) String() string { return c.Type + " " + c.Job }
 
 // nextChange reads the next state event and returns what it says.
-func (c *sseClient) nextChange() (change, eventDataJSON) {
+func (c *sseClient) nextChange() (change, apiv1.StateEvent) {
 	c.t.Helper()
 	d := stateEvent(c.t, c.nextState())
 	return change{d.Job.ID, d.Event.Type}, d
@@ -266,7 +268,7 @@ func TestEventsReplayAfterReconnect(t *testing.T) {
 		ch, d := first.nextChange()
 		if ch.Type == store.EventStarted {
 			started[ch.Job] = true
-			if d.Job.Status != store.StatusProcessing || d.Event.Attempt != 1 {
+			if store.Status(d.Job.Status) != store.StatusProcessing || d.Event.Attempt != 1 {
 				t.Errorf("started event: job %s attempt %d", d.Job.Status, d.Event.Attempt)
 			}
 		}
@@ -308,7 +310,7 @@ func TestEventsReplayAfterReconnect(t *testing.T) {
 	if want := (change{c.ID, store.EventCanceled}); ch != want || d.Event.ID <= prev {
 		t.Fatalf("live event %v (id %d after %d), want %v", ch, d.Event.ID, prev, want)
 	}
-	if d.Job.Status != store.StatusCanceled || d.Event.Status != store.StatusCanceled {
+	if store.Status(d.Job.Status) != store.StatusCanceled || store.Status(d.Event.Status) != store.StatusCanceled {
 		t.Errorf("canceled event: job %s, event %s", d.Job.Status, d.Event.Status)
 	}
 
@@ -358,11 +360,11 @@ func TestEventsSnapshotAfterPruning(t *testing.T) {
 	if !ev.HasID || ev.LastID != strconv.FormatInt(newest, 10) {
 		t.Errorf("snapshot id %q (present %v), want %d, the newest event", ev.LastID, ev.HasID, newest)
 	}
-	var snap snapshotJSON
+	var snap apiv1.Snapshot
 	if err := json.Unmarshal([]byte(ev.Data), &snap); err != nil {
 		t.Fatalf("snapshot data: %v: %s", err, ev.Data)
 	}
-	if len(snap.Jobs) != 1 || snap.Jobs[0].ID != a.ID || snap.Jobs[0].Status != store.StatusProcessing {
+	if len(snap.Jobs) != 1 || snap.Jobs[0].ID != a.ID || store.Status(snap.Jobs[0].Status) != store.StatusProcessing {
 		t.Fatalf("snapshot %s, want just the running job %s", ev.Data, a.ID)
 	}
 	// Live after the snapshot, not the stale history before it.
@@ -405,7 +407,7 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // TestEventsStalledClientIsDropped: a client that never reads does not hold up the
 // engine; its buffer overflows, the hub drops it, and its connection is closed.
 func TestEventsStalledClientIsDropped(t *testing.T) {
-	ts := newTestServer(t, testOpts{Hub: hubConfig{Buffer: 4}})
+	ts := newTestServer(t, testOpts{Hub: events.Config{Buffer: 4}})
 	ctx := context.Background()
 
 	hs := httptest.NewUnstartedServer(ts.routes())
@@ -439,7 +441,7 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 
 	// Not a byte is read from res.Body until the hub has given up on it.
 	var ids []string
-	for ts.hub.droppedCount() == 0 {
+	for ts.hub.Stats().Dropped == 0 {
 		if len(ids) == 1000 {
 			t.Fatalf("stalled client still subscribed after %d jobs", len(ids))
 		}
@@ -472,7 +474,7 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 // TestEventsJobFilter: ?job= delivers that job's events only, live and replayed, and an
 // unknown job is a 404.
 func TestEventsJobFilter(t *testing.T) {
-	ts := newTestServer(t, testOpts{Hub: hubConfig{ProgressEvery: 10 * time.Millisecond}})
+	ts := newTestServer(t, testOpts{Hub: events.Config{ProgressEvery: 10 * time.Millisecond}})
 	ctx := context.Background()
 	a := ts.create(slowJob)
 	ts.waitStatus(a.ID, store.StatusProcessing)
@@ -484,7 +486,7 @@ func TestEventsJobFilter(t *testing.T) {
 	for {
 		ev := s.next()
 		if ev.Type == "progress" {
-			var p progressEventJSON
+			var p apiv1.ProgressEvent
 			if err := json.Unmarshal([]byte(ev.Data), &p); err != nil || p.ID != a.ID {
 				t.Fatalf("progress of another job on a filtered stream: %s (%v)", ev.Data, err)
 			}
@@ -523,7 +525,7 @@ func TestEventsProgressCoalesced(t *testing.T) {
 	const rows = 5000
 	j := ts.create(fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":1}}`, rows))
 	var (
-		progress  []progressEventJSON
+		progress  []apiv1.ProgressEvent
 		lastState string
 	)
 	for {
@@ -542,7 +544,7 @@ func TestEventsProgressCoalesced(t *testing.T) {
 			t.Fatalf("progress event moved the last event id to %q (present %v); last state event %q",
 				ev.LastID, ev.HasID, lastState)
 		}
-		var p progressEventJSON
+		var p apiv1.ProgressEvent
 		if err := json.Unmarshal([]byte(ev.Data), &p); err != nil {
 			t.Fatalf("progress data: %v: %s", err, ev.Data)
 		}
@@ -562,7 +564,7 @@ func TestEventsProgressCoalesced(t *testing.T) {
 // TestEventsStreamHeaders: the stream's headers, the retry hint first with the current
 // position, keep-alive comments, and a refused malformed Last-Event-ID.
 func TestEventsStreamHeaders(t *testing.T) {
-	ts := newTestServer(t, testOpts{Hub: hubConfig{KeepAlive: 10 * time.Millisecond}})
+	ts := newTestServer(t, testOpts{Hub: events.Config{KeepAlive: 10 * time.Millisecond}})
 	j := ts.create(`{"report":"demo","params":{"rows":1}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
 	_, last, err := ts.store.EventRange(context.Background())

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"sheetq/app/events"
 	"sheetq/assets"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
@@ -21,7 +22,7 @@ type server struct {
 	dir      DataDir
 	log      *slog.Logger
 	loopback bool
-	hub      *hub             // job events for GET /api/v1/events
+	hub      *events.Hub      // job events for GET /api/v1/events
 	metrics  *metrics         // GET /metrics; nil serves no metrics
 	webhooks *webhook.Handler // nil or without a secret: requests with a webhook are refused
 	// gate is the engine's (jobs.Config.Gate): accepting an export takes its
@@ -43,7 +44,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /api/v1/exports/{id}/retry", s.retryExport)
 	mux.HandleFunc("DELETE /api/v1/exports/{id}", s.deleteExport)
 	mux.HandleFunc("GET /api/v1/reports", s.listReports)
-	mux.HandleFunc("GET /api/v1/events", s.streamEvents)
+	mux.Handle("GET /api/v1/events", s.hub)
 	mux.Handle(apiCatchAll, s.apiFallback(mux)) // 404 or 405, as problem+json
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -58,7 +59,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /exports/{id}/cancel", s.cancelExportForm)
 	mux.HandleFunc("POST /exports/{id}/retry", s.retryExportForm)
 	mux.HandleFunc("GET /reports", s.reportsPage)
-	mux.HandleFunc("GET /reports/events", s.reportsChangedStream)
+	mux.Handle("GET /reports/events", s.hub.ChangeStream(s.catalog.Subscribe))
 	mux.HandleFunc("GET /queue", s.queuePage)
 	mux.Handle("GET /assets/", assets.Handler())
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/events"
+	prob "sheetq/app/problem"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -29,7 +31,7 @@ type testOpts struct {
 	// Now, if set, is the clock of the store and the engine.
 	Now func() time.Time
 	// Hub tunes the event hub (buffers, keep-alive, progress interval).
-	Hub hubConfig
+	Hub events.Config
 	// Webhooks configures webhook delivery; the zero value sends none (no secret).
 	Webhooks webhook.Config
 	// Tokens, BaseURL and TrustedProxies are the Config fields of the same names.
@@ -87,7 +89,7 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 		}
 	})
 
-	events := newHub(st, opts.Hub, log)
+	hub := events.New(st, opts.Hub, log, prob.Reporter{Store: st, Log: log})
 	m, err := newMetrics(ctx, st, log)
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
@@ -106,9 +108,9 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 		ExportsDir:    dir.Exports(),
 		Now:           opts.Now,
 		Logger:        log,
-		OnChange:      onChangeAll(m.onChange, events.Notify),
-		OnDelete:      events.Deleted,
-		OnProgress:    events.Progress,
+		OnChange:      onChangeAll(m.onChange, hub.Notify),
+		OnDelete:      hub.Deleted,
+		OnProgress:    hub.Progress,
 	})
 	// An explicit reports folder skips the first-run sample (seconds of generation).
 	appCfg := Config{
@@ -138,20 +140,20 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 	s := &server{
 		cfg:   appCfg,
 		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
-		hub: events, metrics: m, webhooks: hooks, gate: eng.Config().Gate,
+		hub: hub, metrics: m, webhooks: hooks, gate: eng.Config().Gate,
 	}
 	s.bodies.timeout = opts.BodyTimeout
 	if err := s.initAuth(); err != nil {
 		t.Fatalf("auth: %v", err)
 	}
-	if err := events.Start(ctx); err != nil {
+	if err := hub.Start(ctx); err != nil {
 		t.Fatalf("start event hub: %v", err)
 	}
 	hs := httptest.NewServer(s.routes())
 	t.Cleanup(hs.Close)
 	// Runs before hs.Close (cleanups run last first): open event streams end, so Close
 	// does not wait for them.
-	t.Cleanup(events.Stop)
+	t.Cleanup(hub.Stop)
 	return s, hs
 }
 

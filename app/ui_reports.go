@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"sheetq/ui"
 )
@@ -57,49 +56,4 @@ func reportView(rj reportJSON) ui.ReportView {
 		}
 	}
 	return v
-}
-
-// reportsChangedStream is GET /reports/events: a Server-Sent Event "change" each time
-// the report files change on disk, so the reports page can fetch its list again.
-func (s *server) reportsChangedStream(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	changed, unsubscribe := s.catalog.Subscribe()
-	defer unsubscribe()
-	stop := s.hub.Stopping()
-	select {
-	case <-stop:
-		writeProblem(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; reconnect shortly")
-		return
-	default:
-	}
-
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{}) // a stream lives for hours
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	out := sseWriter{w: w, rc: rc}
-	if err := out.raw("retry: " + strconv.FormatInt(s.hub.cfg.Retry.Milliseconds(), 10) + "\n\n"); err != nil {
-		return
-	}
-	keepAlive := time.NewTicker(s.hub.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-keepAlive.C:
-			err = out.raw(": keep-alive\n\n")
-		case <-changed:
-			err = out.send(sseMessage{id: -1, event: "change", data: []byte("{}")})
-		}
-		if err != nil {
-			return
-		}
-	}
 }

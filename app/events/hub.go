@@ -1,4 +1,8 @@
-package app
+// Package events fans job events out to Server-Sent Events clients: the hub tails the
+// store's event log (woken by the engine's OnChange), coalesces progress, and serves
+// GET /api/v1/events with replay by Last-Event-ID (ARCHITECTURE.md, "Data flow of one
+// export", step 10).
+package events
 
 import (
 	"cmp"
@@ -11,13 +15,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sheetq/app/problem"
+	"sheetq/internal/apiv1"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
-// hubConfig tunes the SSE hub. Zero fields take the defaults.
-type hubConfig struct {
+// Config tunes the hub. Zero fields take the defaults.
+type Config struct {
 	// Buffer is how many messages a client may fall behind before it is disconnected
 	// (default 1024; more than one tailer read, so a burst does not drop a client that
 	// keeps up).
@@ -38,7 +44,7 @@ type hubConfig struct {
 	Gather time.Duration
 }
 
-func (c hubConfig) withDefaults() hubConfig {
+func (c Config) withDefaults() Config {
 	c.Buffer = cmp.Or(c.Buffer, 1024)
 	c.KeepAlive = cmp.Or(c.KeepAlive, 15*time.Second)
 	c.Poll = cmp.Or(c.Poll, time.Second)
@@ -74,14 +80,26 @@ type subscriber struct {
 // progressFigures are a running job's latest progress report.
 type progressFigures struct{ rows, total int64 }
 
-// hub fans job events out to SSE clients. One goroutine tails job_events by id (woken by
+// Log is what the hub reads from the store: the event log and the jobs it is about.
+// *store.Store is one.
+type Log interface {
+	EventRange(ctx context.Context) (first, last int64, err error)
+	EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error)
+	JobEventsAfter(ctx context.Context, jobID string, afterID int64, limit int) ([]store.Event, error)
+	JobsByID(ctx context.Context, ids []string) (map[string]store.Job, error)
+	Unfinished(ctx context.Context) ([]store.Job, error)
+	Get(ctx context.Context, id string) (store.Job, error)
+}
+
+// Hub fans job events out to SSE clients. One goroutine tails job_events by id (woken by
 // the engine, with a slow poll as a fallback) and emits coalesced progress; clients get
 // messages through bounded buffers, so a slow client never slows the engine or the
 // other clients: it is disconnected instead, and replays what it missed on reconnect.
-type hub struct {
-	cfg hubConfig
-	st  *store.Store
-	log *slog.Logger
+type Hub struct {
+	cfg    Config
+	st     Log
+	log    *slog.Logger
+	report problem.Reporter
 
 	wake chan struct{} // capacity 1: a pending wake-up is enough
 
@@ -89,7 +107,7 @@ type hub struct {
 	subs     map[*subscriber]struct{}
 	stopped  bool
 	stopping chan struct{} // closed by Stop: other long-lived streams end with the hub's
-	dropped  int           // clients disconnected for falling behind
+	dropped  int64         // clients disconnected for falling behind
 
 	nsubs atomic.Int64 // len(subs), read by the Progress hook without a lock
 
@@ -100,12 +118,14 @@ type hub struct {
 	done   sync.WaitGroup
 }
 
-// newHub returns a hub over st; Start it before serving.
-func newHub(st *store.Store, cfg hubConfig, log *slog.Logger) *hub {
-	return &hub{
+// New returns a hub over st; Start it before serving. report answers the stream's
+// errors.
+func New(st Log, cfg Config, log *slog.Logger, report problem.Reporter) *Hub {
+	return &Hub{
 		cfg:      cfg.withDefaults(),
 		st:       st,
 		log:      log,
+		report:   report,
 		wake:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		subs:     map[*subscriber]struct{}{},
@@ -113,11 +133,16 @@ func newHub(st *store.Store, cfg hubConfig, log *slog.Logger) *hub {
 	}
 }
 
-// wire makes the engine wake the hub on every state change and report progress to it,
-// keeping any hooks already set.
-func (h *hub) wire(cfg *jobs.Config) {
+// Wire makes the engine wake the hub on every change, tell it of deleted jobs and report
+// progress to it, keeping any hooks already set.
+func (h *Hub) Wire(cfg *jobs.Config) {
 	onChange, onDelete, onProgress := cfg.OnChange, cfg.OnDelete, cfg.OnProgress
-	cfg.OnChange = onChangeAll(onChange, h.Notify)
+	cfg.OnChange = func() {
+		if onChange != nil {
+			onChange()
+		}
+		h.Notify()
+	}
 	cfg.OnDelete = func(id string) {
 		if onDelete != nil {
 			onDelete(id)
@@ -133,7 +158,7 @@ func (h *hub) wire(cfg *jobs.Config) {
 }
 
 // Start begins tailing job_events after the newest event stored now.
-func (h *hub) Start(ctx context.Context) error {
+func (h *Hub) Start(ctx context.Context) error {
 	_, last, err := h.st.EventRange(ctx)
 	if err != nil {
 		return fmt.Errorf("start event hub: %w", err)
@@ -148,7 +173,7 @@ func (h *hub) Start(ctx context.Context) error {
 }
 
 // Stop ends every open stream and the tailer. It is safe to call more than once.
-func (h *hub) Stop() {
+func (h *Hub) Stop() {
 	h.mu.Lock()
 	if h.stopped {
 		h.mu.Unlock()
@@ -168,11 +193,11 @@ func (h *hub) Stop() {
 
 // Stopping is closed when the hub stops: streams other than the hub's own (the reports
 // page's) end at shutdown too, which graceful shutdown does not do by itself.
-func (h *hub) Stopping() <-chan struct{} { return h.stopping }
+func (h *Hub) Stopping() <-chan struct{} { return h.stopping }
 
 // Notify makes the tailer read new events now instead of at its next poll. It never
 // blocks.
-func (h *hub) Notify() {
+func (h *Hub) Notify() {
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -182,7 +207,7 @@ func (h *hub) Notify() {
 // Progress records a running job's latest figures; the tailer sends them at most once
 // per ProgressEvery. It is called on every row, so it only takes a short lock, and
 // nothing at all while no client listens.
-func (h *hub) Progress(jobID string, rows, total int64) {
+func (h *Hub) Progress(jobID string, rows, total int64) {
 	if h.nsubs.Load() == 0 {
 		return
 	}
@@ -192,7 +217,7 @@ func (h *hub) Progress(jobID string, rows, total int64) {
 }
 
 // subscribe registers a client for live messages about job ("" for all jobs).
-func (h *hub) subscribe(job string) (*subscriber, error) {
+func (h *Hub) subscribe(job string) (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
@@ -205,7 +230,7 @@ func (h *hub) subscribe(job string) (*subscriber, error) {
 }
 
 // unsubscribe removes a client whose stream ended.
-func (h *hub) unsubscribe(s *subscriber) {
+func (h *Hub) unsubscribe(s *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.subs[s]; ok {
@@ -215,22 +240,28 @@ func (h *hub) unsubscribe(s *subscriber) {
 }
 
 // dropLocked disconnects s; h.mu is held.
-func (h *hub) dropLocked(s *subscriber) {
+func (h *Hub) dropLocked(s *subscriber) {
 	delete(h.subs, s)
 	h.nsubs.Add(-1)
 	close(s.gone)
 }
 
-// droppedCount is how many clients were disconnected for falling behind.
-func (h *hub) droppedCount() int {
+// Stats is a count of the hub's clients.
+type Stats struct {
+	Clients int   // open streams
+	Dropped int64 // streams disconnected for falling behind, since the hub was made
+}
+
+// Stats reports how many clients are connected and how many were dropped.
+func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.dropped
+	return Stats{Clients: len(h.subs), Dropped: h.dropped}
 }
 
 // publish hands m to every interested client without blocking; a client whose buffer is
 // full is dropped.
-func (h *hub) publish(msgs ...sseMessage) {
+func (h *Hub) publish(msgs ...sseMessage) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range msgs {
@@ -251,7 +282,7 @@ func (h *hub) publish(msgs ...sseMessage) {
 // run is the tailer: it reads events after cursor when woken or polled, and sends the
 // coalesced progress figures on every progress tick. Both happen on this one goroutine,
 // so a job's last progress figures are never sent after the event that ended its attempt.
-func (h *hub) run(ctx context.Context, cursor int64) {
+func (h *Hub) run(ctx context.Context, cursor int64) {
 	poll := time.NewTicker(h.cfg.Poll)
 	defer poll.Stop()
 	prog := time.NewTicker(h.cfg.ProgressEvery)
@@ -284,7 +315,7 @@ func (h *hub) run(ctx context.Context, cursor int64) {
 }
 
 // tail publishes every event after cursor and returns the new cursor.
-func (h *hub) tail(ctx context.Context, cursor int64) (int64, error) {
+func (h *Hub) tail(ctx context.Context, cursor int64) (int64, error) {
 	for {
 		evs, err := h.st.EventsAfter(ctx, cursor, tailPage)
 		if err != nil || len(evs) == 0 {
@@ -311,7 +342,7 @@ func (h *hub) tail(ctx context.Context, cursor int64) (int64, error) {
 }
 
 // flushProgress publishes the figures recorded since the last tick, one message per job.
-func (h *hub) flushProgress() {
+func (h *Hub) flushProgress() {
 	h.pmu.Lock()
 	if len(h.pending) == 0 {
 		h.pmu.Unlock()
@@ -322,7 +353,7 @@ func (h *hub) flushProgress() {
 	h.pmu.Unlock()
 	msgs := make([]sseMessage, 0, len(pending))
 	for id, p := range pending {
-		pj := progressEventJSON{ID: id, Rows: p.rows}
+		pj := apiv1.ProgressEvent{ID: id, Rows: p.rows}
 		if p.total >= 0 {
 			pj.TotalRows = &p.total
 		}
@@ -337,40 +368,16 @@ func (h *hub) flushProgress() {
 
 // Deleted tells the streams that a job was deleted. Deleting removes the job's stored
 // events, so this message, like progress, has no id and is never replayed.
-func (h *hub) Deleted(jobID string) {
-	data, err := json.Marshal(map[string]string{"id": jobID})
+func (h *Hub) Deleted(jobID string) {
+	data, err := json.Marshal(apiv1.Deleted{ID: jobID})
 	if err != nil {
 		return
 	}
 	h.publish(sseMessage{id: -1, job: jobID, event: "deleted", data: data})
 }
 
-// progressEventJSON is the data of a progress event.
-type progressEventJSON struct {
-	ID        string `json:"id"`
-	Rows      int64  `json:"rows"`
-	TotalRows *int64 `json:"total_rows,omitempty"`
-}
-
-// eventJSON is a stored event as the stream shows it.
-type eventJSON struct {
-	ID      int64           `json:"id"`
-	Type    string          `json:"type"`
-	Status  store.Status    `json:"status"`
-	Attempt int             `json:"attempt"`
-	At      time.Time       `json:"at"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-// eventDataJSON is the data of a state event: the event as stored, and the job as it is
-// when the event is sent (null if the job was deleted meanwhile).
-type eventDataJSON struct {
-	Job   *jobJSON  `json:"job"`
-	Event eventJSON `json:"event"`
-}
-
 // eventMessages turns stored events into messages, with their jobs' current state.
-func eventMessages(ctx context.Context, st *store.Store, evs []store.Event) ([]sseMessage, error) {
+func eventMessages(ctx context.Context, st Log, evs []store.Event) ([]sseMessage, error) {
 	ids := make([]string, 0, len(evs))
 	seen := map[string]bool{}
 	for _, e := range evs {
@@ -391,9 +398,9 @@ func eventMessages(ctx context.Context, st *store.Store, evs []store.Event) ([]s
 			// attempts show up as webhook_* events on the export itself.
 			continue
 		}
-		d := eventDataJSON{Event: eventJSON{ID: e.ID, Type: e.Type, Status: e.Status, Attempt: e.Attempt, At: e.At, Data: e.Data}}
+		d := apiv1.StateEvent{Event: apiv1.Event{ID: e.ID, Type: e.Type, Status: string(e.Status), Attempt: e.Attempt, At: e.At, Data: e.Data}}
 		if ok {
-			jj := toJobJSON(j)
+			jj := export.JobJSON(j, "")
 			d.Job = &jj
 		}
 		data, err := json.Marshal(d)

@@ -1,4 +1,4 @@
-package app
+package events
 
 import (
 	"context"
@@ -8,43 +8,45 @@ import (
 	"strconv"
 	"time"
 
+	"sheetq/app/problem"
+	"sheetq/internal/apiv1"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
-// streamEvents is GET /api/v1/events: job events as Server-Sent Events. Each event's id
+// ServeHTTP is GET /api/v1/events: job events as Server-Sent Events. Each event's id
 // is its job_events row id, so a reconnect with Last-Event-ID (or ?last_event_id=)
 // replays exactly what was missed, in order, then continues live; when those events were
 // pruned it first sends a snapshot of the jobs instead. ?job= follows one job.
-func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	since, resume, err := lastEventID(r)
 	if err != nil {
-		writeProblem(w, http.StatusBadRequest, "bad_last_event_id", err.Error())
+		problem.Write(w, http.StatusBadRequest, "bad_last_event_id", err.Error())
 		return
 	}
 	jobID := r.URL.Query().Get("job")
 	if jobID != "" {
-		if _, err := s.store.Get(ctx, jobID); errors.Is(err, store.ErrNotFound) {
-			writeProblem(w, http.StatusNotFound, "not_found", "no export job "+strconv.Quote(jobID))
+		if _, err := h.st.Get(ctx, jobID); errors.Is(err, store.ErrNotFound) {
+			problem.Write(w, http.StatusNotFound, "not_found", "no export job "+strconv.Quote(jobID))
 			return
 		} else if err != nil {
-			s.serverError(w, r, err)
+			h.report.Error(w, r, err)
 			return
 		}
 	}
 	// Subscribe before reading the log: every event committed after the read below then
 	// also reaches sub, and the replay below covers everything before it. Ids already
 	// sent are skipped, so the seam has neither a gap nor a duplicate.
-	sub, err := s.hub.subscribe(jobID)
+	sub, err := h.subscribe(jobID)
 	if err != nil {
-		writeProblem(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; reconnect shortly")
+		problem.Write(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; reconnect shortly")
 		return
 	}
-	defer s.hub.unsubscribe(sub)
-	first, last, err := s.store.EventRange(ctx)
+	defer h.unsubscribe(sub)
+	first, last, err := h.st.EventRange(ctx)
 	if err != nil {
-		s.serverError(w, r, err)
+		h.report.Error(w, r, err)
 		return
 	}
 
@@ -66,14 +68,14 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer func() { close(handlerDone); <-watchDone }()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 
 	out := sseWriter{w: w, rc: rc}
-	hint := "retry: " + strconv.FormatInt(s.hub.cfg.Retry.Milliseconds(), 10) + "\n"
+	hint := "retry: " + strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10) + "\n"
 	var pos int64 // the id of the last event this client has (or need not have)
 	switch {
 	case !resume:
@@ -86,20 +88,20 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		// current state replaces them, and the stream goes on from the newest event.
 		pos = last
 		if err = out.raw(hint + "\n"); err == nil {
-			err = s.sendSnapshot(ctx, out, jobID, pos)
+			err = h.sendSnapshot(ctx, out, jobID, pos)
 		}
 	default:
 		pos = since
 		if err = out.raw(hint + "\n"); err == nil {
-			pos, err = s.replay(ctx, out, jobID, pos)
+			pos, err = h.replay(ctx, out, jobID, pos)
 		}
 	}
 	if err != nil {
-		s.streamEnded(ctx, err)
+		h.streamEnded(ctx, err)
 		return
 	}
 
-	keepAlive := time.NewTicker(s.hub.cfg.KeepAlive)
+	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
@@ -119,7 +121,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			err = out.send(m)
 		}
 		if err != nil {
-			s.streamEnded(ctx, err)
+			h.streamEnded(ctx, err)
 			return
 		}
 	}
@@ -127,21 +129,21 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 
 // replay sends the stored events after pos (of jobID, or all) and returns the id of the
 // last one sent.
-func (s *server) replay(ctx context.Context, out sseWriter, jobID string, pos int64) (int64, error) {
+func (h *Hub) replay(ctx context.Context, out sseWriter, jobID string, pos int64) (int64, error) {
 	for {
 		var (
 			evs []store.Event
 			err error
 		)
 		if jobID == "" {
-			evs, err = s.store.EventsAfter(ctx, pos, tailPage)
+			evs, err = h.st.EventsAfter(ctx, pos, tailPage)
 		} else {
-			evs, err = s.store.JobEventsAfter(ctx, jobID, pos, tailPage)
+			evs, err = h.st.JobEventsAfter(ctx, jobID, pos, tailPage)
 		}
 		if err != nil {
 			return pos, err
 		}
-		msgs, err := eventMessages(ctx, s.store, evs)
+		msgs, err := eventMessages(ctx, h.st, evs)
 		if err != nil {
 			return pos, err
 		}
@@ -157,22 +159,17 @@ func (s *server) replay(ctx context.Context, out sseWriter, jobID string, pos in
 	}
 }
 
-// snapshotJSON is the data of a snapshot event.
-type snapshotJSON struct {
-	Jobs []jobJSON `json:"jobs"`
-}
-
 // sendSnapshot sends the current state of every unfinished job (or of jobID, finished or
 // not) as one event whose id is pos.
-func (s *server) sendSnapshot(ctx context.Context, out sseWriter, jobID string, pos int64) error {
+func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID string, pos int64) error {
 	var list []store.Job
 	if jobID == "" {
 		var err error
-		if list, err = s.store.Unfinished(ctx); err != nil {
+		if list, err = h.st.Unfinished(ctx); err != nil {
 			return err
 		}
 	} else {
-		j, err := s.store.Get(ctx, jobID)
+		j, err := h.st.Get(ctx, jobID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -180,10 +177,10 @@ func (s *server) sendSnapshot(ctx context.Context, out sseWriter, jobID string, 
 			list = append(list, j)
 		}
 	}
-	snap := snapshotJSON{Jobs: make([]jobJSON, 0, len(list))}
+	snap := apiv1.Snapshot{Jobs: make([]apiv1.Job, 0, len(list))}
 	for _, j := range list {
 		if j.Kind == export.Name {
-			snap.Jobs = append(snap.Jobs, toJobJSON(j))
+			snap.Jobs = append(snap.Jobs, export.JobJSON(j, ""))
 		}
 	}
 	data, err := json.Marshal(snap)
@@ -194,11 +191,11 @@ func (s *server) sendSnapshot(ctx context.Context, out sseWriter, jobID string, 
 }
 
 // streamEnded logs why a stream stopped early, unless the client simply went away.
-func (s *server) streamEnded(ctx context.Context, err error) {
+func (h *Hub) streamEnded(ctx context.Context, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	s.log.DebugContext(ctx, "event stream ended", "err", err)
+	h.log.DebugContext(ctx, "event stream ended", "err", err)
 }
 
 // lastEventID reads where a reconnecting client left off: the Last-Event-ID header, or
