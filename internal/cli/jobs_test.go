@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// The jobs subcommands refuse a bad command line with exit 2 and one line, before any
+// request.
+func TestJobsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"jobs"},
+		{"jobs", "frobnicate"},
+		{"jobs", "show"},
+		{"jobs", "cancel", "a", "b"},
+		{"jobs", "list", "extra"},
+		{"jobs", "list", "--limit", "0"},
+		{"jobs", "retry", "x", "--server", "localhost:1"},
+		{"jobs", "show", "x", "--nope"},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
+		if code != 2 || !strings.HasPrefix(last, "sheetq: ") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a closing sheetq: line", args, code, stderr)
+		}
+	}
+	if stdout, _, code := runCLI(t, "jobs", "help"); code != 0 || !strings.Contains(stdout, "sheetq jobs retry ID") {
+		t.Errorf("jobs help: exit %d\n%s", code, stdout)
+	}
+}
+
+// Each jobs subcommand sends its request and prints the answer; the server's refusals
+// and failures get their exit statuses (README.md, "Command line").
+func TestJobsAgainstAServer(t *testing.T) {
+	job := `{"id":"j1","status":"SUCCEEDED","report":"demo","params":{"rows":5},"attempt":1,"max_attempts":3,
+		"progress":{"rows":5,"total_rows":5},"download_url":"/api/v1/exports/j1/file",
+		"file":{"name":"j1.xlsx","size":123,"sha256":"abc"}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"status":401,"code":"unauthorized","detail":"token required"}`)
+			return
+		}
+		switch r.Method + " " + r.URL.Path {
+		case "GET /api/v1/exports":
+			if r.URL.Query().Get("limit") != "7" || r.URL.Query().Get("status") != "FAILED" {
+				http.Error(w, "unexpected query "+r.URL.RawQuery, http.StatusBadRequest)
+				return
+			}
+			fmt.Fprint(w, `{"exports":[`+job+`]}`)
+		case "GET /api/v1/exports/j1":
+			fmt.Fprint(w, job)
+		case "POST /api/v1/exports/j1/cancel":
+			fmt.Fprint(w, `{"id":"j1","status":"PROCESSING","cancel_requested":true}`)
+		case "POST /api/v1/exports/j1/retry":
+			fmt.Fprint(w, `{"id":"j1","status":"PENDING","max_attempts":4}`)
+		case "GET /api/v1/exports/gone":
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"status":404,"code":"not_found","detail":"no export gone"}`)
+		case "GET /api/v1/exports/broken":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "GET /api/v1/exports/garbled":
+			fmt.Fprint(w, `{"id":`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s := []string{"--server", srv.URL, "--token", "tok"}
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"jobs", "list", "--status", "FAILED", "--limit", "7"}, 0, "j1  SUCCEEDED  demo    1/3      5/5"},
+		{[]string{"jobs", "show", "j1"}, 0, "download:  " + srv.URL + "/api/v1/exports/j1/file"},
+		{[]string{"jobs", "show", "j1", "--json"}, 0, `"sha256": "abc"`},
+		{[]string{"jobs", "cancel", "j1"}, 0, "export j1: cancel requested (PROCESSING); it stops within one heartbeat"},
+		{[]string{"jobs", "retry", "j1"}, 0, "export j1: PENDING again (attempt budget 4)"},
+		{[]string{"jobs", "show", "gone"}, 1, "sheetq: server: not_found: no export gone (HTTP 404)"},
+		{[]string{"jobs", "show", "broken"}, 4, "HTTP 500"},
+		{[]string{"jobs", "show", "garbled"}, 4, "bad answer from the server"},
+	} {
+		stdout, stderr, code := runCLI(t, append(tt.args, s...)...)
+		if code != tt.code || !strings.Contains(stdout+stderr, tt.want) {
+			t.Errorf("%q: exit %d, want %d with %q\nstdout:\n%sstderr:\n%s", tt.args, code, tt.code, tt.want, stdout, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, "jobs", "show", "j1", "--server", srv.URL); code != 4 || !strings.Contains(stderr, "401") {
+		t.Errorf("without the token: exit %d, %s; want 4", code, stderr)
+	}
+}
