@@ -188,7 +188,7 @@ type NewJob struct {
 	Args        json.RawMessage
 	Priority    int       // lower runs first
 	RunAt       time.Time // zero: now
-	MaxAttempts int       // zero: 3
+	MaxAttempts int       // zero: DefaultMaxAttempts
 	// IdempotencyKey, when set, makes the insert happen at most once per key (rule 11);
 	// RequestHash is compared to tell a replay from a reused key.
 	IdempotencyKey string
@@ -234,7 +234,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 		nj.RunAt = now
 	}
 	if nj.MaxAttempts <= 0 {
-		nj.MaxAttempts = 3
+		nj.MaxAttempts = DefaultMaxAttempts
 	}
 	// The insert goes first and the unique index on idempotency_key decides: a new key (the
 	// common case) costs no lookup inside the write transaction. A key that has a job
