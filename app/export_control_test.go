@@ -213,7 +213,7 @@ func TestDeleteExport(t *testing.T) {
 	body := `{"report":"demo","params":{"rows":3}}`
 	j := decodeJob(t, ts.post(body, "delete-me"))
 	ts.waitStatus(j.ID, store.StatusSucceeded)
-	path := jobs.FilePath(ts.dir.Exports(), j.ID)
+	path := jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("file of a succeeded job: %v", err)
 	}
@@ -269,7 +269,7 @@ func TestExpiredExport(t *testing.T) {
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
 	// What the retention janitor does: remove the file, then expire the job.
-	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID)); err != nil {
+	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ts.store.Expire(context.Background(), j.ID); err != nil {

@@ -87,7 +87,10 @@ func (e *unsafeFileError) Error() string { return e.path + ": " + e.reason }
 // between the two. A missing file gives an error wrapping fs.ErrNotExist, a refused
 // one an *unsafeFileError.
 func openPublished(dir DataDir, job store.Job) (*os.File, fs.FileInfo, error) {
-	path := jobs.FilePath(dir.Exports(), job.ID)
+	path := jobs.FilePath(dir.Exports(), job.FileName)
+	if path == "" {
+		return nil, nil, fmt.Errorf("job %s published no file: %w", job.ID, fs.ErrNotExist)
+	}
 	rel, err := filepath.Rel(dir.Root, path)
 	if err != nil {
 		return nil, nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -23,7 +24,7 @@ func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
 	ts := newTestServer(t, testOpts{Log: &logs})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
-	path := jobs.FilePath(ts.dir.Exports(), j.ID)
+	path := jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherExports := t.TempDir()
-	if err := os.WriteFile(jobs.FilePath(otherExports, j.ID), good, 0o644); err != nil {
+	if err := os.WriteFile(jobs.FilePath(otherExports, j.ID+export.FileExt), good, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exportsDir := ts.dir.Exports()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -93,7 +94,7 @@ func TestFileRemovedFromDisk(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
-	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID)); err != nil {
+	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)); err != nil {
 		t.Fatalf("remove file: %v", err)
 	}
 	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "file_missing")

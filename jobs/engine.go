@@ -384,8 +384,8 @@ func (e *Engine) Delete(ctx context.Context, id string) (store.Job, error) {
 	}
 	// Deleting asks a running webhook delivery of the job to stop: that is a change too.
 	e.notify()
-	if name := job.FileName; name != "" && filepath.Base(name) == name {
-		if err := os.Remove(filepath.Join(e.cfg.ExportsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if path := FilePath(e.cfg.ExportsDir, job.FileName); path != "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			e.log.WarnContext(ctx, "remove file of deleted job", "job_id", job.ID, "err", err)
 		}
 	}
@@ -608,8 +608,8 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	res := store.FileResult{Rows: rows, Warnings: run.Warnings()}
 	var publish func() error
 	if run.hash != nil {
-		res.Name, res.Size, res.SHA256 = job.ID+".xlsx", run.hash.size, run.hash.sum()
-		final := FilePath(e.cfg.ExportsDir, job.ID)
+		res.Name, res.Size, res.SHA256 = fileName(e.handlers[job.Kind], job.ID), run.hash.size, run.hash.sum()
+		final := FilePath(e.cfg.ExportsDir, res.Name)
 		// A commit can fail after the rename (a full disk): the next try finds the file
 		// already in place and commits it. The transaction holds the fence throughout.
 		renamed := false
@@ -832,10 +832,10 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 			}
 			continue
 		}
-		final := FilePath(e.cfg.ExportsDir, j.ID)
-		if size, sum, herr := HashFile(final); herr == nil {
+		name := fileName(e.handlers[j.Kind], j.ID)
+		if size, sum, herr := HashFile(FilePath(e.cfg.ExportsDir, name)); herr == nil {
 			_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
-				Name: j.ID + ".xlsx", Size: size, SHA256: sum, Rows: j.ProgressRows})
+				Name: name, Size: size, SHA256: sum, Rows: j.ProgressRows})
 			if err == nil {
 				log.InfoContext(ctx, "orphan completed from its published file")
 				e.notify()

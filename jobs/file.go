@@ -65,9 +65,30 @@ func HashFile(path string) (int64, string, error) {
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// FilePath returns where a job's published file lives under exportsDir.
-func FilePath(exportsDir, id string) string {
-	return filepath.Join(exportsDir, id+".xlsx")
+// FileNamer is implemented by a Handler whose kind names its published file: the name
+// of job id's file in the exports directory, such as "<id>.xlsx" for an export. The
+// engine publishes, records (store.FileResult.Name) and recovers the file under it. A
+// kind that does not implement it publishes its file under the bare id.
+type FileNamer interface {
+	FileName(id string) string
+}
+
+// fileName is the name job id of kind h publishes its file under (FileNamer).
+func fileName(h Handler, id string) string {
+	if n, ok := h.(FileNamer); ok {
+		return n.FileName(id)
+	}
+	return id
+}
+
+// FilePath returns where the published file named name (a job's FileName) lives under
+// exportsDir. A name that is empty or not a plain file name gives "": never a path
+// outside exportsDir, nor exportsDir itself (removing that would remove the folder).
+func FilePath(exportsDir, name string) string {
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		return ""
+	}
+	return filepath.Join(exportsDir, name)
 }
 
 // PartName is the name of an attempt's file while it is being written, in the tmp

@@ -16,6 +16,7 @@ import (
 
 	"sheetq/app"
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -46,7 +47,7 @@ func doctorDir(t *testing.T, n int) (app.DataDir, []string) {
 		}
 		body := []byte(strings.Repeat("cell ", 100+i))
 		sum := sha256.Sum256(body)
-		if err := os.WriteFile(jobs.FilePath(dir.Exports(), j.ID), body, 0o644); err != nil {
+		if err := os.WriteFile(jobs.FilePath(dir.Exports(), j.ID+export.FileExt), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Succeed(ctx, j.ID, 1, store.FileResult{Name: j.ID + ".xlsx", Size: int64(len(body)),
@@ -85,7 +86,7 @@ func TestDoctorFindsLinksAndChangedFiles(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("root:x:0:0"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path := func(id string) string { return jobs.FilePath(dir.Exports(), id) }
+	path := func(id string) string { return jobs.FilePath(dir.Exports(), id+export.FileExt) }
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -6,11 +6,15 @@ import (
 	"time"
 
 	"sheetq/internal/apiv1"
+	"sheetq/jobs"
 	"sheetq/store"
 )
 
 // FileExt is the extension of an export's file, published and downloaded.
 const FileExt = ".xlsx"
+
+// The engine asks the kind for its file's name (ARCHITECTURE.md, "Data directory").
+var _ jobs.FileNamer = (*Kind)(nil)
 
 // FileName is the name of job id's published file in the exports directory; it makes
 // *Kind a jobs.FileNamer, so the engine publishes and recovers under this name.

@@ -98,7 +98,7 @@ func runPipeline(ctx context.Context, dir, db, query string) (result, error) {
 	if j.Status != store.StatusSucceeded {
 		return result{}, fmt.Errorf("job %s: %s: %s", j.Status, j.ErrorCode, j.ErrorMessage)
 	}
-	if fi, err := os.Stat(jobs.FilePath(filepath.Join(dir, "exports"), j.ID)); err != nil || fi.Size() != j.FileSize {
+	if fi, err := os.Stat(jobs.FilePath(filepath.Join(dir, "exports"), j.FileName)); err != nil || fi.Size() != j.FileSize {
 		return result{}, fmt.Errorf("published file: %v (size %d recorded)", err, j.FileSize)
 	}
 	return result{Rows: j.ProgressRows, Bytes: j.FileSize}, nil
