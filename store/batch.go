@@ -59,7 +59,9 @@ type batcher struct {
 
 	mu         sync.Mutex
 	queue      []*enqueueCall
-	committing bool // a committer goroutine is running
+	committing bool           // a committer goroutine is running
+	closed     bool           // Close has begun: no more calls are taken
+	running    sync.WaitGroup // the committer goroutine, for close
 
 	// Prepared like the inserts: parsing was a sixth of a batched enqueue's CPU time.
 	jobByKey *sql.Stmt
@@ -86,9 +88,14 @@ func (b *batcher) prepare(ctx context.Context, w *sql.DB) error {
 func (b *batcher) enqueue(ctx context.Context, s *Store, nj NewJob) (Job, bool, error) {
 	c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Job{}, false, ErrClosed
+	}
 	b.queue = append(b.queue, c)
 	if !b.committing {
 		b.committing = true
+		b.running.Add(1)
 		go b.run(s)
 	}
 	b.mu.Unlock()
@@ -110,8 +117,17 @@ func (b *batcher) enqueue(ctx context.Context, s *Store, nj NewJob) (Job, bool, 
 	return c.job, c.existed, c.err
 }
 
+// close refuses new calls and waits for the committer to answer the calls it has.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.running.Wait()
+}
+
 // run commits batches until the queue is empty.
 func (b *batcher) run(s *Store) {
+	defer b.running.Done()
 	limit := b.max
 	if limit <= 0 {
 		limit = 128

@@ -280,3 +280,34 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 		})
 	}
 }
+
+// TestCloseWaitsForGroupCommit: Close lets the group commit answer the calls it has
+// taken (their jobs are committed and durable), and an Enqueue after Close gets
+// ErrClosed instead of a write on a closed database.
+func TestCloseWaitsForGroupCommit(t *testing.T) {
+	st, path := openStore(t, store.Options{})
+	ctx := context.Background()
+	release := storetest.HoldWriteLock(t, path)
+	base := st.BatchStats()
+	first := enqueueAsync(ctx, st, store.NewJob{ID: "first"})
+	waitTaken(t, st, base, 1) // in a transaction waiting for the lock
+	second := enqueueAsync(ctx, st, store.NewJob{ID: "second"})
+	waitQueued(t, st, base, 2)
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	release()
+	for _, ch := range []<-chan enqueueResult{first, second} {
+		if r := <-ch; r.err != nil {
+			t.Fatalf("a call taken before Close: %v", r.err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if r := <-enqueueAsync(ctx, st, store.NewJob{ID: "late"}); !errors.Is(r.err, store.ErrClosed) {
+		t.Fatalf("enqueue after Close: %v, want ErrClosed", r.err)
+	}
+	again := openAt(t, path, store.Options{})
+	get(t, again, "first")
+	get(t, again, "second")
+}

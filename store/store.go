@@ -27,6 +27,9 @@ var migrationFS embed.FS
 // ErrNotFound is returned when a row asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrClosed is returned by Enqueue once Close has begun.
+var ErrClosed = errors.New("store closed")
+
 // ErrLeaseLost is returned by fenced updates when the execution no longer owns the job:
 // another attempt claimed it, it was recovered, or it left PROCESSING.
 var ErrLeaseLost = errors.New("lease lost")
@@ -191,6 +194,9 @@ func (s *Store) prepare(ctx context.Context) error {
 
 // Close closes both pools.
 func (s *Store) Close() error {
+	// The group commit's goroutine first: it answers the Enqueues it has taken, and
+	// none starts after this (store/batch.go).
+	s.batch.close()
 	if s.w == s.r { // read-only: one pool
 		return s.r.Close()
 	}
