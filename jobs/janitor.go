@@ -33,11 +33,12 @@ type JanitorConfig struct {
 
 // Janitor applies retention: old files go (their jobs become EXPIRED), then old rows.
 type Janitor struct {
-	cfg  JanitorConfig
-	st   Store
-	stop chan struct{}
-	done sync.WaitGroup
-	once sync.Once
+	cfg    JanitorConfig
+	st     Store
+	stop   chan struct{}
+	cancel context.CancelFunc // ends the sweeps' context; set by Start
+	done   sync.WaitGroup
+	once   sync.Once
 }
 
 // SweepResult says what one sweep removed.
@@ -60,10 +61,13 @@ func NewJanitor(st Store, cfg JanitorConfig) *Janitor {
 }
 
 // Start sweeps once and then every Interval, until Stop. With Retention 0 it does nothing.
+// As for every background service (ARCHITECTURE.md, "Services"), ctx's cancellation
+// does not end the sweeping: Stop does, and cancels a sweep under way.
 func (j *Janitor) Start(ctx context.Context) error {
 	if j.cfg.Retention <= 0 {
 		return nil
 	}
+	ctx, j.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	j.done.Add(1)
 	go func() {
 		defer j.done.Done()
@@ -76,8 +80,6 @@ func (j *Janitor) Start(ctx context.Context) error {
 			select {
 			case <-j.stop:
 				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
 			}
 		}
@@ -87,7 +89,12 @@ func (j *Janitor) Start(ctx context.Context) error {
 
 // Stop ends the sweeping goroutine and waits for it.
 func (j *Janitor) Stop() {
-	j.once.Do(func() { close(j.stop) })
+	j.once.Do(func() {
+		close(j.stop)
+		if j.cancel != nil {
+			j.cancel() // a sweep under way stops at its next statement
+		}
+	})
 	j.done.Wait()
 }
 

@@ -95,8 +95,10 @@ func NewCatalog(dir string, builtin []Report, log *slog.Logger) *Catalog {
 	return c
 }
 
-// Start creates the folder if it is missing, loads it and watches it until ctx is done
-// or Stop is called. The reports are loaded when Start returns.
+// Start creates the folder if it is missing, loads it and watches it until Stop. The
+// reports are loaded when Start returns. Like every background service of sheetq
+// (ARCHITECTURE.md, "Services"), ctx bounds the start-up work and gives the watcher its
+// values, but its cancellation does not stop the watcher: Stop does, and waits.
 func (c *Catalog) Start(ctx context.Context) error {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
@@ -116,7 +118,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 		return fmt.Errorf("watch reports folder %s: %w", c.dir, err)
 	}
 	c.reload(ctx)
-	ctx, c.cancel = context.WithCancel(ctx)
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.done = make(chan struct{})
 	go c.watch(ctx, w, c.done)
 	return nil

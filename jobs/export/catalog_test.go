@@ -197,19 +197,26 @@ func TestCatalogStartStop(t *testing.T) {
 	}
 }
 
-func TestCatalogStopsWithContext(t *testing.T) {
-	c := NewCatalog(t.TempDir(), nil, nil)
+// TestCatalogRunsUntilStop: like every background service (ARCHITECTURE.md, "Services"),
+// the watcher outlives the context it was started with: a report written after that
+// context ended is still loaded. Stop ends it and waits.
+func TestCatalogRunsUntilStop(t *testing.T) {
+	dir := t.TempDir()
+	c := NewCatalog(dir, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	select {
-	case <-c.done:
-	case <-time.After(catalogWaitLimit):
-		t.Fatal("the watcher did not stop when its context ended")
-	}
+	writeReportFile(t, filepath.Join(dir, "orders.sql"), reportSource("Orders"))
+	waitCatalog(t, c, "orders=Orders")
+	done := c.done
 	c.Stop()
+	select {
+	case <-done:
+	default:
+		t.Fatal("Stop returned before the watcher ended")
+	}
 }
 
 func TestCatalogHotReload(t *testing.T) {
