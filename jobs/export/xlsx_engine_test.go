@@ -76,7 +76,10 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		t.Errorf("warnings = %q, want %q", j.Warnings, want)
 	}
 
-	data, err := os.ReadFile(jobs.FilePath(filepath.Join(dir, "exports"), j.ID))
+	if j.FileName != j.ID+FileExt {
+		t.Errorf("published as %q, want the kind's name %s%s", j.FileName, j.ID, FileExt)
+	}
+	data, err := os.ReadFile(jobs.FilePath(filepath.Join(dir, "exports"), j.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +88,7 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		t.Errorf("file of %d bytes, sha256 %x; the job says %d bytes, %s", len(data), sum, j.FileSize, j.FileSHA256)
 	}
 	checkZipTimes(t, data, at) // the export's time, not 1980-00-00
-	f, err := excelize.OpenFile(jobs.FilePath(filepath.Join(dir, "exports"), j.ID))
+	f, err := excelize.OpenFile(jobs.FilePath(filepath.Join(dir, "exports"), j.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
