@@ -56,7 +56,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 			return err
 		}
 		return s.addEvent(ctx, tx, id, EventRetried, StatusPending, job.Attempt,
-			map[string]any{"from": cur.Status, "max_attempts": job.MaxAttempts})
+			RetriedData{From: cur.Status, MaxAttempts: job.MaxAttempts})
 	})
 	if errors.Is(err, ErrNotRetryable) {
 		return job, fmt.Errorf("retry %s: %w", id, err)

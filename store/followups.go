@@ -135,17 +135,12 @@ func (s *Store) stopFollowUpsTx(ctx context.Context, tx *sql.Tx, parent Job) err
 				return err
 			}
 			if err := s.addEvent(ctx, tx, f.id, EventCancelRequested, StatusProcessing, f.attempt,
-				cancelReason{Reason: parent.Kind + " " + parentID + " deleted"}); err != nil {
+				ReasonData{Reason: parent.Kind + " " + parentID + " deleted"}); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// cancelReason is the data of a cancel_requested event the store writes by itself.
-type cancelReason struct {
-	Reason string `json:"reason"`
 }
 
 // AppendEvent appends an event of type typ with data to job id's timeline, with the

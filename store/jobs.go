@@ -289,7 +289,7 @@ func (s *Store) Claim(ctx context.Context, worker string) (Job, error) {
 		if err != nil {
 			return err
 		}
-		return s.addEvent(ctx, tx, job.ID, EventStarted, StatusProcessing, job.Attempt, map[string]any{"worker": worker})
+		return s.addEvent(ctx, tx, job.ID, EventStarted, StatusProcessing, job.Attempt, StartedData{Worker: worker})
 	})
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, ErrNotFound
@@ -380,14 +380,6 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 	return job, nil
 }
 
-func fileData(res FileResult) map[string]any {
-	d := map[string]any{"file": res.Name, "size": res.Size, "sha256": res.SHA256, "rows": res.Rows}
-	if len(res.Warnings) > 0 {
-		d["warnings"] = res.Warnings
-	}
-	return d
-}
-
 // finishTx ends a running attempt. A finished job's total is the rows it wrote, also
 // when it ended before a heartbeat carried the total.
 func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status Status, res FileResult) (Job, error) {
@@ -441,12 +433,13 @@ func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError
 		if err != nil {
 			return err
 		}
-		data := map[string]any{"code": e.Code, "message": e.Message, "permanent": e.Permanent}
+		data := FailureData{Code: e.Code, Message: e.Message, Permanent: e.Permanent}
 		typ := EventFailed
 		switch job.Status {
 		case StatusPending:
 			typ = EventAttemptFailed
-			data["retry_at"] = retryAt.UTC().Format(time.RFC3339Nano)
+			at := retryAt.UTC()
+			data.RetryAt = &at
 		case StatusCanceled:
 			typ = EventCanceled
 		}
@@ -490,7 +483,7 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		case StatusCanceled:
 			typ = EventCanceled
 		}
-		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, map[string]any{"code": "lost", "message": reason}); err != nil {
+		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, LostData{Code: "lost", Message: reason}); err != nil {
 			return err
 		}
 		return s.followUpsTx(ctx, tx, job)
@@ -522,12 +515,12 @@ func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason stri
 			return err
 		}
 		if job.Status == StatusCanceled {
-			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, map[string]any{"reason": reason}); err != nil {
+			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, ReasonData{Reason: reason}); err != nil {
 				return err
 			}
 			return s.followUpsTx(ctx, tx, job)
 		}
-		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, map[string]any{"reason": reason})
+		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, ReasonData{Reason: reason})
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("requeue %s: %w", id, err)
