@@ -4,7 +4,6 @@ package export
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,13 +66,6 @@ type Report struct {
 	File string `json:"file,omitempty"`
 }
 
-// ReportInfo describes a report for listing (GET /api/v1/reports).
-type ReportInfo struct {
-	ID     string  `json:"id"`
-	Title  string  `json:"title"`
-	Params []Param `json:"params"`
-}
-
 // Kind runs exports.
 type Kind struct {
 	cfg     Config
@@ -90,15 +82,6 @@ func New(cfg Config) *Kind {
 		sources[name] = src
 	}
 	return &Kind{cfg: cfg, sources: sources}
-}
-
-// Reports lists the known reports, sorted by id.
-func (k *Kind) Reports() []ReportInfo {
-	out := []ReportInfo{}
-	for _, r := range Builtin() {
-		out = append(out, ReportInfo{ID: r.ID, Title: cmp.Or(r.Title, r.ID), Params: append([]Param{}, r.Params...)})
-	}
-	return out
 }
 
 // Validate checks a request before a job is accepted and returns the args to store:

@@ -218,19 +218,21 @@ func TestParamErrorMessage(t *testing.T) {
 	}
 }
 
-func TestReports(t *testing.T) {
-	got := New(Config{}).Reports()
+// TestBuiltinReport: the built-in demo report and its params' JSON, as GET
+// /api/v1/reports lists them.
+func TestBuiltinReport(t *testing.T) {
+	got := Builtin()
 	if len(got) != 1 || got[0].ID != "demo" || got[0].Title != "Demo rows" {
-		t.Fatalf("reports = %+v, want the demo report", got)
+		t.Fatalf("built-in reports = %+v, want the demo report", got)
 	}
-	raw, err := json.Marshal(got[0])
+	raw, err := json.Marshal(got[0].Params)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"demo","title":"Demo rows","params":[` +
+	want := `[` +
 		`{"name":"rows","type":"int","label":"Rows","default":1000,"min":0,"max":10000000},` +
 		`{"name":"seconds","type":"number","label":"Spread over seconds","default":0,"min":0,"max":86400},` +
-		`{"name":"fail_first","type":"int","label":"Fail first attempts","default":0,"min":0}]}`
+		`{"name":"fail_first","type":"int","label":"Fail first attempts","default":0,"min":0}]`
 	if string(raw) != want {
 		t.Fatalf("JSON\n got %s\nwant %s", raw, want)
 	}
