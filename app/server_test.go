@@ -79,7 +79,8 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 	}
 	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now, BusyTimeout: opts.BusyTimeout})
+	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now, BusyTimeout: opts.BusyTimeout,
+		FollowUps: webhook.Announcer{BaseURL: opts.BaseURL, Describe: export.JobJSON}.FollowUps})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
