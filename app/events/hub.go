@@ -191,10 +191,6 @@ func (h *Hub) Stop() {
 	h.done.Wait()
 }
 
-// Stopping is closed when the hub stops: streams other than the hub's own (the reports
-// page's) end at shutdown too, which graceful shutdown does not do by itself.
-func (h *Hub) Stopping() <-chan struct{} { return h.stopping }
-
 // Notify makes the tailer read new events now instead of at its next poll. It never
 // blocks.
 func (h *Hub) Notify() {
