@@ -233,7 +233,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	}
 	// No execution exists yet, so every part file is debris from a dead process.
-	parts, _ := filepath.Glob(filepath.Join(e.cfg.TmpDir, "*.part"))
+	parts, _ := filepath.Glob(filepath.Join(e.cfg.TmpDir, PartGlob))
 	for _, p := range parts {
 		if err := os.Remove(p); err != nil {
 			e.log.WarnContext(ctx, "remove stale part file", "path", p, "err", err)

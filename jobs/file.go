@@ -91,15 +91,22 @@ func FilePath(exportsDir, name string) string {
 	return filepath.Join(exportsDir, name)
 }
 
+// partExt ends every attempt's file in the tmp directory.
+const partExt = ".part"
+
+// PartGlob matches every attempt's file in the tmp directory (PartName), for the
+// start-up sweep and sheetq doctor.
+const PartGlob = "*" + partExt
+
 // PartName is the name of an attempt's file while it is being written, in the tmp
 // directory: "<id>.<attempt>.part".
 func PartName(id string, attempt int) string {
-	return id + "." + strconv.Itoa(attempt) + ".part"
+	return id + "." + strconv.Itoa(attempt) + partExt
 }
 
 // ParsePartName splits a PartName; a name of another shape gives attempt -1.
 func ParsePartName(name string) (id string, attempt int) {
-	base := strings.TrimSuffix(name, ".part")
+	base := strings.TrimSuffix(name, partExt)
 	i := strings.LastIndexByte(base, '.')
 	if i < 0 {
 		return base, -1
