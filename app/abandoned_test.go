@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,59 +19,33 @@ import (
 // /metrics and the Queue page show it while it still runs, and the count of all so far.
 func TestAbandonedHandlerIsShown(t *testing.T) {
 	ctx := context.Background()
-	dir := DataDir{Root: t.TempDir()}
-	st, err := store.Open(ctx, dir.DB(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	eng := jobs.New(st, jobs.Config{
-		Workers: 1, Heartbeat: 20 * time.Millisecond, StaleAfter: time.Hour, PollInterval: time.Hour,
-		ShutdownGrace: 100 * time.Millisecond, AbandonAfter: 20 * time.Millisecond,
-		TmpDir: dir.Tmp(), ExportsDir: dir.Exports(), Logger: log,
-	})
 	started, unblock := make(chan struct{}), make(chan struct{})
-	// Blocks until the test lets it go, deaf to its context, like a read of a FIFO that
-	// never delivers.
-	eng.Register("deaf", jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
-		close(started)
-		<-unblock
-		return nil
-	}))
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Stop)
-	m, err := newMetrics(ctx, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.wait)
-	m.watchQueue(eng)
-	s := &server{cfg: Config{Version: "test"}, store: st, engine: eng, dir: dir, log: log, metrics: m}
+	ts := newTestServer(t, testOpts{
+		Engine: &jobs.Config{
+			Workers: 1, Heartbeat: 20 * time.Millisecond, StaleAfter: time.Hour, PollInterval: time.Hour,
+			ShutdownGrace: 100 * time.Millisecond, AbandonAfter: 20 * time.Millisecond,
+		},
+		// Blocks until the test lets it go, deaf to its context, like a read of a FIFO
+		// that never delivers.
+		Kinds: map[string]jobs.Handler{"deaf": jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
+			close(started)
+			<-unblock
+			return nil
+		})},
+	})
+	st, eng := ts.store, ts.engine
 
 	// shown returns the Queue page's abandoned entry and the two metrics.
 	shown := func() (text string, warn bool, alive, total float64) {
-		rec := httptest.NewRecorder()
-		s.queuePage(rec, httptest.NewRequest(http.MethodGet, "/queue", nil))
-		doc, err := goquery.NewDocumentFromReader(bytes.NewReader(rec.Body.Bytes()))
+		res := ts.get("/queue")
+		doc, err := goquery.NewDocumentFromReader(bytes.NewReader(res.body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		sel := tid(doc, "abandoned-handlers")
-		mfs, err := m.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			switch mf.GetName() {
-			case "sheetq_handlers_abandoned":
-				alive = mf.GetMetric()[0].GetGauge().GetValue()
-			case "sheetq_handlers_abandoned_total":
-				total = mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
+		fams := ts.scrape()
+		alive = fams["sheetq_handlers_abandoned"].GetMetric()[0].GetGauge().GetValue()
+		total = fams["sheetq_handlers_abandoned_total"].GetMetric()[0].GetCounter().GetValue()
 		return strings.Join(strings.Fields(sel.Text()), " "), sel.HasClass("warn-text"), alive, total
 	}
 	if text, warn, alive, total := shown(); !strings.HasPrefix(text, "0 still running (0 since start") || warn || alive != 0 || total != 0 {

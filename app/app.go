@@ -1,25 +1,27 @@
-// Package app wires sheetq together: configuration, the data directory, the engine and
-// the HTTP server (API and pages), in a fixed start and stop order.
+// Package app is sheetq's composition root: the configuration of `sheetq serve` and its
+// validation, the one constructor (New) that builds the store, the export and webhook
+// kinds, the event hub, the metrics, the engine, the janitor and the HTTP handler, the
+// start and stop order (App.Start, App.Stop, Run), the config file, and the routes that
+// compose the handlers of app/api, app/web and app/events behind app/middleware
+// (ARCHITECTURE.md, "Parts"). Nothing but the command line imports it.
 package app
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
-	"runtime"
+	"net/url"
+	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"sheetq/app/events"
-	prob "sheetq/app/problem"
+	"sheetq/app/middleware"
+	"sheetq/internal/envref"
 	"sheetq/jobs"
-	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -47,15 +49,15 @@ type Config struct {
 	BaseURL string
 	// TrustedProxies are the peers whose X-Forwarded-For, -Proto and -Host are believed.
 	TrustedProxies []netip.Prefix
-	// File is the config file when the caller has read it already; nil: Run reads
+	// File is the config file when the caller has read it already; nil: New reads
 	// ConfigFile (or <data>/sheetq.toml).
 	File *FileConfig
 	// Retention is how long finished exports keep their files (rows: twice as long);
 	// zero keeps everything.
 	Retention time.Duration
-	// MaxAttempts is each new export's attempt budget (default 3).
+	// MaxAttempts is each new export's attempt budget (default store.DefaultMaxAttempts).
 	MaxAttempts int
-	// Engine tunes the worker pool; its directories are set from DataDir.
+	// Engine tunes the worker pool; its directories, logger, hooks and gate are set by New.
 	Engine jobs.Config
 	// Version is shown in /healthz and the page header.
 	Version string
@@ -69,9 +71,36 @@ type Config struct {
 	// Force, once closed while Run shuts down (a second Ctrl-C), stops the running jobs
 	// at once and puts them back in the queue instead of waiting out the grace period.
 	Force <-chan struct{}
+	// BodyTimeout is the time a client has to send a request body (default
+	// middleware.RequestBodyTimeout).
+	BodyTimeout time.Duration
+
+	// The knobs below are for tests; the command line leaves them zero.
+
+	// Now, if set, is the clock of the store and the engine.
+	Now func() time.Time
+	// BusyTimeout is the store's busy_timeout (default the store's).
+	BusyTimeout time.Duration
+	// Events tunes the event hub (buffers, keep-alive, progress interval).
+	Events events.Config
+	// Webhooks, if set, is the webhook delivery config instead of the config file's
+	// [webhooks] table (New sets its Recorder and Logger).
+	Webhooks *webhook.Config
+	// Idle leaves the engine stopped after Start: accepted jobs stay PENDING.
+	Idle bool
 
 	tokens []Token // every accepted token, set by validate
 }
+
+// Token is a named access token.
+type Token = middleware.Token
+
+// DefaultTokenName is the name of the --token / SHEETQ_TOKEN token.
+const DefaultTokenName = middleware.DefaultTokenName
+
+// LogHandler wraps h so that every record logged with a request's context carries that
+// request's id as request_id (middleware.LogHandler).
+func LogHandler(h slog.Handler) slog.Handler { return middleware.LogHandler(h) }
 
 func (c *Config) validate() error {
 	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
@@ -96,7 +125,7 @@ func (c *Config) validate() error {
 	if c.BaseURL, err = normalizeBaseURL(c.BaseURL); err != nil {
 		return err
 	}
-	if !isLoopbackHost(host) && len(c.tokens) == 0 {
+	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 {
 		return fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)
 	}
 	if c.Logger == nil {
@@ -124,269 +153,71 @@ func (c *Config) allTokens() ([]Token, error) {
 		}
 		all = append(all, Token{Name: t.Name, Secret: secret})
 	}
-	names, secrets := map[string]bool{}, map[string]bool{}
-	for _, t := range all {
-		switch {
-		case !tokenName.MatchString(t.Name):
-			return nil, fmt.Errorf("token name %q: use letters, digits, '.', '_' and '-' (at most 64)", t.Name)
-		case weakSecret(t.Secret) != "":
-			return nil, fmt.Errorf("token %q is %s: %s", t.Name, weakSecret(t.Secret), tokenAdvice)
-		case names[t.Name]:
-			return nil, fmt.Errorf("two tokens are named %q (--token is named %q)", t.Name, DefaultTokenName)
-		case secrets[t.Secret]:
-			return nil, fmt.Errorf("token %q has the same secret as another token", t.Name)
-		}
-		names[t.Name], secrets[t.Secret] = true, true
+	if err := middleware.CheckTokens(all); err != nil {
+		return nil, err
 	}
 	return all, nil
 }
 
-// Run serves until ctx is cancelled, then shuts down in order: stop accepting requests,
-// stop the engine (grace period), close the store, release the data directory.
-func Run(ctx context.Context, cfg Config) error {
-	if err := cfg.validate(); err != nil {
-		return err
-	}
-	log := cfg.Logger
-	dir := DataDir{Root: cfg.DataDir}
-	lk, err := dir.lock()
-	if err != nil {
-		return err
-	}
-	defer lk.unlock()
-
-	st, err := store.Open(ctx, dir.DB(), store.Options{FollowUps: webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps, Check: cfg.CheckDB})
-	if err != nil {
-		return openStoreError(dir, err)
-	}
-	defer st.Close()
-	finishCheck := checkInBackground(ctx, st, dir, log)
-	defer finishCheck() // before the store closes
-	if err := st.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
-		log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
-			"data", dir.Root, "err", err)
-	}
-
-	kind, cleanup, err := openExports(ctx, cfg, dir)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-
-	hub := events.New(st, events.Config{}, log, prob.Reporter{Store: st, Log: log})
-	if err := hub.Start(ctx); err != nil {
-		return err
-	}
-	defer hub.Stop()
-
-	m, err := newMetrics(ctx, st, log)
-	if err != nil {
-		return err
-	}
-	defer m.wait() // after the engine stops (deferred below), before the store closes
-	ecfg := cfg.Engine
-	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
-	ecfg.OnChange = onChangeAll(ecfg.OnChange, m.onChange)
-	// One gate for the handlers that accept exports and the workers that yield to them.
-	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
-	hub.Wire(&ecfg)
-	eng := jobs.New(st, ecfg)
-	m.watchQueue(eng)
-	eng.Register(export.Name, kind.Kind)
-	hooks, err := openWebhooks(kind.config.Webhooks, log, st)
-	if err != nil {
-		return err
-	}
-	eng.Register(webhook.Name, hooks)
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
-	// Deferred so that an early return still stops claiming; the normal path stops it
-	// explicitly after the HTTP server.
-	defer eng.Stop()
-
-	janitor := jobs.NewJanitor(st, jobs.JanitorConfig{
-		Retention: cfg.Retention, ExportsDir: dir.Exports(), Logger: log, OnChange: eng.Config().OnChange,
-	})
-	if err := janitor.Start(ctx); err != nil {
-		return err
-	}
-	defer janitor.Stop()
-
-	ln, err := listen(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	// A URL a person (and a second sheetq, OpenRunning) can open: not http://[::]:8080.
-	url := localURL(hostOf(cfg.Addr), ln.Addr())
-	if err := lk.setOwner(url); err != nil {
-		log.WarnContext(ctx, "write pid file", "err", err)
-	}
-	srv := &server{
-		cfg: cfg, store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log,
-		loopback: isLoopbackHost(hostOf(ln.Addr().String())), hub: hub,
-		metrics: m, webhooks: hooks, gate: eng.Config().Gate,
-	}
-	if err := srv.initAuth(); err != nil {
-		return err
-	}
-	// Headers must arrive within ReadHeaderTimeout and bodies within their own deadline
-	// (app/body.go); no WriteTimeout, which would cut event streams and long downloads.
-	hs := &http.Server{
-		Handler:           srv.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	// Shutdown waits for handlers but does not end open event streams: the hub does.
-	hs.RegisterOnShutdown(hub.Stop)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-	attrs := []any{"addr", ln.Addr().String(), "url", url, "data", dir.Root,
-		"workers", eng.Config().Workers, "version", cfg.Version, "tokens", len(cfg.tokens)}
-	if u := networkURL(ln.Addr()); u != "" {
-		attrs = append(attrs, "network_url", u)
-	}
-	if cfg.BaseURL != "" {
-		attrs = append(attrs, "public_url", cfg.BaseURL+"/")
-	}
-	log.InfoContext(ctx, "listening", attrs...)
-	if cfg.Ready != nil {
-		cfg.Ready(url)
-	}
-
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	grace, running := eng.Config().ShutdownGrace, eng.Running()
-	if running > 0 {
-		log.Info(fmt.Sprintf("shutting down: waiting up to %s for %d running jobs to finish; interrupt again (Ctrl-C) to stop them now, and they go back to the queue", grace, running),
-			"running", running, "grace", grace)
-	} else {
-		log.Info("shutting down", "running", 0)
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// A second interrupt cuts both waits short: for open requests and for running jobs.
-	stopped, forced := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(forced)
-		select {
-		case <-cfg.Force: // nil without a caller that forces: never
-			log.Warn("interrupted again: stopping running jobs now; they go back to the queue", "running", eng.Running())
-			cancel()
-			eng.StopNow()
-		case <-stopped:
-		}
-	}()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	eng.Stop()
-	close(stopped)
-	<-forced
-	log.Info("stopped")
-	return nil
-}
-
-// openStoreError says what is wrong with the database and what to do about it, for the
-// failures a person can fix: a damaged file, a full disk, a file that cannot be written.
-func openStoreError(dir DataDir, err error) error {
-	var ce *store.CorruptError
+// resolveSecret reads a token value from the config file: env:NAME reads the environment,
+// file:PATH reads a file (systemd's LoadCredential), anything else is the token itself.
+func resolveSecret(v string) (string, error) {
 	switch {
-	case errors.As(err, &ce):
-		return explained{err, fmt.Sprintf("the database %s is damaged (%s), so sheetq will not start on it: %s",
-			ce.Path, strings.Join(ce.Findings, "; "), repairAdvice(dir))}
-	case errors.Is(err, store.ErrDiskFull):
-		return explained{err, fmt.Sprintf("the disk that holds %s is full, so sheetq cannot create or update its database: free some space there and start again (%v)", dir.DB(), err)}
-	case errors.Is(err, store.ErrReadOnly):
-		return explained{err, fmt.Sprintf("the database %s cannot be written (%v): make it and its folder writable for this user, or choose another data directory with --data", dir.DB(), err)}
-	}
-	return err
-}
-
-// repairAdvice says what to do about a damaged database.
-func repairAdvice(dir DataDir) string {
-	db := dir.DB()
-	return fmt.Sprintf("run `sheetq doctor --data %s` to see what is damaged, then replace %s with a copy made by `sheetq backup` (and delete %s-wal and %s-shm if they exist)",
-		dir.Root, db, db, db)
-}
-
-// checkInBackground finishes the start-up check of a file too large for its time budget
-// (store.CheckResult.Complete false) beside the running server; damage found makes
-// readiness fail and is logged with what to do. The returned func stops it and waits.
-func checkInBackground(ctx context.Context, st *store.Store, dir DataDir, log *slog.Logger) (wait func()) {
-	res := st.OpenCheck()
-	if res.Complete {
-		if res.Mode != store.CheckOff && res.Pages > 0 {
-			log.DebugContext(ctx, "database checked", "mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
+	case strings.HasPrefix(v, "env:"):
+		return envref.Resolve(v)
+	case strings.HasPrefix(v, "file:"):
+		path := strings.TrimPrefix(v, "file:")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
 		}
-		return func() {}
-	}
-	log.InfoContext(ctx, "the database check goes on after start: the file is too large to check within the start-up budget",
-		"mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		start := time.Now()
-		err := st.FinishCheck(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case errors.Is(err, store.ErrCorrupt):
-			log.ErrorContext(ctx, "the database is damaged: stop sheetq, "+repairAdvice(dir)+"; until then GET /readyz answers 503", "err", err)
-		case err != nil:
-			log.WarnContext(ctx, "the database check after start failed", "err", err)
-		default:
-			log.InfoContext(ctx, "database checked", "mode", res.Mode, "took", time.Since(start).Round(time.Millisecond))
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("%s is empty", path)
 		}
-	}()
-	return func() { cancel(); <-done }
+		return s, nil
+	}
+	return v, nil
 }
 
-// listen listens on cfg.Addr or, with AddrFallback and that port in use, on a free port
-// of the same host.
-func listen(ctx context.Context, cfg Config, log *slog.Logger) (net.Listener, error) {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil && cfg.AddrFallback && addrInUse(err) {
-		host, port, _ := net.SplitHostPort(cfg.Addr) // validated
-		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err == nil {
-			log.WarnContext(ctx, fmt.Sprintf("port %s is in use; listening on %s instead", port, ln.Addr()),
-				"wanted", cfg.Addr, "addr", ln.Addr().String())
+// ParseTrustedProxies parses a comma-separated list of CIDRs or single addresses.
+func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
 		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, fmt.Errorf("trusted proxy %q: want a CIDR such as 10.0.0.0/8 or an address", f)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: want a CIDR such as 10.0.0.0/8 or an address", f)
+		}
+		out = append(out, p.Masked())
 	}
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	return ln, nil
+	return out, nil
 }
 
-// addrInUse reports whether a listen failed because another socket holds the address.
-func addrInUse(err error) bool {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return false
+// normalizeBaseURL checks a public base URL and returns it as scheme://host[:port]. A
+// path is refused: sheetq's links are absolute paths, so it must be served at the root
+// of its host.
+func normalizeBaseURL(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
 	}
-	// Windows reports WSAEADDRINUSE, which its syscall package does not name.
-	return errno == syscall.EADDRINUSE || (runtime.GOOS == "windows" && errno == 10048)
-}
-
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--base-url %q: want an absolute http:// or https:// URL such as https://sheetq.example.com/", raw)
 	}
-	return h
-}
-
-// isLoopbackHost reports whether host names this machine only.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("--base-url %q: sheetq must be served at the root of its host (no path, query or user)", raw)
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return u.Scheme + "://" + strings.ToLower(u.Host), nil
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sheetq/app/middleware"
 )
 
 // noRedirects makes the test server's client return redirects instead of following them.
@@ -21,11 +23,11 @@ func noRedirects(ts *testServer) {
 func sessionFrom(t *testing.T, res response) *http.Cookie {
 	t.Helper()
 	for _, c := range res.Cookies() {
-		if c.Name == sessionCookie {
+		if c.Name == middleware.SessionCookie {
 			return c
 		}
 	}
-	t.Fatalf("no %s cookie; Set-Cookie %q", sessionCookie, res.Header.Values("Set-Cookie"))
+	t.Fatalf("no %s cookie; Set-Cookie %q", middleware.SessionCookie, res.Header.Values("Set-Cookie"))
 	return nil
 }
 
@@ -77,15 +79,6 @@ func TestNamedTokens(t *testing.T) {
 	}
 }
 
-func TestMatchFindsEachTokenOnly(t *testing.T) {
-	a := newAuthenticator([]Token{{"a", "one"}, {"b", "two"}, {"c", "three"}}, nil, nil)
-	for secret, want := range map[string]string{"one": "a", "two": "b", "three": "c", "": "", "thre": "", "onee": ""} {
-		if got, ok := a.match(secret); got != want || ok != (want != "") {
-			t.Errorf("match(%q) = %q, %v; want %q", secret, got, ok, want)
-		}
-	}
-}
-
 // Token configuration mistakes are refused at start with a message naming them.
 func TestTokenConfigErrors(t *testing.T) {
 	t.Setenv("SHEETQ_TEST_CI_TOKEN", "from-env-0123456789")
@@ -101,7 +94,7 @@ func TestTokenConfigErrors(t *testing.T) {
 	if err := ok.validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := []Token{{"default", "x1-0123456789abcdef"}, {"ci", "from-env-0123456789"}, {"ops", "from-file-0123456789"}, {"lit", "literal-0123456789"}}
+	want := []Token{{Name: "default", Secret: "x1-0123456789abcdef"}, {Name: "ci", Secret: "from-env-0123456789"}, {Name: "ops", Secret: "from-file-0123456789"}, {Name: "lit", Secret: "literal-0123456789"}}
 	if len(ok.tokens) != len(want) {
 		t.Fatalf("tokens %v", ok.tokens)
 	}
@@ -118,12 +111,12 @@ func TestTokenConfigErrors(t *testing.T) {
 		{"unset env", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "env:SHEETQ_TEST_UNSET"}}}}, "SHEETQ_TEST_UNSET"},
 		{"missing file", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "file:" + dir + "/nope"}}}}, "nope"},
 		{"no name", Config{File: &FileConfig{Tokens: []TokenConfig{{Token: "abc"}}}}, "no name"},
-		{"bad name", Config{Tokens: []Token{{"a b", "abc-0123456789abcdef"}}}, "a b"},
-		{"duplicate name", Config{Token: "abc-0123456789abcdef", Tokens: []Token{{"default", "def-0123456789abcdef"}}}, "two tokens"},
-		{"duplicate secret", Config{Tokens: []Token{{"a", "same-0123456789abcdef"}, {"b", "same-0123456789abcdef"}}}, "same secret"},
+		{"bad name", Config{Tokens: []Token{{Name: "a b", Secret: "abc-0123456789abcdef"}}}, "a b"},
+		{"duplicate name", Config{Token: "abc-0123456789abcdef", Tokens: []Token{{Name: "default", Secret: "def-0123456789abcdef"}}}, "two tokens"},
+		{"duplicate secret", Config{Tokens: []Token{{Name: "a", Secret: "same-0123456789abcdef"}, {Name: "b", Secret: "same-0123456789abcdef"}}}, "same secret"},
 		// Too weak to withstand guessing: each refusal says how to make a good token.
-		{"empty secret", Config{Tokens: []Token{{"a", ""}}}, `token "a" is blank: use at least 16 random characters, such as the output of ` + "`openssl rand -hex 32`"},
-		{"blank secret", Config{Tokens: []Token{{"a", "   \t "}}}, `token "a" is blank`},
+		{"empty secret", Config{Tokens: []Token{{Name: "a", Secret: ""}}}, `token "a" is blank: use at least 16 random characters, such as the output of ` + "`openssl rand -hex 32`"},
+		{"blank secret", Config{Tokens: []Token{{Name: "a", Secret: "   \t "}}}, `token "a" is blank`},
 		{"short --token", Config{Token: "s3cret"}, `token "default" is too short (6 characters): use at least 16`},
 		{"15 characters", Config{Token: "0123456789abcde"}, "too short (15 characters)"},
 		{"short file token", Config{File: &FileConfig{Tokens: []TokenConfig{{Name: "ci", Token: "literal"}}}}, `token "ci" is too short`},
@@ -239,14 +232,14 @@ func TestSessionCookieRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cookie := func(a *authenticator, name string) *http.Cookie {
-		v, _, err := a.newSession(name)
+	cookie := func(a *middleware.Auth, name string) *http.Cookie {
+		v, _, err := a.NewSession(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &http.Cookie{Name: sessionCookie, Value: v}
+		return &http.Cookie{Name: middleware.SessionCookie, Value: v}
 	}
-	same := newAuthenticator([]Token{{"default", "s3cret-token-0123"}, {"gone", "removed-token"}}, key, nil)
+	same := middleware.NewAuth([]Token{{Name: "default", Secret: "s3cret-token-0123"}, {Name: "gone", Secret: "removed-token"}}, key, nil)
 	good := cookie(same, "default")
 	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(good, nil)); res.StatusCode != http.StatusOK {
 		t.Fatalf("a cookie the server's key signed for a live token: %d", res.StatusCode)
@@ -257,12 +250,12 @@ func TestSessionCookieRejected(t *testing.T) {
 	forged.Value = "Z29uZQ." + rest // "gone" with default's signature
 	for what, c := range map[string]*http.Cookie{
 		"removed token":  cookie(same, "gone"),
-		"rotated secret": cookie(newAuthenticator([]Token{{"default", "old-secret"}}, key, nil), "default"),
-		"other key":      cookie(newAuthenticator([]Token{{"default", "s3cret-token-0123"}}, bytes.Repeat([]byte{7}, 32), nil), "default"),
-		"expired": cookie(newAuthenticator([]Token{{"default", "s3cret-token-0123"}}, key,
-			func() time.Time { return time.Now().Add(-sessionTTL - time.Minute) }), "default"),
+		"rotated secret": cookie(middleware.NewAuth([]Token{{Name: "default", Secret: "old-secret"}}, key, nil), "default"),
+		"other key":      cookie(middleware.NewAuth([]Token{{Name: "default", Secret: "s3cret-token-0123"}}, bytes.Repeat([]byte{7}, 32), nil), "default"),
+		"expired": cookie(middleware.NewAuth([]Token{{Name: "default", Secret: "s3cret-token-0123"}}, key,
+			func() time.Time { return time.Now().Add(-middleware.SessionTTL - time.Minute) }), "default"),
 		"forged name": &forged,
-		"garbage":     {Name: sessionCookie, Value: "s3cret-token-0123"},
+		"garbage":     {Name: middleware.SessionCookie, Value: "s3cret-token-0123"},
 	} {
 		res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
 		if res.StatusCode != http.StatusUnauthorized {
@@ -308,27 +301,6 @@ func TestTrustedProxies(t *testing.T) {
 	}
 	checkProblem(t, plain.request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"sheetq.example.com"}, "Host": {"sheetq.example.com"}}),
 		http.StatusMisdirectedRequest, "bad_host")
-}
-
-func TestForwardedFor(t *testing.T) {
-	s := &server{cfg: Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}}}
-	peer := netip.MustParseAddr("10.0.0.2")
-	for _, tt := range []struct {
-		values []string
-		want   string
-	}{
-		{nil, "10.0.0.2"},
-		{[]string{"203.0.113.9"}, "203.0.113.9"},
-		{[]string{"1.1.1.1, 203.0.113.9, 10.1.2.3"}, "203.0.113.9"}, // client-written 1.1.1.1 ignored
-		{[]string{"1.1.1.1", "203.0.113.9"}, "203.0.113.9"},         // two header lines
-		{[]string{"10.0.0.5, 10.0.0.9"}, "10.0.0.5"},                // all trusted: the farthest
-		{[]string{"203.0.113.9, garbage"}, "10.0.0.2"},              // malformed nearest hop
-		{[]string{"::ffff:203.0.113.9"}, "203.0.113.9"},
-	} {
-		if got := s.forwardedFor(tt.values, peer); got != tt.want {
-			t.Errorf("forwardedFor(%q) = %s, want %s", tt.values, got, tt.want)
-		}
-	}
 }
 
 // Every line logged while serving a request carries its id, not only the access line.

@@ -92,13 +92,13 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 			req := startRaw(t, ts.url, p.path, p.contentType, p.body, 5)
 			// The handler is blocked reading the body: the client has not sent the rest.
 			waitFor(t, 15*time.Second, func() (bool, string) {
-				return ts.bodies.reading.Load() > 0, "no handler is reading the body"
+				return ts.mw.BodiesReading() > 0, "no handler is reading the body"
 			})
-			if n := ts.gate.Active(); n != 0 {
+			if n := ts.engine.Config().Gate.Active(); n != 0 {
 				t.Fatalf("%d foreground spans while the client is still sending its body; want 0", n)
 			}
 			req.send(1)
-			if n := ts.gate.Active(); n != 0 {
+			if n := ts.engine.Config().Gate.Active(); n != 0 {
 				t.Fatalf("%d foreground spans after one more byte; want 0", n)
 			}
 			if res := req.finish(); res.StatusCode != p.accepted {
@@ -108,7 +108,7 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 				t.Fatalf("%d jobs, want 1", n)
 			}
 			waitFor(t, 15*time.Second, func() (bool, string) {
-				return ts.gate.Active() == 0, "the foreground span did not end with the request"
+				return ts.engine.Config().Gate.Active() == 0, "the foreground span did not end with the request"
 			})
 		})
 	}
@@ -195,7 +195,7 @@ func BenchmarkExportWithTricklingClients(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			answered := trickle(b, hs.URL, clients, time.Second)
 			// Every client is in the middle of its body before the clock starts.
-			for s.bodies.reading.Load() < int64(clients) {
+			for s.mw.BodiesReading() < int64(clients) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			n := 0

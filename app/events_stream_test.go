@@ -410,7 +410,7 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 	ts := newTestServer(t, testOpts{Hub: events.Config{Buffer: 4}})
 	ctx := context.Background()
 
-	hs := httptest.NewUnstartedServer(ts.routes())
+	hs := httptest.NewUnstartedServer(ts.Handler())
 	hs.Listener = smallSendBuffers{hs.Listener}
 	hs.Start()
 	defer hs.Close()

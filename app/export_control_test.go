@@ -68,7 +68,7 @@ func TestCancelPending(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	ts.busyWorkers()
 	j := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	if j.Status != store.StatusPending {
+	if store.Status(j.Status) != store.StatusPending {
 		t.Fatalf("job created with every worker busy is %s, want PENDING", j.Status)
 	}
 
@@ -77,13 +77,13 @@ func TestCancelPending(t *testing.T) {
 		t.Fatalf("cancel: status %d, want 200; body %s", res.StatusCode, res.body)
 	}
 	c := decodeJob(t, res)
-	if c.ID != j.ID || c.Status != store.StatusCanceled || c.FinishedAt == nil || c.CancelRequested {
+	if c.ID != j.ID || store.Status(c.Status) != store.StatusCanceled || c.FinishedAt == nil || c.CancelRequested {
 		t.Errorf("canceled job: %+v", c)
 	}
 	if res.Header.Get("Location") != "" || res.Header.Get("Retry-After") != "" {
 		t.Errorf("a finished cancel has Location %q, Retry-After %q", res.Header.Get("Location"), res.Header.Get("Retry-After"))
 	}
-	if got, _ := ts.job(j.ID); got.Status != store.StatusCanceled {
+	if got, _ := ts.job(j.ID); store.Status(got.Status) != store.StatusCanceled {
 		t.Errorf("GET after cancel: %s", got.Status)
 	}
 
@@ -109,7 +109,7 @@ func TestCancelRunning(t *testing.T) {
 		t.Fatalf("cancel: status %d, want 202; body %s", res.StatusCode, res.body)
 	}
 	c := decodeJob(t, res)
-	if c.Status != store.StatusProcessing || !c.CancelRequested {
+	if store.Status(c.Status) != store.StatusProcessing || !c.CancelRequested {
 		t.Errorf("cancel answer: status %s, cancel_requested %v; want PROCESSING, true", c.Status, c.CancelRequested)
 	}
 	if loc := res.Header.Get("Location"); loc != "/api/v1/exports/"+j.ID {
@@ -137,7 +137,7 @@ func TestRetryFailed(t *testing.T) {
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	// Attempts 1 and 2 fail; with a budget of one, it takes two retries to succeed.
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
-	if f, _ := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded); f.Status != store.StatusFailed || f.Attempt != 1 {
+	if f, _ := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded); store.Status(f.Status) != store.StatusFailed || f.Attempt != 1 {
 		t.Fatalf("first run ended %s at attempt %d, want FAILED at 1", f.Status, f.Attempt)
 	}
 
@@ -153,7 +153,7 @@ func TestRetryFailed(t *testing.T) {
 			t.Error("202 without Retry-After")
 		}
 		r := decodeJob(t, res)
-		if r.Status != store.StatusPending || r.Attempt != attempt-1 || r.MaxAttempts != attempt ||
+		if store.Status(r.Status) != store.StatusPending || r.Attempt != attempt-1 || r.MaxAttempts != attempt ||
 			r.Error != nil || r.FinishedAt != nil || r.StartedAt != nil {
 			t.Errorf("retried job: status %s, attempt %d/%d, error %+v, started %v, finished %v; want PENDING, %d/%d, cleared",
 				r.Status, r.Attempt, r.MaxAttempts, r.Error, r.StartedAt, r.FinishedAt, attempt-1, attempt)
@@ -164,7 +164,7 @@ func TestRetryFailed(t *testing.T) {
 		}
 	}
 	done, _ := ts.job(j.ID)
-	if done.Status != store.StatusSucceeded || done.DownloadURL == "" || done.Error != nil {
+	if store.Status(done.Status) != store.StatusSucceeded || done.DownloadURL == "" || done.Error != nil {
 		t.Fatalf("job after two retries: %s, download %q, error %+v", done.Status, done.DownloadURL, done.Error)
 	}
 	want := []string{
@@ -253,7 +253,7 @@ func TestDeleteExport(t *testing.T) {
 	if p["job"] != r.ID {
 		t.Errorf("problem job %v, want %s", p["job"], r.ID)
 	}
-	if got, _ := ts.job(r.ID); got.Status.Final() {
+	if got, _ := ts.job(r.ID); store.Status(got.Status).Final() {
 		t.Errorf("refused delete left the job %s", got.Status)
 	}
 	ts.cancel(r.ID)
@@ -278,7 +278,7 @@ func TestExpiredExport(t *testing.T) {
 
 	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "expired")
 	e, res := ts.job(j.ID)
-	if e.Status != store.StatusExpired || e.DownloadURL != "" || e.File != nil {
+	if store.Status(e.Status) != store.StatusExpired || e.DownloadURL != "" || e.File != nil {
 		t.Errorf("expired job: status %s, download_url %q, file %+v", e.Status, e.DownloadURL, e.File)
 	}
 	if res.Header.Get("Retry-After") != "" {

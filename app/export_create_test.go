@@ -16,6 +16,8 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"sheetq/app/exports"
+	"sheetq/internal/apiv1"
 	"sheetq/store"
 )
 
@@ -23,7 +25,7 @@ import (
 // no job.
 func TestCreateExportBadInputs(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
-	big := `{"report":"demo","params":{"rows":1},"pad":"` + strings.Repeat("x", maxBody) + `"}`
+	big := `{"report":"demo","params":{"rows":1},"pad":"` + strings.Repeat("x", exports.MaxBody) + `"}`
 	tests := []struct {
 		name   string
 		body   string
@@ -128,7 +130,7 @@ func TestExportHappyPath(t *testing.T) {
 	if ra := res.Header.Get("Retry-After"); ra == "" {
 		t.Error("202 without Retry-After")
 	}
-	if j.Status != store.StatusPending && j.Status != store.StatusProcessing {
+	if store.Status(j.Status) != store.StatusPending && store.Status(j.Status) != store.StatusProcessing {
 		t.Errorf("accepted job is %s, want PENDING or PROCESSING", j.Status)
 	}
 	if j.Report != "demo" {
@@ -147,7 +149,7 @@ func TestExportHappyPath(t *testing.T) {
 	}
 
 	done, res := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
-	if done.Status != store.StatusSucceeded {
+	if store.Status(done.Status) != store.StatusSucceeded {
 		t.Fatalf("job ended %s: %+v", done.Status, done.Error)
 	}
 	if ra := res.Header.Get("Retry-After"); ra != "" {
@@ -168,8 +170,8 @@ func TestExportHappyPath(t *testing.T) {
 	if file.StatusCode != http.StatusOK {
 		t.Fatalf("download: status %d; body %s", file.StatusCode, file.body)
 	}
-	if ct := file.Header.Get("Content-Type"); ct != xlsxType {
-		t.Errorf("download Content-Type %q, want %q", ct, xlsxType)
+	if ct := file.Header.Get("Content-Type"); ct != "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" {
+		t.Errorf("download Content-Type %q, want the xlsx type", ct)
 	}
 	disp, dparams, err := mime.ParseMediaType(file.Header.Get("Content-Disposition"))
 	if err != nil || disp != "attachment" {
@@ -304,7 +306,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 				return
 			}
 			defer res.Body.Close()
-			var j jobJSON
+			var j apiv1.Job
 			if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
 				answers[i].err = err.Error()
 			}
@@ -342,7 +344,7 @@ func TestRetryThenSucceed(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
 	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
-	if done.Status != store.StatusSucceeded || done.Attempt != 3 || done.Error != nil {
+	if store.Status(done.Status) != store.StatusSucceeded || done.Attempt != 3 || done.Error != nil {
 		t.Errorf("job ended %s at attempt %d with error %+v, want SUCCEEDED at attempt 3", done.Status, done.Attempt, done.Error)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apiv1"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -51,7 +51,7 @@ func TestFileOfUnfinishedJob(t *testing.T) {
 		t.Error("not_finished without Retry-After")
 	}
 	cur, curRes := ts.job(j.ID)
-	if cur.Status.Final() {
+	if store.Status(cur.Status).Final() {
 		t.Fatalf("a 30-second job is already %s", cur.Status)
 	}
 	if curRes.Header.Get("Retry-After") == "" {
@@ -74,7 +74,7 @@ func TestFileOfFailedJob(t *testing.T) {
 		t.Errorf("max_attempts %d, want the server's 1", j.MaxAttempts)
 	}
 	done, res := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
-	if done.Status != store.StatusFailed {
+	if store.Status(done.Status) != store.StatusFailed {
 		t.Fatalf("job ended %s, want FAILED", done.Status)
 	}
 	if done.Error == nil || done.Error.Code != "upstream" || done.Error.Message == "" {
@@ -102,8 +102,8 @@ func TestFileRemovedFromDisk(t *testing.T) {
 
 // listPage is GET /api/v1/exports decoded.
 type listPage struct {
-	Exports    []jobJSON `json:"exports"`
-	NextCursor string    `json:"next_cursor"`
+	Exports    []apiv1.Job `json:"exports"`
+	NextCursor string      `json:"next_cursor"`
 }
 
 func (ts *testServer) list(query string) listPage {
@@ -119,7 +119,7 @@ func (ts *testServer) list(query string) listPage {
 	return page
 }
 
-func ids(js []jobJSON) []string {
+func ids(js []apiv1.Job) []string {
 	out := make([]string, 0, len(js))
 	for _, j := range js {
 		out = append(out, j.ID)
@@ -163,7 +163,7 @@ func TestListExports(t *testing.T) {
 			t.Errorf("?status=%s gave %v, want %v", status, ids(got.Exports), failed)
 		}
 		for _, j := range got.Exports {
-			if j.Status != store.StatusFailed {
+			if store.Status(j.Status) != store.StatusFailed {
 				t.Errorf("?status=%s listed a %s job", status, j.Status)
 			}
 		}
@@ -255,24 +255,5 @@ func TestCursors(t *testing.T) {
 	for _, c := range []string{gone, "!!", base64.RawURLEncoding.EncodeToString([]byte("-3")),
 		base64.RawURLEncoding.EncodeToString([]byte("0")), base64.RawURLEncoding.EncodeToString([]byte("x.y"))} {
 		checkProblem(t, ts.get("/api/v1/exports?cursor="+url.QueryEscape(c)), http.StatusBadRequest, "bad_cursor")
-	}
-}
-
-func TestDownloadName(t *testing.T) {
-	j := store.Job{ID: "0123456789abcdef", CreatedAt: fixedTime, FinishedAt: fixedTime.AddDate(0, 0, 1)}
-	tests := []struct{ report, want string }{
-		{"demo", "demo-2025-03-05-01234567.xlsx"},
-		{"orders by/month", "orders-by-month-2025-03-05-01234567.xlsx"},
-		{"ünïcode", "-n-code-2025-03-05-01234567.xlsx"},
-		{"", "export-2025-03-05-01234567.xlsx"},
-	}
-	for _, tt := range tests {
-		if got := downloadName(tt.report, j); got != tt.want {
-			t.Errorf("downloadName(%q) = %q, want %q", tt.report, got, tt.want)
-		}
-	}
-	unfinished := store.Job{ID: "short", CreatedAt: fixedTime}
-	if got, want := downloadName("demo", unfinished), fmt.Sprintf("demo-%s-short.xlsx", fixedTime.Format("2006-01-02")); got != want {
-		t.Errorf("unfinished: %q, want %q", got, want)
 	}
 }

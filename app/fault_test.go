@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/problem"
+	"sheetq/internal/apiv1"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -256,12 +258,12 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 
 // waitSlow waits for a job's status like waitStatus, with room for a big export on a
 // slow -race machine.
-func waitSlow(ts *testServer, id string, want store.Status) jobJSON {
+func waitSlow(ts *testServer, id string, want store.Status) apiv1.Job {
 	ts.t.Helper()
-	var j jobJSON
+	var j apiv1.Job
 	waitFor(ts.t, 2*time.Minute, func() (bool, string) {
 		j, _ = ts.job(id)
-		return j.Status == want, fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %s", id, j.Status, j.Attempt, j.Error, want)
+		return store.Status(j.Status) == want, fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %s", id, j.Status, j.Attempt, j.Error, want)
 	})
 	return j
 }
@@ -294,15 +296,15 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		ts.routes().ServeHTTP(rec, req)
+		ts.Handler().ServeHTTP(rec, req)
 	}()
 	waitFor(t, 15*time.Second, func() (bool, string) {
 		return ts.store.BatchStats().Waiting == 1, "the second request is not queued"
 	})
 	hangUp()
 	<-served
-	if rec.Code != statusClientClosed {
-		t.Errorf("abandoned request: status %d, want %d (%s)", rec.Code, statusClientClosed, rec.Body)
+	if rec.Code != problem.StatusClientClosed {
+		t.Errorf("abandoned request: status %d, want %d (%s)", rec.Code, problem.StatusClientClosed, rec.Body)
 	}
 
 	release()

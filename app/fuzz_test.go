@@ -9,6 +9,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"sheetq/app/exports"
+	"sheetq/app/problem"
+	"sheetq/internal/apiv1"
 )
 
 // The API's input fuzzers post arbitrary bodies, headers and query strings to the real
@@ -30,7 +34,7 @@ func validHeader(v string) bool {
 	return true
 }
 
-func jobTotal(t *testing.T, s *server) int {
+func jobTotal(t *testing.T, s *App) int {
 	t.Helper()
 	counts, err := s.store.Counts(context.Background())
 	if err != nil {
@@ -49,7 +53,7 @@ func checkProblemBody(t *testing.T, res *http.Response, body []byte) {
 	if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("%d with Content-Type %q, want application/problem+json; body %s", res.StatusCode, ct, body)
 	}
-	var p problem
+	var p problem.Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Code == "" || p.Status != res.StatusCode {
 		t.Fatalf("problem %s (%v): want a code and status %d", body, err, res.StatusCode)
 	}
@@ -100,8 +104,8 @@ func FuzzCreateExport(f *testing.F) {
 	hc := hs.Client()
 
 	reports := map[string]map[string]bool{}
-	for _, r := range s.catalog.Entries() {
-		ri := toReportJSON(r)
+	for _, r := range s.kind.catalog.Entries() {
+		ri := exports.ReportOf(r)
 		names := map[string]bool{}
 		for _, p := range ri.Params {
 			names[p.Name] = true
@@ -162,7 +166,7 @@ func FuzzCreateExport(f *testing.F) {
 			if !acceptable([]byte(body), reports) {
 				t.Fatalf("202 for a request the contract does not allow: %q", body)
 			}
-			var j jobJSON
+			var j apiv1.Job
 			if err := json.Unmarshal(b, &j); err != nil || j.ID == "" {
 				t.Fatalf("202 without a job: %s (%v)", b, err)
 			}
@@ -227,7 +231,7 @@ func FuzzListExports(f *testing.F) {
 		switch res.StatusCode {
 		case http.StatusOK:
 			var list struct {
-				Exports []jobJSON `json:"exports"`
+				Exports []apiv1.Job `json:"exports"`
 			}
 			if err := json.Unmarshal(b, &list); err != nil {
 				t.Fatalf("200 that is not a list: %s (%v)", b, err)

@@ -93,7 +93,7 @@ func TestIdempotencyProof(t *testing.T) {
 	}
 	first := answers[created[0]]
 	j := decodeJob(t, first)
-	if first.StatusCode != http.StatusAccepted || j.Status != store.StatusPending ||
+	if first.StatusCode != http.StatusAccepted || store.Status(j.Status) != store.StatusPending ||
 		first.Header.Get("Location") != "/api/v1/exports/"+j.ID {
 		t.Fatalf("creating answer: status %d, job %s, Location %q", first.StatusCode, j.Status, first.Header.Get("Location"))
 	}
@@ -123,7 +123,7 @@ func TestIdempotencyProof(t *testing.T) {
 	answers, errs = ts.burst(n, http.MethodPost, "/api/v1/exports", never, h)
 	sameAnswers(t, "processing", answers, errs, first, j.ID, false)
 	for i, a := range answers {
-		if a.Header.Get("Idempotent-Replayed") != "true" || decodeJob(t, a).Status != store.StatusProcessing {
+		if a.Header.Get("Idempotent-Replayed") != "true" || store.Status(decodeJob(t, a).Status) != store.StatusProcessing {
 			t.Errorf("processing: request %d: replayed %q, status %s", i, a.Header.Get("Idempotent-Replayed"), decodeJob(t, a).Status)
 		}
 	}
@@ -131,7 +131,7 @@ func TestIdempotencyProof(t *testing.T) {
 	// Ended: replays are 200 with the final job, identical again since it no longer changes.
 	ts.cancel(j.ID)
 	final := ts.post(never, "proof-key")
-	if final.StatusCode != http.StatusOK || final.Header.Get("Location") != "" || decodeJob(t, final).Status != store.StatusCanceled {
+	if final.StatusCode != http.StatusOK || final.Header.Get("Location") != "" || store.Status(decodeJob(t, final).Status) != store.StatusCanceled {
 		t.Fatalf("replay of an ended job: status %d, Location %q; body %s", final.StatusCode, final.Header.Get("Location"), final.body)
 	}
 	answers, errs = ts.burst(n, http.MethodPost, "/api/v1/exports", never, h)

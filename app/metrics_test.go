@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"sheetq/app/metrics"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -251,33 +253,35 @@ func TestMetricsCountCancels(t *testing.T) {
 func TestMetricsCountOnlyThisProcess(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	ts.runDemoExports()
-	m, err := newMetrics(t.Context(), ts.store, ts.log)
+	m := metrics.New(ts.store, ts.log)
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	// A scrape counts the events committed up to now.
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.catchUp(t.Context())
-	if got := counterValue(t, m, "sheetq_jobs_accepted_total"); got != 0 {
+	if got := counterValue(t, fams, "sheetq_jobs_accepted_total"); got != 0 {
 		t.Fatalf("a new process counted %v earlier acceptances", got)
 	}
 }
 
-func counterValue(t *testing.T, m *metrics, name string) float64 {
+func counterValue(t *testing.T, fams metricFamilies, name string) float64 {
 	t.Helper()
-	fams, err := m.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	fam := fams[name]
+	if fam == nil {
+		t.Fatalf("no %s", name)
 	}
-	for _, fam := range fams {
-		if fam.GetName() == name {
-			sum := 0.0
-			for _, s := range fam.GetMetric() {
-				sum += s.GetCounter().GetValue()
-			}
-			return sum
-		}
+	sum := 0.0
+	for _, s := range fam.GetMetric() {
+		sum += s.GetCounter().GetValue()
 	}
-	t.Fatalf("no %s", name)
-	return 0
+	return sum
 }
 
 func TestStatsAfterExports(t *testing.T) {
@@ -288,7 +292,7 @@ func TestStatsAfterExports(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /api/v1/stats: status %d, Content-Type %q; body %s", res.StatusCode, res.Header.Get("Content-Type"), res.body)
 	}
-	var s statsJSON
+	var s metrics.Stats
 	if err := json.Unmarshal(res.body, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +304,7 @@ func TestStatsAfterExports(t *testing.T) {
 	if !maps.Equal(s.Counts, wantCounts) {
 		t.Errorf("counts = %v, want %v", s.Counts, wantCounts)
 	}
-	if s.Workers != (workersJSON{Busy: 0, Total: 2}) || s.LateHeartbeats != 0 || s.OldestPendingAgeSeconds != 0 ||
+	if s.Workers != (metrics.Workers{Busy: 0, Total: 2}) || s.LateHeartbeats != 0 || s.OldestPendingAgeSeconds != 0 ||
 		s.Stalled.Count != 0 || len(s.Stalled.Jobs) != 0 {
 		t.Errorf("queue now = workers %+v, late %d, oldest %v, stalled %+v", s.Workers, s.LateHeartbeats,
 			s.OldestPendingAgeSeconds, s.Stalled)
@@ -310,10 +314,10 @@ func TestStatsAfterExports(t *testing.T) {
 	}
 	for _, w := range []struct {
 		name  string
-		tp    throughputJSON
+		tp    metrics.Throughput
 		width int
 		n     int
-		dur   waitRunJSON
+		dur   metrics.WaitRun
 	}{
 		{"last hour", s.Throughput.LastHour, 300, 12, s.Durations.LastHour},
 		{"last day", s.Throughput.LastDay, 3600, 24, s.Durations.LastDay},
@@ -338,7 +342,7 @@ func TestStatsAfterExports(t *testing.T) {
 		}
 		for _, p := range []struct {
 			what string
-			p    percentilesJSON
+			p    metrics.Percentiles
 		}{{"wait", w.dur.Wait}, {"run", w.dur.Run}} {
 			if p.p.Count != 3 || p.p.P50 == nil || p.p.P95 == nil || *p.p.P50 < 0 || *p.p.P50 > *p.p.P95 {
 				t.Errorf("%s %s = %+v, want 3 jobs with 0 <= p50 <= p95", w.name, p.what, p.p)

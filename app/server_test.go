@@ -17,9 +17,8 @@ import (
 	"time"
 
 	"sheetq/app/events"
-	prob "sheetq/app/problem"
+	"sheetq/internal/apiv1"
 	"sheetq/jobs"
-	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -50,12 +49,16 @@ type testOpts struct {
 	DataDir string
 	// BodyTimeout is the time a client has to send a request body (default: production).
 	BodyTimeout time.Duration
+	// Engine, if set, tunes the worker pool instead of the fast test settings.
+	Engine *jobs.Config
+	// Kinds are further job kinds, registered before the engine starts.
+	Kinds map[string]jobs.Handler
 }
 
-// testServer is the real app over a migrated SQLite file in t.TempDir(): store, engine
-// with the export kind, and the routes served by httptest.
+// testServer is the real app, built by New as Run builds it, over a migrated SQLite file
+// in t.TempDir(), with its handler served by httptest.
 type testServer struct {
-	*server
+	*App
 	t   *testing.T
 	url string
 	hc  *http.Client
@@ -65,38 +68,20 @@ type testServer struct {
 // the test ends.
 func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
-	s, hs := startTestApp(t, opts)
-	return &testServer{server: s, t: t, url: hs.URL, hc: hs.Client()}
+	a, hs := startTestApp(t, opts)
+	return &testServer{App: a, t: t, url: hs.URL, hc: hs.Client()}
 }
 
-// startTestApp is newTestServer for any testing.TB (a fuzz target's *testing.F too).
-func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
+// testConfig is the Config of a test app: the fast engine settings below, and an
+// explicit reports folder, which skips the first-run sample (seconds of generation).
+func testConfig(t testing.TB, opts testOpts) Config {
 	t.Helper()
-	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if opts.Log != nil {
 		log = slog.New(slog.NewTextHandler(opts.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
-
-	st, err := store.Open(ctx, dir.DB(), store.Options{Now: opts.Now, BusyTimeout: opts.BusyTimeout,
-		FollowUps: webhook.Announcer{BaseURL: opts.BaseURL, Describe: export.JobJSON}.FollowUps})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-
-	hub := events.New(st, opts.Hub, log, prob.Reporter{Store: st, Log: log})
-	m, err := newMetrics(ctx, st, log)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	t.Cleanup(m.wait) // as in Run: after the engine stops, before the store closes
-	eng := jobs.New(st, jobs.Config{
+	ecfg := jobs.Config{
 		Workers:       2,
 		Heartbeat:     50 * time.Millisecond,
 		StaleAfter:    10 * time.Second, // no recovery of live jobs on a slow -race machine
@@ -105,57 +90,42 @@ func startTestApp(t testing.TB, opts testOpts) (*server, *httptest.Server) {
 		BackoffMax:    50 * time.Millisecond,
 		ShutdownGrace: 200 * time.Millisecond,
 		StallAfter:    opts.StallAfter,
-		TmpDir:        dir.Tmp(),
-		ExportsDir:    dir.Exports(),
-		Now:           opts.Now,
-		Logger:        log,
-		OnChange:      onChangeAll(m.onChange, hub.Notify),
-		OnDelete:      hub.Deleted,
-		OnProgress:    hub.Progress,
-	})
-	// An explicit reports folder skips the first-run sample (seconds of generation).
-	appCfg := Config{
+	}
+	if opts.Engine != nil {
+		ecfg = *opts.Engine
+	}
+	webhooks := opts.Webhooks
+	return Config{
 		Addr: "127.0.0.1:0", DataDir: dir.Root, ReportsDir: dir.Reports(), Token: opts.Token,
 		MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
 		Tokens: opts.Tokens, BaseURL: opts.BaseURL, TrustedProxies: opts.TrustedProxies,
+		Engine: ecfg, BodyTimeout: opts.BodyTimeout,
+		Now: opts.Now, BusyTimeout: opts.BusyTimeout, Events: opts.Hub, Webhooks: &webhooks, Idle: opts.Idle,
 	}
-	if err := appCfg.validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log = appCfg.Logger // with request ids
-	kind, cleanup, err := openExports(ctx, appCfg, dir)
-	if err != nil {
-		t.Fatalf("open exports: %v", err)
-	}
-	t.Cleanup(cleanup)
-	eng.Register(export.Name, kind.Kind)
-	hooks := registerTestWebhooks(t, eng, st, log, opts.Webhooks)
-	if !opts.Idle {
-		if err := eng.Start(ctx); err != nil {
-			t.Fatalf("start engine: %v", err)
-		}
-		t.Cleanup(eng.Stop)
-	}
-	m.watchQueue(eng)
+}
 
-	s := &server{
-		cfg:   appCfg,
-		store: st, engine: eng, exports: kind.Kind, catalog: kind.catalog, dir: dir, log: log, loopback: true,
-		hub: hub, metrics: m, webhooks: hooks, gate: eng.Config().Gate,
+// startTestApp is newTestServer for any testing.TB (a fuzz target's *testing.F too): New,
+// the extra kinds, Start, and an httptest server on Handler; Stop at cleanup.
+func startTestApp(t testing.TB, opts testOpts) (*App, *httptest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := New(ctx, testConfig(t, opts))
+	if err != nil {
+		t.Fatalf("new app: %v", err)
 	}
-	s.bodies.timeout = opts.BodyTimeout
-	if err := s.initAuth(); err != nil {
-		t.Fatalf("auth: %v", err)
+	t.Cleanup(a.Stop)
+	for name, h := range opts.Kinds {
+		a.engine.Register(name, h)
 	}
-	if err := hub.Start(ctx); err != nil {
-		t.Fatalf("start event hub: %v", err)
+	if err := a.Start(ctx); err != nil {
+		t.Fatalf("start app: %v", err)
 	}
-	hs := httptest.NewServer(s.routes())
+	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
 	// Runs before hs.Close (cleanups run last first): open event streams end, so Close
 	// does not wait for them.
-	t.Cleanup(hub.Stop)
-	return s, hs
+	t.Cleanup(a.hub.Stop)
+	return a, hs
 }
 
 // response is a finished HTTP exchange.
@@ -208,7 +178,7 @@ func (ts *testServer) post(body, key string) response {
 }
 
 // create posts body and requires a 202 with a job.
-func (ts *testServer) create(body string) jobJSON {
+func (ts *testServer) create(body string) apiv1.Job {
 	ts.t.Helper()
 	res := ts.post(body, "")
 	if res.StatusCode != http.StatusAccepted {
@@ -218,7 +188,7 @@ func (ts *testServer) create(body string) jobJSON {
 }
 
 // job fetches GET /api/v1/exports/{id}, requiring a 200.
-func (ts *testServer) job(id string) (jobJSON, response) {
+func (ts *testServer) job(id string) (apiv1.Job, response) {
 	ts.t.Helper()
 	res := ts.get("/api/v1/exports/" + id)
 	if res.StatusCode != http.StatusOK {
@@ -228,15 +198,15 @@ func (ts *testServer) job(id string) (jobJSON, response) {
 }
 
 // waitStatus polls the job until its status is one of want and returns it.
-func (ts *testServer) waitStatus(id string, want ...store.Status) (jobJSON, response) {
+func (ts *testServer) waitStatus(id string, want ...store.Status) (apiv1.Job, response) {
 	ts.t.Helper()
 	var (
-		j   jobJSON
+		j   apiv1.Job
 		res response
 	)
 	waitFor(ts.t, 20*time.Second, func() (bool, string) {
 		j, res = ts.job(id)
-		return slices.Contains(want, j.Status), fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %v",
+		return slices.Contains(want, store.Status(j.Status)), fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %v",
 			id, j.Status, j.Attempt, j.Error, want)
 	})
 	return j, res
@@ -285,12 +255,12 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 	}
 }
 
-func decodeJob(t *testing.T, res response) jobJSON {
+func decodeJob(t *testing.T, res response) apiv1.Job {
 	t.Helper()
 	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json; body %s", ct, res.body)
 	}
-	var j jobJSON
+	var j apiv1.Job
 	if err := json.Unmarshal(res.body, &j); err != nil {
 		t.Fatalf("decode job: %v; body %s", err, res.body)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"sheetq/app/web"
 	"sheetq/assets"
 	"sheetq/store"
 )
@@ -259,11 +260,11 @@ func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
 func TestUIHomeLoadMore(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	var ids []string
-	for range homePageSize + 2 {
+	for range web.HomePageSize + 2 {
 		ids = append(ids, ts.create(`{"report":"demo","params":{"rows":0}}`).ID)
 	}
 	doc := page(t, ts.get("/"), http.StatusOK)
-	if n := tid(doc, "export-row").Length(); n != homePageSize {
+	if n := tid(doc, "export-row").Length(); n != web.HomePageSize {
 		t.Fatalf("first page: %d rows", n)
 	}
 	more, ok := tid(doc, "load-more").Attr("href")

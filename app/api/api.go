@@ -1,0 +1,107 @@
+// Package api owns the JSON API's handlers (HTTP API v1): exports (create, list, get,
+// file, cancel, retry, delete), reports, stats, the health and readiness probes, the
+// OpenAPI document and the problem+json answers to routes that do not exist. One file
+// per action. The event stream (GET /api/v1/events) is app/events' (ARCHITECTURE.md,
+// "Parts").
+//
+// Every handler has the shape problem.HandlerFunc: it returns its failure (a
+// *problem.Problem, or an error that problem.Reporter turns into 499, a database fault,
+// 503 or 500) and never writes a problem itself.
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"sheetq/app/exports"
+	"sheetq/app/metrics"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+	"sheetq/jobs"
+	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
+	"sheetq/store"
+)
+
+// Config is what the API's handlers share.
+type Config struct {
+	// Exports accepts, loads and retries exports (shared with the pages).
+	Exports *exports.Service
+	// Catalog lists the reports.
+	Catalog *export.Catalog
+	// Webhooks checks a request's webhook; nil or without a secret, requests with a
+	// webhook are refused.
+	Webhooks *webhook.Handler
+	// Gate is the engine's (jobs.Config.Gate): accepting an export takes its
+	// foreground, so that workers yield to it.
+	Gate *jobs.Gate
+	// Middleware answers a request body that did not arrive in time.
+	Middleware *middleware.Stack
+	// Metrics serves GET /metrics; nil serves no metrics.
+	Metrics *metrics.Metrics
+	// DataDir is the data directory and ExportsDir its folder of published files: a
+	// file is served only from inside DataDir.
+	DataDir, ExportsDir string
+	// Version is shown in GET /healthz.
+	Version string
+	// Log receives the handlers' warnings.
+	Log *slog.Logger
+	// Problems answers what handlers return.
+	Problems problem.Reporter
+}
+
+// API is the JSON API's handlers.
+type API struct {
+	cfg     Config
+	exports *exports.Service
+	store   *store.Store
+	engine  *jobs.Engine
+}
+
+// New returns the API over cfg.
+func New(cfg Config) *API {
+	return &API{cfg: cfg, exports: cfg.Exports, store: cfg.Exports.Store, engine: cfg.Exports.Engine}
+}
+
+// Routes adds the API's routes to mux, the 404/405 fallback for /api/ included.
+func (a *API) Routes(mux *http.ServeMux) {
+	h := a.cfg.Problems.Handler
+	mux.HandleFunc("POST /api/v1/exports", h(a.createExport))
+	mux.HandleFunc("GET /api/v1/exports", h(a.listExports))
+	mux.HandleFunc("GET /api/v1/exports/{id}", h(a.getExport))
+	mux.HandleFunc("GET /api/v1/exports/{id}/file", h(a.getExportFile))
+	mux.HandleFunc("POST /api/v1/exports/{id}/cancel", h(a.cancelExport))
+	mux.HandleFunc("POST /api/v1/exports/{id}/retry", h(a.retryExport))
+	mux.HandleFunc("DELETE /api/v1/exports/{id}", h(a.deleteExport))
+	mux.HandleFunc("GET /api/v1/reports", h(a.listReports))
+	mux.Handle(apiCatchAll, h(a.fallback(mux))) // 404 or 405, as problem+json
+	mux.HandleFunc("GET /healthz", h(a.healthz))
+	mux.HandleFunc("GET /readyz", h(a.readyz))
+	mux.Handle("GET /metrics", a.cfg.Metrics.Handler())
+	mux.HandleFunc("GET /api/v1/stats", h(a.getStats))
+	mux.HandleFunc("GET /api/v1/openapi.json", a.openAPI)
+}
+
+// loadJob fetches the {id} export, or returns the 404 problem.
+func (a *API) loadJob(r *http.Request) (store.Job, error) {
+	id := r.PathValue("id")
+	job, err := a.exports.Load(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return job, problem.NotFound(id)
+	}
+	return job, err
+}
+
+// writeJobAnswer answers with a job after a change: 200 once it is final, otherwise 202
+// with where to look and when to look again.
+func (a *API) writeJobAnswer(w http.ResponseWriter, job store.Job) {
+	if job.Status.Final() {
+		problem.WriteJSON(w, http.StatusOK, export.JobJSON(job, ""))
+		return
+	}
+	w.Header().Set("Location", "/api/v1/exports/"+job.ID)
+	w.Header().Set("Retry-After", strconv.Itoa(a.exports.RetryAfter(job)))
+	problem.WriteJSON(w, http.StatusAccepted, export.JobJSON(job, ""))
+}

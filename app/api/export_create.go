@@ -1,0 +1,91 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"sheetq/app/exports"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+)
+
+type createRequest struct {
+	Report  string          `json:"report"`
+	Params  map[string]any  `json:"params"`
+	Webhook *webhookRequest `json:"webhook,omitempty"`
+}
+
+// createExport accepts an export request: validate, store durably, then 202.
+func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"send the request body as application/json")
+		}
+	}
+	key, ok := exports.IdempotencyKey(r.Header)
+	if !ok {
+		return problem.New(http.StatusBadRequest, "bad_idempotency_key",
+			"Idempotency-Key must be 1 to 255 visible ASCII characters, bare or as a quoted string")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("the request body is larger than %d bytes", exports.MaxBody))
+		}
+		if middleware.BodyTimedOut(err) {
+			return a.cfg.Middleware.BodyTimeout()
+		}
+		return problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+	}
+	// Workers yield the CPU while a request is being accepted, but only once its body is
+	// in, and only until its answer is decided: the client's pace must not set theirs, and
+	// a client that trickles its body (or reads its answer slowly) would otherwise slow
+	// every export for as long as it liked.
+	endForeground := a.cfg.Gate.Foreground()
+	defer endForeground()
+	var req createRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		return problem.New(http.StatusBadRequest, "malformed_json", "the body is not a valid export request: "+err.Error())
+	}
+	// Not dec.More(): it reports false for a stray '}' or ']' after the object.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
+	}
+	if req.Report == "" {
+		return problem.New(http.StatusUnprocessableEntity, "missing_report",
+			`the body needs "report": the id of a report (see GET /api/v1/reports)`)
+	}
+	args, prob := a.exports.Validate(req.Report, req.Params)
+	if prob != nil {
+		return prob
+	}
+	var webhookURL string
+	if req.Webhook != nil {
+		if webhookURL, err = a.checkWebhook(r, req.Webhook); err != nil {
+			return err
+		}
+	}
+	job, existed, err := a.exports.Enqueue(r.Context(), args, webhookURL, key)
+	endForeground()
+	if err != nil {
+		return err
+	}
+	if existed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	a.writeJobAnswer(w, job)
+	return nil
+}

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+
+	"sheetq/app/problem"
+)
+
+// healthz is the liveness probe: the process answers and the database reads.
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) error {
+	if err := a.store.Ping(r.Context()); err != nil {
+		return problem.New(http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	}
+	problem.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": a.cfg.Version, "running": a.engine.Running()})
+	return nil
+}
+
+// readyz is the readiness probe: 200 while the store can take writes, 503 problem+json
+// with the reason while it cannot (a full disk, a read-only or damaged file), so that a
+// load balancer or an orchestrator stops sending work that would fail. GET /healthz stays
+// the liveness probe: a full disk is no reason to restart the process.
+//
+// The store remembers why its last write failed; while it has, each call (at most once a
+// second) tries one small write, so readiness comes back on its own once space is freed,
+// without waiting for a request to write.
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
+	if err := a.store.Ping(r.Context()); err != nil {
+		return problem.New(http.StatusServiceUnavailable, "store_unavailable", "the database does not answer")
+	}
+	if err := a.store.ProbeWrite(r.Context()); err != nil {
+		f, ok := problem.FaultOf(err)
+		if !ok {
+			return err
+		}
+		// Readiness is 503 whatever the fault (a 507 would read as a broken probe).
+		return problem.New(http.StatusServiceUnavailable, f.Code, "not ready: "+f.Detail)
+	}
+	problem.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	return nil
+}

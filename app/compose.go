@@ -1,0 +1,210 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"sheetq/app/api"
+	"sheetq/app/events"
+	"sheetq/app/exports"
+	"sheetq/app/metrics"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+	"sheetq/app/web"
+	"sheetq/jobs"
+	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
+	"sheetq/store"
+)
+
+// App is one sheetq server over one data directory: everything New built, which Start
+// starts and Stop stops, and the HTTP handler that serves it. Run and the tests use the
+// same constructor.
+type App struct {
+	cfg Config
+	dir DataDir
+	log *slog.Logger
+
+	lock     *dirLock
+	store    *store.Store
+	kind     exportKind
+	hub      *events.Hub
+	metrics  *metrics.Metrics
+	engine   *jobs.Engine
+	janitor  *jobs.Janitor
+	webhooks *webhook.Handler
+	exports  *exports.Service
+	mw       *middleware.Stack
+	api      *api.API
+	pages    *web.Pages
+
+	// loopback is whether the server listens on loopback only (the Host check); New
+	// guesses it from Addr, Run sets it from the listener before building the handler.
+	loopback bool
+
+	// closers undo New in reverse order: the kind's watcher and sources, the store,
+	// the data directory's lock.
+	closers []func()
+	// stops undo Start in reverse order.
+	stops    []func()
+	stopOnce sync.Once
+}
+
+// New validates cfg and builds the app: it takes the data directory's lock, opens the
+// store (a damaged database is refused), prepares the export kind (the first-run sample,
+// the config file's sources, the watched reports folder), and builds the hub, the
+// metrics, the engine with its kinds, the janitor, the middleware and the handlers.
+// Nothing runs jobs until Start. On error, what was built is closed again.
+func New(ctx context.Context, cfg Config) (_ *App, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, dir: DataDir{Root: cfg.DataDir}, log: cfg.Logger,
+		loopback: middleware.IsLoopbackHost(middleware.HostOf(cfg.Addr))}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	log, dir := a.log, a.dir
+	if a.lock, err = dir.lock(); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() { a.lock.unlock() })
+
+	st, err := store.Open(ctx, dir.DB(), store.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout,
+		// A job's end and the webhook delivery that announces it commit together (rule 19).
+		FollowUps: webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps})
+	if err != nil {
+		return nil, openStoreError(dir, err)
+	}
+	a.store = st
+	a.closers = append(a.closers, func() {
+		if err := st.Close(); err != nil {
+			log.Warn("close store", "err", err)
+		}
+	})
+	if err := st.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
+		log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
+			"data", dir.Root, "err", err)
+	}
+
+	kind, cleanup, err := openExports(ctx, cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	a.kind = kind
+	a.closers = append(a.closers, cleanup)
+
+	problems := problem.Reporter{Store: st, Log: log}
+	a.hub = events.New(st, cfg.Events, log, problems)
+	a.metrics = metrics.New(st, log)
+	ecfg := cfg.Engine
+	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
+	if cfg.Now != nil {
+		ecfg.Now = cfg.Now
+	}
+	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
+	// One gate for the handlers that accept exports and the workers that yield to them.
+	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
+	a.hub.Wire(&ecfg)
+	a.engine = jobs.New(st, ecfg)
+	a.metrics.WatchQueue(a.engine)
+	a.engine.Register(export.Name, kind.Kind)
+	if a.webhooks, err = openWebhooks(kind.config.Webhooks, cfg.Webhooks, log, st); err != nil {
+		return nil, err
+	}
+	a.engine.Register(webhook.Name, a.webhooks)
+	a.janitor = jobs.NewJanitor(st, jobs.JanitorConfig{
+		Retention: cfg.Retention, ExportsDir: dir.Exports(), Logger: log, OnChange: a.engine.Config().OnChange,
+	})
+
+	var key []byte
+	if len(cfg.tokens) > 0 {
+		if key, err = middleware.LoadSessionKey(dir.sessionKeyPath()); err != nil {
+			return nil, err
+		}
+	}
+	a.mw, err = middleware.New(middleware.Config{Tokens: cfg.tokens, SessionKey: key, BaseURL: cfg.BaseURL,
+		TrustedProxies: cfg.TrustedProxies, Loopback: a.loopback, BodyTimeout: cfg.BodyTimeout, Log: log,
+		// The pages show the middleware's refusals of browsers (a forged form).
+		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+			a.pages.RenderError(w, r, status, title, message)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
+	a.pages = web.New(web.Config{
+		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
+		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,
+	})
+	a.api = api.New(api.Config{
+		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,
+		Middleware: a.mw, Metrics: a.metrics, DataDir: dir.Root, ExportsDir: dir.Exports(), Version: cfg.Version, Log: log, Problems: problems,
+	})
+	return a, nil
+}
+
+// Start starts the background services in order: the rest of a database check too long
+// for start-up, the event hub, the metrics, the engine (unless Config.Idle) and the
+// janitor. On error, what was started is stopped again.
+func (a *App) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			a.stop()
+		}
+	}()
+	a.stops = append(a.stops, checkInBackground(ctx, a.store, a.dir, a.log))
+	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor} {
+		if svc == service(a.engine) && a.cfg.Idle {
+			continue
+		}
+		if err := svc.Start(ctx); err != nil {
+			return err
+		}
+		a.stops = append(a.stops, svc.Stop)
+	}
+	return nil
+}
+
+// service is the shape every background service shares: Start spawns and returns,
+// Stop is idempotent and waits for its goroutines.
+type service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// Stop stops what Start started, in reverse order (the janitor, the engine with its
+// grace period, the metrics' catch-ups, the hub and its streams, the database check),
+// then closes what New opened (the reports watcher and sources, the store) and releases
+// the data directory. It may be called more than once.
+func (a *App) Stop() {
+	a.stopOnce.Do(func() {
+		a.stop()
+		a.close()
+	})
+}
+
+func (a *App) stop() {
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		a.stops[i]()
+	}
+	a.stops = nil
+}
+
+func (a *App) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// Handler is the HTTP handler of every route: one mux composing the API's, the pages'
+// and the event streams' handlers, behind the middleware (routes.go).
+func (a *App) Handler() http.Handler { return a.routes() }

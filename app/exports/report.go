@@ -1,0 +1,48 @@
+package exports
+
+import (
+	"errors"
+
+	"sheetq/jobs/export"
+)
+
+// Report is a report as GET /api/v1/reports shows it, and as the Reports page reads it;
+// a broken file is listed with its error instead of disappearing.
+type Report struct {
+	ID          string         `json:"id"`
+	Title       string         `json:"title,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Source      string         `json:"source,omitempty"`
+	Sheet       string         `json:"sheet,omitempty"`
+	Params      []export.Param `json:"params"`
+	Count       bool           `json:"count,omitempty"`
+	SQL         string         `json:"sql,omitempty"`
+	File        string         `json:"file,omitempty"`
+	Error       *LoadError     `json:"error,omitempty"`
+}
+
+// LoadError is why a report file did not load, with where when known.
+type LoadError struct {
+	Message string `json:"message"`
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+}
+
+// ReportOf is a catalog entry as a Report.
+func ReportOf(e export.Entry) Report {
+	r := e.Report
+	out := Report{ID: r.ID, Title: r.Title, Description: r.Description, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
+		Count: r.Count, SQL: r.Query, File: e.File}
+	if out.Params == nil {
+		out.Params = []export.Param{}
+	}
+	if e.Err != nil {
+		le := &LoadError{Message: e.Err.Error(), File: e.File}
+		var pe *export.ParseError
+		if errors.As(e.Err, &pe) {
+			le.Message, le.File, le.Line = pe.Msg, pe.File, pe.Line
+		}
+		out.Error = le
+	}
+	return out
+}

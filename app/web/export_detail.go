@@ -1,0 +1,261 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
+	"sheetq/store"
+	"sheetq/ui"
+)
+
+// exportPage is GET /exports/{id}: the export's state, parameters, timings, file and
+// timeline, with the actions that apply.
+func (p *Pages) exportPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	m := p.meta(ctx, "", id) // before reading: the stream replays what follows it
+	j, err := p.loadPageJob(r)
+	if err != nil {
+		return err
+	}
+	evs, err := p.store.Events(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	p.render(w, r, http.StatusOK, ui.ExportDetail(m, jobDetail(j, evs, p.store.Now())))
+	return nil
+}
+
+// cancelExportForm is POST /exports/{id}/cancel from the job page's button.
+func (p *Pages) cancelExportForm(w http.ResponseWriter, r *http.Request) error {
+	j, err := p.loadPageJob(r)
+	if err != nil {
+		return err
+	}
+	// Canceling a job that has ended in the meantime changes nothing; its page says so.
+	if _, err := p.engine.Cancel(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrFinished) {
+		return err
+	}
+	http.Redirect(w, r, "/exports/"+j.ID, http.StatusSeeOther)
+	return nil
+}
+
+// retryExportForm is POST /exports/{id}/retry from the job page's button.
+func (p *Pages) retryExportForm(w http.ResponseWriter, r *http.Request) error {
+	j, err := p.loadPageJob(r)
+	if err != nil {
+		return err
+	}
+	// Already running again (a double click) is no error: the page shows where it is.
+	if _, err := p.exports.Retry(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrNotRetryable) {
+		return err
+	}
+	http.Redirect(w, r, "/exports/"+j.ID, http.StatusSeeOther)
+	return nil
+}
+
+// jobDetail is the job page's content as of now.
+func jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobDetail {
+	jj := export.JobJSON(j, "")
+	d := ui.JobDetail{Row: jobRow(j, now), Warnings: j.Warnings,
+		CanCancel: j.Status == store.StatusPending || j.Status == store.StatusProcessing,
+		CanRetry:  j.Status == store.StatusFailed || j.Status == store.StatusCanceled}
+	names := make([]string, 0, len(jj.Params))
+	for k := range jj.Params {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		d.Params = append(d.Params, ui.KV{Name: k, Value: paramText(jj.Params[k])})
+	}
+	if jj.File != nil {
+		d.FileName, d.FileSize, d.FileSHA = jj.File.Name, ui.Size(jj.File.Size)+" ("+ui.Count(jj.File.Size)+" bytes)", jj.File.SHA256
+	}
+	if jj.Error != nil {
+		d.ErrorCode, d.ErrorMessage = jj.Error.Code, jj.Error.Message
+		d.Advice = advice(jj.Error.Code, j.Attempt)
+	}
+	d.Waited, d.Ran, d.Total = timings(j, evs, now)
+	for _, e := range evs {
+		d.Timeline = append(d.Timeline, timelineItem(e))
+	}
+	return d
+}
+
+// paramText writes a parameter value as it was given.
+func paramText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case nil:
+		return "(none)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// timings says how long the job waited before its first start, how long its attempts
+// ran in all, and how long it took from request to end (so far, if not ended).
+func timings(j store.Job, evs []store.Event, now time.Time) (waited, ran, total string) {
+	end := now
+	if j.Status.Final() && !j.FinishedAt.IsZero() {
+		end = j.FinishedAt
+	}
+	var firstStart time.Time
+	var running time.Duration
+	var start time.Time // of the attempt in progress along the events
+	for _, e := range evs {
+		// finished_at and the final event's time are stamped apart: never show a run
+		// longer than the whole.
+		if j.Status.Final() && e.At.After(end) {
+			end = e.At
+		}
+		switch e.Type {
+		case store.EventStarted:
+			if firstStart.IsZero() {
+				firstStart = e.At
+			}
+			start = e.At
+		case store.EventSucceeded, store.EventCompletedFromFile, store.EventAttemptFailed, store.EventFailed,
+			store.EventRecovered, store.EventCanceled, store.EventRequeued:
+			if !start.IsZero() {
+				running += e.At.Sub(start)
+				start = time.Time{}
+			}
+		}
+	}
+	if !start.IsZero() && j.Status == store.StatusProcessing {
+		running += now.Sub(start)
+	}
+	suffix := ""
+	if !j.Status.Final() {
+		suffix = " so far"
+	}
+	switch {
+	case !firstStart.IsZero():
+		waited = ui.Duration(firstStart.Sub(j.CreatedAt))
+	case j.Status == store.StatusPending:
+		waited = ui.Duration(now.Sub(j.CreatedAt)) + " so far"
+	default:
+		waited = "never started"
+	}
+	ran = "not yet"
+	if running > 0 || !firstStart.IsZero() {
+		ran = ui.Duration(running) + suffix
+	}
+	total = ui.Duration(end.Sub(j.CreatedAt)) + suffix
+	return waited, ran, total
+}
+
+// advice says what to do about a failed export, by error code.
+func advice(code string, attempts int) string {
+	switch code {
+	case "bad_params", "bad_args":
+		return "The parameters do not fit the report (it may have changed). Start a new export with corrected values."
+	case "unknown_report":
+		return "The report no longer exists. Pick another one on the New export page, or restore its file."
+	case "unknown_source":
+		return "The report's source is not named in the config file (sheetq.toml). Add it, restart sheetq, then press Run again."
+	case "lost":
+		return "The worker stopped answering (a crash or an overloaded machine). Press Run again; if it keeps happening, look at the server log."
+	case "stalled":
+		return "The export made no progress for too long, so sheetq stopped it. Check that the data source answers, then press Run again."
+	case "disk_full":
+		return "The disk holding the data directory is full. Free some space (old exports can be deleted), then press Run again."
+	case "io":
+		return "Writing the file failed. Check the free disk space of the data directory, then press Run again."
+	case "panic":
+		return "sheetq hit a bug while running this export. Press Run again; if it repeats, report it with the server log."
+	}
+	return fmt.Sprintf("The data source failed (%d attempts). Check that it is reachable and its credentials are right, then press Run again.", attempts)
+}
+
+// timelineItem says one stored event in words.
+func timelineItem(e store.Event) ui.TimelineItem {
+	var data map[string]any
+	_ = json.Unmarshal(e.Data, &data) // nil data leaves the map nil; missing fields read as ""
+	str := func(k string) string {
+		if v, ok := data[k]; ok && v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	}
+	num := func(k string) int64 {
+		f, _ := data[k].(float64)
+		return int64(f)
+	}
+	att := strconv.Itoa(e.Attempt)
+	it := ui.TimelineItem{Type: e.Type, At: ui.Clock(e.At), ISO: e.At.UTC().Format(time.RFC3339Nano)}
+	why := func() string {
+		if c := str("code"); c != "" {
+			return c + ": " + str("message")
+		}
+		return str("message")
+	}
+	switch e.Type {
+	case store.EventAccepted:
+		it.Text, it.Detail = "Accepted", "waiting for a free worker"
+	case store.EventStarted:
+		it.Text = "Attempt " + att + " started"
+		if w := str("worker"); w != "" {
+			it.Detail = "on worker " + w
+		}
+	case store.EventSucceeded:
+		it.Text, it.Tone = "Attempt "+att+" succeeded", "ok"
+		it.Detail = ui.Count(num("rows")) + " rows, " + ui.Size(num("size"))
+	case store.EventCompletedFromFile:
+		it.Text, it.Tone = "Completed from the file attempt "+att+" had written before a restart", "ok"
+	case store.EventAttemptFailed:
+		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; it will be tried again", "warn", why()
+		if t, err := time.Parse(time.RFC3339Nano, str("retry_at")); err == nil {
+			it.Detail += " (next try at " + ui.Clock(t) + ")"
+		}
+	case store.EventFailed:
+		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; giving up", "bad", why()
+		if str("code") == "lost" {
+			it.Text = "Heartbeat of attempt " + att + " lost; no attempts left"
+		} else if data["permanent"] == true {
+			it.Text = "Attempt " + att + " failed; trying again would not help"
+		}
+	case store.EventRecovered:
+		it.Text, it.Tone, it.Detail = "Heartbeat of attempt "+att+" lost; recovered and queued again", "warn", str("message")
+	case store.EventCancelRequested:
+		it.Text = "Cancel requested"
+	case store.EventCanceled:
+		it.Text, it.Detail = "Canceled", str("reason")
+		if it.Detail == "" && str("message") != "" {
+			it.Detail = why()
+		}
+	case store.EventRequeued:
+		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", str("reason")
+	case store.EventRetried:
+		it.Text = "Run again by request"
+		it.Detail = "was " + str("from") + "; up to " + str("max_attempts") + " attempts in all"
+	case store.EventExpired:
+		it.Text, it.Tone = "File removed after the retention period", "bad"
+	case webhook.EventQueued:
+		it.Text, it.Detail = "Webhook queued", str("event")
+	case webhook.EventDelivered:
+		it.Text, it.Tone = "Webhook delivered", "ok"
+		it.Detail = str("event") + ", answered " + str("status_code")
+	case webhook.EventFailed:
+		it.Text, it.Tone = "Webhook attempt "+str("attempt")+" of "+str("max_attempts")+" failed", "warn"
+		it.Detail = str("error")
+		if sc := str("status_code"); sc != "" {
+			it.Detail = "answered " + sc + ". " + it.Detail
+		}
+	default:
+		it.Text = e.Type
+	}
+	return it
+}

@@ -1,0 +1,265 @@
+package web
+
+import (
+	"cmp"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+
+	"sheetq/app/exports"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+	"sheetq/jobs/export"
+	"sheetq/ui"
+)
+
+// newExportPage is GET /exports/new: the report chooser, or with ?report= that report's form.
+func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	id := r.URL.Query().Get("report")
+	if id == "" {
+		var choices []ui.ReportChoice
+		for _, e := range p.cfg.Catalog.Entries() {
+			c := ui.ReportChoice{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID), Description: e.Report.Description}
+			if e.Err != nil {
+				c.Broken = e.Err.Error()
+			}
+			choices = append(choices, c)
+		}
+		p.render(w, r, http.StatusOK, ui.ChooseReport(p.meta(ctx, "new", ""), choices))
+		return nil
+	}
+	rep, err := p.cfg.Catalog.Report(id)
+	if err != nil {
+		return reportUnusable(id, err)
+	}
+	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), exportForm(rep, nil, nil, newFormKey())))
+	return nil
+}
+
+// reportUnusable is the page that says why a report's form cannot be shown.
+func reportUnusable(id string, err error) *pageError {
+	if errors.Is(err, export.ErrUnknownReport) {
+		return &pageError{status: http.StatusNotFound, title: "No such report",
+			message: "There is no report " + strconv.Quote(id) + ". Pick one from the list on the New export page."}
+	}
+	return &pageError{status: http.StatusUnprocessableEntity, title: "This report cannot be used",
+		message: "Its file has an error: " + err.Error() + ". Fix the file; the Reports page shows when it loads again."}
+}
+
+// submitExportForm is POST /exports from the form: the same validation and enqueue as
+// the API, with the form's hidden idempotency key, so a double submit gives one job.
+// Valid input goes to the job's page (303); invalid input shows the form again (422)
+// with an error beside each wrong field and every value kept.
+func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, exports.MaxBody)
+	if err := r.ParseForm(); err != nil {
+		if middleware.BodyTimedOut(err) {
+			return &pageError{status: http.StatusRequestTimeout, title: "The form took too long to arrive",
+				message: "Go back to the form and submit it again.", close: true}
+		}
+		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
+			message: "Go back to the form, reload it and submit it again."}
+	}
+	ctx := r.Context()
+	id := r.PostForm.Get("report")
+	rep, err := p.cfg.Catalog.Report(id)
+	if err != nil {
+		return reportUnusable(id, err)
+	}
+	key, ok := exports.IdempotencyKey(http.Header{"Idempotency-Key": r.PostForm["idempotency_key"]})
+	if !ok || key == "" {
+		// The key is part of the form; a missing one means a form from elsewhere or an
+		// old page: show a fresh form with the values given.
+		key = newFormKey()
+		f := exportForm(rep, r.PostForm, nil, key)
+		f.FormError = "The form was incomplete. Check the values and start the export again."
+		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
+		return nil
+	}
+	// Foreground only around validation and enqueueing: not while the form arrives or a
+	// page is written, as for the API (app/api createExport).
+	endForeground := p.cfg.Gate.Foreground()
+	defer endForeground()
+	params := formParams(rep.Params, r.PostForm)
+	args, prob := p.exports.Validate(rep.ID, params)
+	if prob != nil {
+		fieldErrs := p.fieldErrors(rep, params)
+		endForeground()
+		f := exportForm(rep, r.PostForm, fieldErrs, key)
+		if len(fieldErrs) == 0 {
+			f.FormError = prob.Detail
+		}
+		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
+		return nil
+	}
+	job, _, err := p.exports.Enqueue(ctx, args, "", key)
+	endForeground()
+	if prob, ok := problem.As(err); ok && prob.Code == "idempotency_key_reused" {
+		// The key was used for other values: this form was submitted before and then
+		// changed. A fresh key lets the user start the changed export deliberately.
+		f := exportForm(rep, r.PostForm, nil, newFormKey())
+		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
+			"). Check the values and press Start export again to start another one."
+		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/exports/"+job.ID, http.StatusSeeOther)
+	return nil
+}
+
+// formParams reads the declared params from a form. An unchecked checkbox sends nothing,
+// which for a bool means false, not "use the default".
+func formParams(decl []export.Param, form map[string][]string) map[string]any {
+	out := map[string]any{}
+	for _, p := range decl {
+		vs, ok := form[p.Name]
+		switch {
+		case p.Type == export.TypeBool:
+			out[p.Name] = ok && len(vs) > 0 && vs[len(vs)-1] != "" && vs[len(vs)-1] != "false"
+		case ok && len(vs) > 0:
+			out[p.Name] = vs[0]
+		}
+	}
+	return out
+}
+
+// fieldErrors finds the error of every wrong parameter, not only the first: Validate
+// stops at the first, so each wrong value is set aside (replaced by a value of its type
+// that passes) and the rest checked again.
+func (p *Pages) fieldErrors(rep export.Report, params map[string]any) map[string]string {
+	errs := map[string]string{}
+	trial := map[string]any{}
+	for k, v := range params {
+		trial[k] = v
+	}
+	for range len(rep.Params) + 1 {
+		_, err := p.exports.Kind.Validate(rep.ID, trial)
+		var pe *export.ParamError
+		if !errors.As(err, &pe) || errs[pe.Param] != "" {
+			break
+		}
+		errs[pe.Param] = sentence(pe.Message)
+		for _, p := range rep.Params {
+			if p.Name == pe.Param {
+				trial[p.Name] = placeholder(p)
+			}
+		}
+	}
+	return errs
+}
+
+// placeholder is a value of p's type within its bounds, standing in for a wrong one.
+func placeholder(p export.Param) any {
+	if p.Default != nil {
+		return p.Default
+	}
+	switch p.Type {
+	case export.TypeInt, export.TypeNumber:
+		v := 0.0
+		if p.Min != nil {
+			v = *p.Min
+		} else if p.Max != nil && *p.Max < 0 {
+			v = *p.Max
+		}
+		if p.Type == export.TypeInt {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return v
+	case export.TypeDate:
+		return "2000-01-01"
+	case export.TypeDatetime:
+		return "2000-01-01T00:00:00Z"
+	case export.TypeBool:
+		return false
+	}
+	return "x"
+}
+
+// sentence capitalises an error message for a form: "must be an integer" → "Must be an integer."
+func sentence(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	b := []byte(msg)
+	if b[0] >= 'a' && b[0] <= 'z' {
+		b[0] -= 'a' - 'A'
+	}
+	if b[len(b)-1] != '.' {
+		b = append(b, '.')
+	}
+	return string(b)
+}
+
+// exportForm builds the form of rep: defaults, or the values sent (form, when not nil),
+// with the errors by field.
+func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string) ui.ExportForm {
+	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key}
+	for _, p := range rep.Params {
+		fd := ui.Field{Name: p.Name, Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
+		def := ""
+		if p.Default != nil {
+			def = fmt.Sprint(p.Default)
+		}
+		switch p.Type {
+		case export.TypeInt:
+			fd.Input, fd.Step = "number", "1"
+		case export.TypeNumber:
+			fd.Input, fd.Step = "number", "any"
+		case export.TypeDate:
+			fd.Input = "date"
+		case export.TypeDatetime:
+			fd.Input, fd.Hint = "datetime-local", "Times without a zone are taken as UTC."
+		case export.TypeBool:
+			fd.Input = "checkbox"
+			fd.Checked = def == "true"
+		default:
+			fd.Input = "text"
+		}
+		if p.Min != nil {
+			fd.Min = strconv.FormatFloat(*p.Min, 'f', -1, 64)
+		}
+		if p.Max != nil {
+			fd.Max = strconv.FormatFloat(*p.Max, 'f', -1, 64)
+		}
+		switch {
+		case p.Min != nil && p.Max != nil:
+			fd.Hint = "From " + num(*p.Min) + " to " + num(*p.Max) + "."
+		case p.Min != nil:
+			fd.Hint = "At least " + num(*p.Min) + "."
+		case p.Max != nil:
+			fd.Hint = "At most " + num(*p.Max) + "."
+		}
+		fd.Value = def
+		if form != nil {
+			vs, sent := form[p.Name]
+			if p.Type == export.TypeBool {
+				fd.Checked = sent && len(vs) > 0 && vs[len(vs)-1] != "false"
+			} else if sent && len(vs) > 0 {
+				fd.Value = vs[0]
+			}
+		}
+		if p.Type == export.TypeDatetime && len(fd.Value) > 16 && fd.Value[10] == 'T' && form == nil {
+			fd.Value = fd.Value[:16] // datetime-local takes no zone or seconds
+		}
+		f.Fields = append(f.Fields, fd)
+	}
+	return f
+}
+
+// num writes a bound for people: 10,000,000, or 0.5.
+func num(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return ui.Count(int64(f))
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// newFormKey is a fresh idempotency key for one rendering of the form.
+func newFormKey() string { return "form-" + rand.Text() }

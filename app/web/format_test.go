@@ -1,0 +1,58 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"sheetq/jobs/webhook"
+	"sheetq/store"
+)
+
+func TestAttemptInfo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		job  store.Job
+		want string
+	}{
+		{"first attempt waiting", store.Job{Status: store.StatusPending, MaxAttempts: 3}, ""},
+		{"first attempt running", store.Job{Status: store.StatusProcessing, Attempt: 1, MaxAttempts: 3}, ""},
+		{"waiting to retry", store.Job{Status: store.StatusPending, Attempt: 1, MaxAttempts: 3, RunAt: now.Add(40 * time.Second)},
+			"retrying, attempt 2 of 3, next try in 40 s"},
+		{"retry due", store.Job{Status: store.StatusPending, Attempt: 2, MaxAttempts: 3, RunAt: now},
+			"retrying, attempt 3 of 3, next try now"},
+		{"second attempt running", store.Job{Status: store.StatusProcessing, Attempt: 2, MaxAttempts: 3}, "retrying, attempt 2 of 3"},
+		{"gave up", store.Job{Status: store.StatusFailed, Attempt: 3, MaxAttempts: 3}, "gave up after attempt 3 of 3"},
+		{"succeeded on a retry", store.Job{Status: store.StatusSucceeded, Attempt: 2, MaxAttempts: 3}, "took 2 attempts"},
+	} {
+		if got := attemptInfo(tc.job, now); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestTimelineWords(t *testing.T) {
+	at := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		typ, data string
+		attempt   int
+		wantText  string
+		wantIn    string
+	}{
+		{store.EventAttemptFailed, `{"code":"upstream","message":"503 from shop","permanent":false,"retry_at":"2026-01-02T10:00:40Z"}`, 1,
+			"Attempt 1 failed; it will be tried again", "upstream: 503 from shop"},
+		{store.EventFailed, `{"code":"bad_params","message":"from after to","permanent":true}`, 1,
+			"Attempt 1 failed; trying again would not help", "from after to"},
+		{store.EventRecovered, `{"code":"lost","message":"no heartbeat from w1"}`, 2,
+			"Heartbeat of attempt 2 lost; recovered and queued again", "no heartbeat from w1"},
+		{webhook.EventFailed, `{"attempt":1,"max_attempts":5,"status_code":500,"error":"server error"}`, 1,
+			"Webhook attempt 1 of 5 failed", "answered 500"},
+		{store.EventSucceeded, `{"rows":1200,"size":2400}`, 1, "Attempt 1 succeeded", "1,200 rows, 2.4 kB"},
+	} {
+		it := timelineItem(store.Event{Type: tc.typ, Attempt: tc.attempt, At: at, Data: []byte(tc.data)})
+		if it.Text != tc.wantText || !strings.Contains(it.Detail, tc.wantIn) || it.Type != tc.typ {
+			t.Errorf("%s: %q / %q, want %q / containing %q", tc.typ, it.Text, it.Detail, tc.wantText, tc.wantIn)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package web
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sheetq/app/middleware"
+	"sheetq/ui"
+)
+
+// safeNext keeps a post-sign-in redirect on this server: a path, not a URL or a
+// protocol-relative //host that would send the user elsewhere.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// loginPage shows the sign-in form; without tokens there is nothing to sign in to.
+func (p *Pages) loginPage(w http.ResponseWriter, r *http.Request) error {
+	next := safeNext(r.URL.Query().Get("next"))
+	if !p.cfg.Middleware.Auth().Enabled() {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return nil
+	}
+	p.renderLogin(w, r, http.StatusOK, ui.LoginForm{Next: next})
+	return nil
+}
+
+// login checks the token from the form and, if it is one of the server's, sets the
+// session cookie and goes on to the page the user wanted.
+func (p *Pages) login(w http.ResponseWriter, r *http.Request) error {
+	mw := p.cfg.Middleware
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		if middleware.BodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			p.renderLogin(w, r, http.StatusRequestTimeout, ui.LoginForm{Next: "/", Error: "The form took too long to arrive; try again."})
+			return nil
+		}
+		p.renderLogin(w, r, http.StatusBadRequest, ui.LoginForm{Next: "/", Error: "The form could not be read; try again."})
+		return nil
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	if !mw.Auth().Enabled() {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return nil
+	}
+	ip := middleware.Client(r.Context()).IP
+	if wait, locked := mw.Auth().Locked(ip); locked {
+		// Refused before the token is looked at, as for the API (middleware authenticate).
+		w.Header().Set("Retry-After", strconv.Itoa(middleware.RetryAfterSeconds(wait)))
+		p.renderLogin(w, r, http.StatusTooManyRequests, ui.LoginForm{Next: next,
+			Error: "Too many wrong tokens were tried from your address. Try again in " + waitWords(wait) + "."})
+		return nil
+	}
+	name, ok := mw.Auth().Match(strings.TrimSpace(r.PostForm.Get("token")))
+	if !ok {
+		p.cfg.Log.WarnContext(r.Context(), "sign-in with a wrong token", "client_ip", ip)
+		mw.SignInFailed(r)
+		p.renderLogin(w, r, http.StatusUnauthorized, ui.LoginForm{Next: next, Error: "That token is not valid for this server."})
+		return nil
+	}
+	value, expires, err := mw.Auth().NewSession(name)
+	if err != nil {
+		return err
+	}
+	mw.SetSession(w, r, value, expires)
+	p.cfg.Log.InfoContext(r.Context(), "signed in", "token", name, "client_ip", ip)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
+}
+
+// waitWords says a wait for people: "5 minutes", "1 minute", "40 seconds".
+func waitWords(d time.Duration) string {
+	if m := int(math.Ceil(d.Minutes())); m > 1 {
+		return strconv.Itoa(m) + " minutes"
+	} else if d > 45*time.Second {
+		return "1 minute"
+	}
+	secs := middleware.RetryAfterSeconds(d)
+	if secs == 1 {
+		return "1 second"
+	}
+	return strconv.Itoa(secs) + " seconds"
+}
+
+// logout clears the session cookie.
+func (p *Pages) logout(w http.ResponseWriter, r *http.Request) error {
+	p.cfg.Middleware.ClearSession(w, r)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}
+
+// renderLogin shows the sign-in form with status.
+func (p *Pages) renderLogin(w http.ResponseWriter, r *http.Request, status int, f ui.LoginForm) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	// No data directory on a page anyone can see: it names paths on the server.
+	if err := ui.Login(ui.Meta{Version: p.cfg.Version}, f).Render(r.Context(), w); err != nil {
+		p.cfg.Log.ErrorContext(r.Context(), "render login", "err", err)
+	}
+}

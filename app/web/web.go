@@ -1,0 +1,163 @@
+// Package web owns the page handlers: the exports list and its rows, the export page and
+// its buttons, the new-export form, the reports page, the queue page and the sign-in
+// page; templ components in package ui draw them, from the view models built here. The
+// reports page's change stream is app/events' (Hub.ChangeStream) (ARCHITECTURE.md,
+// "Parts").
+//
+// Every handler has the shape problem.HandlerFunc and returns its failure: a *pageError
+// (what went wrong and what to do, with a status), or an error that becomes the page for
+// a database fault, a busy database or a server error. A handler never both writes an
+// error page and returns an error.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/a-h/templ"
+
+	"sheetq/app/exports"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+	"sheetq/jobs"
+	"sheetq/jobs/export"
+	"sheetq/store"
+	"sheetq/ui"
+)
+
+// Config is what the page handlers share.
+type Config struct {
+	// Exports accepts, loads and retries exports (shared with the API).
+	Exports *exports.Service
+	// Catalog lists the reports.
+	Catalog *export.Catalog
+	// Gate is the engine's: accepting a form takes its foreground, as for the API.
+	Gate *jobs.Gate
+	// Middleware checks sign-in tokens and sets session cookies.
+	Middleware *middleware.Stack
+	// DataDir is shown in the page header; ReportsDir on the reports page.
+	DataDir, ReportsDir string
+	// Version is shown in the page header.
+	Version string
+	// Log receives render failures and the sign-in log lines.
+	Log *slog.Logger
+	// Problems notes database faults and tells a client gone or a busy database.
+	Problems problem.Reporter
+}
+
+// Pages is the page handlers.
+type Pages struct {
+	cfg     Config
+	exports *exports.Service
+	store   *store.Store
+	engine  *jobs.Engine
+}
+
+// New returns the pages over cfg.
+func New(cfg Config) *Pages {
+	return &Pages{cfg: cfg, exports: cfg.Exports, store: cfg.Exports.Store, engine: cfg.Exports.Engine}
+}
+
+// Routes adds the pages' routes to mux.
+func (p *Pages) Routes(mux *http.ServeMux) {
+	h := p.handle
+	mux.HandleFunc("GET /{$}", h(p.homePage))
+	mux.HandleFunc("GET /exports/new", h(p.newExportPage))
+	mux.HandleFunc("POST /exports", h(p.submitExportForm))
+	mux.HandleFunc("GET /exports/{id}", h(p.exportPage))
+	mux.HandleFunc("GET /exports/{id}/row", h(p.exportRowFragment))
+	mux.HandleFunc("POST /exports/{id}/cancel", h(p.cancelExportForm))
+	mux.HandleFunc("POST /exports/{id}/retry", h(p.retryExportForm))
+	mux.HandleFunc("GET /reports", h(p.reportsPage))
+	mux.HandleFunc("GET /queue", h(p.queuePage))
+
+	// Sign-in for browsers when tokens are set (login.go, app/middleware/auth.go).
+	mux.HandleFunc("GET /login", h(p.loginPage))
+	mux.Handle("POST /login", p.cfg.Middleware.SameOrigin(h(p.login)))
+	mux.Handle("POST /logout", p.cfg.Middleware.SameOrigin(h(p.logout)))
+}
+
+// pageError is a page that says what went wrong and what to do, which a handler returns.
+type pageError struct {
+	status         int
+	title, message string
+	// close asks for the connection to be closed (a body that may still be arriving).
+	close bool
+}
+
+func (e *pageError) Error() string { return strconv.Itoa(e.status) + " " + e.title }
+
+// handle adapts a handler: the error it returns is shown as a page (ServeError).
+func (p *Pages) handle(h problem.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			p.ServeError(w, r, err)
+		}
+	}
+}
+
+// ServeError shows err as a page: a *pageError as itself; a database fault, a busy
+// database or anything else (logged) as a page that says what to do, without internals.
+func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *pageError
+	if errors.As(err, &pe) {
+		if pe.close {
+			w.Header().Set("Connection", "close")
+		}
+		p.RenderError(w, r, pe.status, pe.title, pe.message)
+		return
+	}
+	if f, ok := p.cfg.Problems.Fault(r, err); ok {
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		p.RenderError(w, r, f.Status, f.Title, f.Message)
+		return
+	}
+	if p.cfg.Problems.Busy(r, err) {
+		w.Header().Set("Retry-After", "1")
+		p.RenderError(w, r, http.StatusServiceUnavailable, "sheetq is busy",
+			"The database is held by another program for the moment. Nothing was lost; try again in a few seconds.")
+		return
+	}
+	p.cfg.Log.ErrorContext(r.Context(), "page failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	p.RenderError(w, r, http.StatusInternalServerError, "Something went wrong",
+		"sheetq could not show this page. Reload it in a moment; if this repeats, the server log says why.")
+}
+
+// meta is what every page's header needs; page names the current page, and job, when
+// set, narrows the page's event stream to one export.
+func (p *Pages) meta(ctx context.Context, page, job string) ui.Meta {
+	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events"}
+	// The stream starts after the newest event the page already reflects, so that an
+	// event committed between rendering and connecting is replayed, not lost.
+	if _, last, err := p.store.EventRange(ctx); err == nil {
+		m.Events += "?last_event_id=" + strconv.FormatInt(last, 10)
+		if job != "" {
+			m.Events += "&job=" + job
+		}
+	} else if job != "" {
+		m.Events += "?job=" + job
+	}
+	return m
+}
+
+// render writes a page with status; pages are never cached, since they show live state.
+func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := c.Render(r.Context(), w); err != nil {
+		p.cfg.Log.ErrorContext(r.Context(), "render page", "path", r.URL.Path, "err", err)
+	}
+}
+
+// RenderError shows a page that says what went wrong and what to do; the middleware
+// shows its refusals of browsers' requests with it too.
+func (p *Pages) RenderError(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	p.render(w, r, status, ui.ErrorPage(p.meta(r.Context(), "", ""), title, message))
+}
