@@ -11,16 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"sheetq/internal/apiv1"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
-
-// fixedTime is late in a UTC day, so a date shown in another zone would differ.
-var fixedTime = time.Date(2025, 3, 4, 23, 30, 0, 0, time.UTC)
 
 func encodeB64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 

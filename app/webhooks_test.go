@@ -16,26 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"sheetq/jobs"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
 // testWebhookSecret signs the test servers' deliveries.
 var testWebhookSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("sheetq webhook test secret 32 b!"))
-
-// registerTestWebhooks registers the webhook kind on eng as app.Run does, recording
-// attempts in st. The zero cfg has no secret: requests with a webhook are refused.
-func registerTestWebhooks(t testing.TB, eng *jobs.Engine, st *store.Store, log *slog.Logger, cfg webhook.Config) *webhook.Handler {
-	t.Helper()
-	cfg.Recorder, cfg.Logger = st, log
-	h, err := webhook.New(cfg)
-	if err != nil {
-		t.Fatalf("webhooks: %v", err)
-	}
-	eng.Register(webhook.Name, h)
-	return h
-}
 
 // hookDelivery is one request a hookReceiver got.
 type hookDelivery struct {
