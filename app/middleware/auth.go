@@ -34,7 +34,7 @@ type Token struct {
 const DefaultTokenName = "default"
 
 // minTokenLength is the shortest secret accepted: with failed attempts limited
-// (app/ratelimit.go), 16 random characters are out of reach of guessing.
+// (ratelimit.go), 16 random characters are out of reach of guessing.
 const minTokenLength = 16
 
 // WeakSecret says what makes a token's secret too weak to accept ("blank", "too short
@@ -75,7 +75,7 @@ type Auth struct {
 	// restarts, and a new key (delete the file) signs everyone out.
 	key []byte
 	now func() time.Time
-	// limits counts wrong tokens per client address (app/ratelimit.go).
+	// limits counts wrong tokens per client address (ratelimit.go).
 	limits *attemptLimiter
 }
 

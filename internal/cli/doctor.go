@@ -157,7 +157,7 @@ func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorR
 	rep.Jobs = len(jobFiles)
 
 	// Links and special files: the server serves and publishes only regular files that
-	// live in the data directory (app/export_file.go refuses anything else), so a link
+	// live in the data directory (app/api/export_file.go refuses anything else), so a link
 	// or a FIFO in exports/ or tmp/, or either directory being a link, is a problem
 	// whatever it points at. Such entries are left out of the checks below.
 	odd := oddEntries(dir, add)
