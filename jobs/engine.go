@@ -81,6 +81,10 @@ type Config struct {
 	Gate *Gate
 }
 
+// Defaults is the zero Config with the documented defaults applied: the command line's
+// flags take their defaults from it, so that each default is written once.
+func Defaults() Config { return Config{}.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
