@@ -182,77 +182,94 @@ func advice(code string, attempts int) string {
 
 // timelineItem says one stored event in words.
 func timelineItem(e store.Event) ui.TimelineItem {
-	var data map[string]any
-	_ = json.Unmarshal(e.Data, &data) // nil data leaves the map nil; missing fields read as ""
-	str := func(k string) string {
-		if v, ok := data[k]; ok && v != nil {
-			return fmt.Sprint(v)
-		}
-		return ""
-	}
-	num := func(k string) int64 {
-		f, _ := data[k].(float64)
-		return int64(f)
+	// Each event type's data has its writer's type (store/eventdata.go, and the webhook
+	// kind's for webhook_*); data that does not decode leaves the fields empty, and the
+	// line says less rather than nothing.
+	var (
+		started store.StartedData
+		file    store.FileData
+		failure store.FailureData // also reads a lost attempt's LostData: code and message
+		reason  store.ReasonData
+		retried store.RetriedData
+		queued  webhook.Queued
+		hook    webhook.Attempt
+	)
+	switch e.Type {
+	case store.EventStarted:
+		_ = e.Decode(&started)
+	case store.EventSucceeded:
+		_ = e.Decode(&file)
+	case store.EventAttemptFailed, store.EventFailed, store.EventRecovered:
+		_ = e.Decode(&failure)
+	case store.EventCanceled:
+		_ = e.Decode(&reason)
+		_ = e.Decode(&failure)
+	case store.EventRequeued:
+		_ = e.Decode(&reason)
+	case store.EventRetried:
+		_ = e.Decode(&retried)
+	case webhook.EventQueued:
+		_ = e.Decode(&queued)
+	case webhook.EventDelivered, webhook.EventFailed:
+		_ = e.Decode(&hook)
 	}
 	att := strconv.Itoa(e.Attempt)
 	it := ui.TimelineItem{Type: e.Type, At: ui.Clock(e.At), ISO: e.At.UTC().Format(time.RFC3339Nano)}
-	why := func() string {
-		if c := str("code"); c != "" {
-			return c + ": " + str("message")
-		}
-		return str("message")
+	why := failure.Message
+	if failure.Code != "" {
+		why = failure.Code + ": " + failure.Message
 	}
 	switch e.Type {
 	case store.EventAccepted:
 		it.Text, it.Detail = "Accepted", "waiting for a free worker"
 	case store.EventStarted:
 		it.Text = "Attempt " + att + " started"
-		if w := str("worker"); w != "" {
-			it.Detail = "on worker " + w
+		if started.Worker != "" {
+			it.Detail = "on worker " + started.Worker
 		}
 	case store.EventSucceeded:
 		it.Text, it.Tone = "Attempt "+att+" succeeded", "ok"
-		it.Detail = ui.Count(num("rows")) + " rows, " + ui.Size(num("size"))
+		it.Detail = ui.Count(file.Rows) + " rows, " + ui.Size(file.Size)
 	case store.EventCompletedFromFile:
 		it.Text, it.Tone = "Completed from the file attempt "+att+" had written before a restart", "ok"
 	case store.EventAttemptFailed:
-		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; it will be tried again", "warn", why()
-		if t, err := time.Parse(time.RFC3339Nano, str("retry_at")); err == nil {
-			it.Detail += " (next try at " + ui.Clock(t) + ")"
+		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; it will be tried again", "warn", why
+		if failure.RetryAt != nil {
+			it.Detail += " (next try at " + ui.Clock(*failure.RetryAt) + ")"
 		}
 	case store.EventFailed:
-		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; giving up", "bad", why()
-		if str("code") == "lost" {
+		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; giving up", "bad", why
+		if failure.Code == "lost" {
 			it.Text = "Heartbeat of attempt " + att + " lost; no attempts left"
-		} else if data["permanent"] == true {
+		} else if failure.Permanent {
 			it.Text = "Attempt " + att + " failed; trying again would not help"
 		}
 	case store.EventRecovered:
-		it.Text, it.Tone, it.Detail = "Heartbeat of attempt "+att+" lost; recovered and queued again", "warn", str("message")
+		it.Text, it.Tone, it.Detail = "Heartbeat of attempt "+att+" lost; recovered and queued again", "warn", failure.Message
 	case store.EventCancelRequested:
 		it.Text = "Cancel requested"
 	case store.EventCanceled:
-		it.Text, it.Detail = "Canceled", str("reason")
-		if it.Detail == "" && str("message") != "" {
-			it.Detail = why()
+		it.Text, it.Detail = "Canceled", reason.Reason
+		if it.Detail == "" && failure.Message != "" {
+			it.Detail = why
 		}
 	case store.EventRequeued:
-		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", str("reason")
+		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", reason.Reason
 	case store.EventRetried:
 		it.Text = "Run again by request"
-		it.Detail = "was " + str("from") + "; up to " + str("max_attempts") + " attempts in all"
+		it.Detail = "was " + string(retried.From) + "; up to " + strconv.Itoa(retried.MaxAttempts) + " attempts in all"
 	case store.EventExpired:
 		it.Text, it.Tone = "File removed after the retention period", "bad"
 	case webhook.EventQueued:
-		it.Text, it.Detail = "Webhook queued", str("event")
+		it.Text, it.Detail = "Webhook queued", queued.Event
 	case webhook.EventDelivered:
 		it.Text, it.Tone = "Webhook delivered", "ok"
-		it.Detail = str("event") + ", answered " + str("status_code")
+		it.Detail = hook.Event + ", answered " + strconv.Itoa(hook.StatusCode)
 	case webhook.EventFailed:
-		it.Text, it.Tone = "Webhook attempt "+str("attempt")+" of "+str("max_attempts")+" failed", "warn"
-		it.Detail = str("error")
-		if sc := str("status_code"); sc != "" {
-			it.Detail = "answered " + sc + ". " + it.Detail
+		it.Text, it.Tone = "Webhook attempt "+strconv.Itoa(hook.Attempt)+" of "+strconv.Itoa(hook.MaxAttempts)+" failed", "warn"
+		it.Detail = hook.Error
+		if hook.StatusCode != 0 {
+			it.Detail = "answered " + strconv.Itoa(hook.StatusCode) + ". " + it.Detail
 		}
 	default:
 		it.Text = e.Type

@@ -49,6 +49,16 @@ func TestTimelineWords(t *testing.T) {
 		{webhook.EventFailed, `{"attempt":1,"max_attempts":5,"status_code":500,"error":"server error"}`, 1,
 			"Webhook attempt 1 of 5 failed", "answered 500"},
 		{store.EventSucceeded, `{"rows":1200,"size":2400}`, 1, "Attempt 1 succeeded", "1,200 rows, 2.4 kB"},
+		{store.EventStarted, `{"worker":"host/42"}`, 1, "Attempt 1 started", "on worker host/42"},
+		{store.EventAttemptFailed, `{"code":"x","message":"y","permanent":false,"retry_at":"2026-01-02T10:00:40Z"}`, 1,
+			"Attempt 1 failed; it will be tried again", "(next try at"},
+		{store.EventFailed, `{"code":"lost","message":"no heartbeat"}`, 3, "Heartbeat of attempt 3 lost; no attempts left", "lost: no heartbeat"},
+		{store.EventCanceled, `{"reason":"export a deleted"}`, 1, "Canceled", "export a deleted"},
+		{store.EventCanceled, `{"code":"source","message":"down","permanent":false}`, 1, "Canceled", "source: down"},
+		{store.EventRequeued, `{"reason":"server shutting down"}`, 1, "Put back in the queue (server shutting down); the attempt does not count", "server shutting down"},
+		{store.EventRetried, `{"from":"FAILED","max_attempts":6}`, 3, "Run again by request", "was FAILED; up to 6 attempts in all"},
+		{webhook.EventQueued, `{"webhook_id":"msg_1","event":"export.succeeded","delivery_job":"d"}`, 1, "Webhook queued", "export.succeeded"},
+		{webhook.EventDelivered, `{"event":"export.failed","attempt":2,"max_attempts":8,"status_code":204}`, 1, "Webhook delivered", "export.failed, answered 204"},
 	} {
 		it := timelineItem(store.Event{Type: tc.typ, Attempt: tc.attempt, At: at, Data: []byte(tc.data)})
 		if it.Text != tc.wantText || !strings.Contains(it.Detail, tc.wantIn) || it.Type != tc.typ {
