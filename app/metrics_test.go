@@ -350,3 +350,30 @@ func TestStatsAfterExports(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsGroupCommitAndStreams: the group commit's figures and the event streams'
+// count are exported (store.BatchStats and events.Hub.Stats, read at scrape time).
+func TestMetricsGroupCommitAndStreams(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	before := ts.scrape()
+	before.want(t, []metricCheck{
+		{"sheetq_event_streams", nil, 0},
+		{"sheetq_event_streams_dropped_total", nil, 0},
+		{"sheetq_group_commit_waiting", nil, 0},
+	})
+	commits := before.value(t, "sheetq_group_commits_total", nil)
+	jobs := before.value(t, "sheetq_group_commit_jobs_total", nil)
+
+	ts.create(`{"report":"demo","params":{"rows":1}}`)
+	ts.create(`{"report":"demo","params":{"rows":2}}`)
+	c := openEvents(t, ts, "", "")
+	defer c.close()
+	after := ts.scrape()
+	if got := after.value(t, "sheetq_group_commit_jobs_total", nil); got != jobs+2 {
+		t.Errorf("group commit jobs %v, want %v", got, jobs+2)
+	}
+	if got := after.value(t, "sheetq_group_commits_total", nil); got < commits+1 || got > commits+2 {
+		t.Errorf("group commits %v, want 1 or 2 more than %v", got, commits)
+	}
+	after.want(t, []metricCheck{{"sheetq_event_streams", nil, 1}})
+}

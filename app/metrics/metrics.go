@@ -143,6 +143,35 @@ func (m *Metrics) Start(ctx context.Context) error {
 	return nil
 }
 
+// WatchStreams adds the event streams' figures, read at scrape time from stats (the
+// hub's): open streams, and streams dropped for falling behind.
+func (m *Metrics) WatchStreams(stats func() (clients int, dropped int64)) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sheetq", Name: "event_streams",
+			Help: "Open event streams (GET /api/v1/events)."},
+			func() float64 { c, _ := stats(); return float64(c) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "event_streams_dropped_total",
+			Help: "Event streams disconnected because their client fell behind; it replays what it missed on reconnect."},
+			func() float64 { _, d := stats(); return float64(d) }),
+	)
+}
+
+// WatchGroupCommit adds the store's group commit figures (store.BatchStats): how many
+// transactions carried how many accepted jobs, and how many wait for the next one.
+func (m *Metrics) WatchGroupCommit() {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "group_commits_total",
+			Help: "Write transactions that accepted jobs (one group commit carries every request that arrived while the one before committed)."},
+			func() float64 { return float64(m.st.BatchStats().Commits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "group_commit_jobs_total",
+			Help: "Jobs carried by group commits; divided by sheetq_group_commits_total, the mean batch size."},
+			func() float64 { return float64(m.st.BatchStats().Calls) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sheetq", Name: "group_commit_waiting",
+			Help: "Requests queued for the next group commit."},
+			func() float64 { return float64(m.st.BatchStats().Waiting) }),
+	)
+}
+
 // WatchQueue adds the gauges read from the store and the engine at scrape time.
 func (m *Metrics) WatchQueue(eng *jobs.Engine) {
 	m.reg.MustRegister(&queueCollector{st: m.st, eng: eng, log: m.log, kinds: metricKinds})
