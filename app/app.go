@@ -20,6 +20,7 @@ import (
 
 	"sheetq/app/events"
 	"sheetq/app/middleware"
+	"sheetq/internal/datadir"
 	"sheetq/internal/envref"
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
@@ -112,7 +113,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("bad --addr %q: %w", c.Addr, err)
 	}
 	if c.File == nil {
-		path := cmp.Or(c.ConfigFile, DataDir{Root: c.DataDir}.Config())
+		path := cmp.Or(c.ConfigFile, datadir.Dir{Root: c.DataDir}.Config())
 		fc, err := LoadFileConfig(path, c.ConfigFile == "")
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"sheetq/internal/datadir"
+
 	"context"
 	"errors"
 	"io"
@@ -9,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -72,78 +73,27 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Errorf("/healthz: %d %s", res.StatusCode, body)
 	}
 
-	owner, err := DataDir{Root: dir}.ReadOwner()
+	owner, err := datadir.Dir{Root: dir}.ReadOwner()
 	if err != nil || owner.PID != os.Getpid() || owner.URL != url {
 		t.Errorf("owner %+v (%v), want pid %d and url %s", owner, err, os.Getpid(), url)
 	}
 	err = Run(context.Background(), Config{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
-	if !errors.Is(err, ErrDirInUse) || !strings.Contains(err.Error(), url) {
-		t.Errorf("second Run on the directory: %v, want ErrDirInUse naming %s", err, url)
+	if !errors.Is(err, datadir.ErrInUse) || !strings.Contains(err.Error(), url) {
+		t.Errorf("second Run on the directory: %v, want datadir.ErrInUse naming %s", err, url)
 	}
 
 	if err := stop(); err != nil {
 		t.Errorf("Run after cancel: %v", err)
 	}
-	if _, err := os.Stat(DataDir{Root: dir}.pidPath()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(datadir.Dir{Root: dir}.PIDFile()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("pid file left after stop (stat: %v)", err)
 	}
 	// The directory is free again.
-	lk, err := DataDir{Root: dir}.lock()
+	lk, err := datadir.Dir{Root: dir}.Lock()
 	if err != nil {
 		t.Fatalf("lock after stop: %v", err)
 	}
-	lk.unlock()
-}
-
-func TestDataDirLock(t *testing.T) {
-	d := DataDir{Root: filepath.Join(t.TempDir(), "nested", "data")}
-	first, err := d.lock()
-	if err != nil {
-		t.Fatalf("first lock: %v", err)
-	}
-
-	// Before the owner is recorded, the refusal still says why.
-	if _, err := d.lock(); !errors.Is(err, ErrDirInUse) {
-		t.Fatalf("second lock without owner: %v, want ErrDirInUse", err)
-	}
-
-	const url = "http://127.0.0.1:4321"
-	if err := first.setOwner(url); err != nil {
-		t.Fatalf("setOwner: %v", err)
-	}
-	second, err := d.lock()
-	if second != nil || !errors.Is(err, ErrDirInUse) {
-		t.Fatalf("second lock: %v, %v; want ErrDirInUse", second, err)
-	}
-	if pid := strconv.Itoa(os.Getpid()); !strings.Contains(err.Error(), pid) || !strings.Contains(err.Error(), url) {
-		t.Errorf("error %q does not name pid %s and %s", err, pid, url)
-	}
-	if !strings.Contains(err.Error(), d.Root) {
-		t.Errorf("error %q does not name the directory", err)
-	}
-
-	if err := first.unlock(); err != nil {
-		t.Fatalf("unlock: %v", err)
-	}
-	third, err := d.lock()
-	if err != nil {
-		t.Fatalf("lock after unlock: %v", err)
-	}
-	if err := third.unlock(); err != nil {
-		t.Fatalf("unlock: %v", err)
-	}
-}
-
-func TestDataDirLayout(t *testing.T) {
-	d := DataDir{Root: filepath.FromSlash("/srv/sheetq")}
-	for got, want := range map[string]string{
-		d.DB(): "/srv/sheetq/sheetq.db", d.Tmp(): "/srv/sheetq/tmp",
-		d.Exports(): "/srv/sheetq/exports", d.Reports(): "/srv/sheetq/reports",
-	} {
-		if got != filepath.FromSlash(want) {
-			t.Errorf("%s, want %s", got, want)
-		}
-	}
+	lk.Unlock()
 }
 
 // startRun runs Run with cfg (its Ready is set here) and returns the URL it serves on

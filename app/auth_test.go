@@ -228,7 +228,7 @@ func TestLoginFlow(t *testing.T) {
 // whose secret changed, a forged or expired one, or one signed with another key fails.
 func TestSessionCookieRejected(t *testing.T) {
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
-	key, err := os.ReadFile(ts.dir.sessionKeyPath())
+	key, err := os.ReadFile(ts.dir.SessionKey())
 	if err != nil {
 		t.Fatal(err)
 	}

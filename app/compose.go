@@ -16,6 +16,7 @@ import (
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/app/web"
+	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -27,10 +28,10 @@ import (
 // same constructor.
 type App struct {
 	cfg Config
-	dir DataDir
+	dir datadir.Dir
 	log *slog.Logger
 
-	lock     *dirLock
+	lock     *datadir.Lock
 	store    *store.Store
 	kind     exportKind
 	hub      *events.Hub
@@ -64,7 +65,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, dir: DataDir{Root: cfg.DataDir}, log: cfg.Logger,
+	a := &App{cfg: cfg, dir: datadir.Dir{Root: cfg.DataDir}, log: cfg.Logger,
 		loopback: middleware.IsLoopbackHost(middleware.HostOf(cfg.Addr))}
 	defer func() {
 		if err != nil {
@@ -72,10 +73,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}()
 	log, dir := a.log, a.dir
-	if a.lock, err = dir.lock(); err != nil {
+	if a.lock, err = dir.Lock(); err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, func() { a.lock.unlock() })
+	a.closers = append(a.closers, func() { a.lock.Unlock() })
 
 	st, err := store.Open(ctx, dir.DB(), store.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout,
 		// A job's end and the webhook delivery that announces it commit together (rule 19).
@@ -128,7 +129,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 
 	var key []byte
 	if len(cfg.tokens) > 0 {
-		if key, err = middleware.LoadSessionKey(dir.sessionKeyPath()); err != nil {
+		if key, err = middleware.LoadSessionKey(dir.SessionKey()); err != nil {
 			return nil, err
 		}
 	}

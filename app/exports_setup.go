@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"sheetq/internal/datadir"
 	"sheetq/jobs/export"
 	"sheetq/jobs/export/sample"
 	"sheetq/store"
@@ -22,7 +23,7 @@ type exportKind struct {
 
 // openExports prepares the export job kind: the first-run sample, the config file's
 // sources and the watched reports folder. cleanup stops the watcher and closes sources.
-func openExports(ctx context.Context, cfg Config, dir DataDir) (exportKind, func(), error) {
+func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, func(), error) {
 	log := cfg.Logger
 	configFile, reportsDir := cfg.ConfigFile, cfg.ReportsDir
 	installed := false

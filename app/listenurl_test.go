@@ -1,6 +1,8 @@
 package app
 
 import (
+	"sheetq/internal/datadir"
+
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,7 +56,7 @@ func TestRunOnEveryAddressGivesAUsableURL(t *testing.T) {
 		t.Fatalf("GET %s/healthz: %v", url, err)
 	}
 	res.Body.Close()
-	if owner, err := (DataDir{Root: dir}).ReadOwner(); err != nil || owner.URL != url {
+	if owner, err := (datadir.Dir{Root: dir}).ReadOwner(); err != nil || owner.URL != url {
 		t.Errorf("owner %+v (%v), want url %s", owner, err, url)
 	}
 	line := ""

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"sheetq/internal/datadir"
+
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +43,7 @@ func OpenBrowser(url string) error {
 // starting (a first run spends seconds writing the sample; a large database is checked).
 // It waits up to wait for the owner to record its URL and answer GET /healthz, calling
 // waiting once if it has to, and gives up early if the owner exits.
-func OpenRunning(ctx context.Context, dir DataDir, wait time.Duration, waiting func()) (string, error) {
+func OpenRunning(ctx context.Context, dir datadir.Dir, wait time.Duration, waiting func()) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -75,7 +77,7 @@ func OpenRunning(ctx context.Context, dir DataDir, wait time.Duration, waiting f
 }
 
 // ownerURL returns the URL the owner of dir recorded, once it answers GET /healthz.
-func ownerURL(ctx context.Context, dir DataDir) (string, error) {
+func ownerURL(ctx context.Context, dir datadir.Dir) (string, error) {
 	o, err := dir.ReadOwner()
 	if err != nil {
 		return "", fmt.Errorf("read owner: %w", err)

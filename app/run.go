@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sheetq/app/middleware"
+	"sheetq/internal/datadir"
 	"sheetq/store"
 )
 
@@ -38,7 +39,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// A URL a person (and a second sheetq, OpenRunning) can open: not http://[::]:8080.
 	url := localURL(middleware.HostOf(cfg.Addr), ln.Addr())
-	if err := a.lock.setOwner(url); err != nil {
+	if err := a.lock.SetOwner(url); err != nil {
 		log.WarnContext(ctx, "write pid file", "err", err)
 	}
 	a.mw.SetLoopback(middleware.IsLoopbackHost(middleware.HostOf(ln.Addr().String())))
@@ -106,7 +107,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // openStoreError says what is wrong with the database and what to do about it, for the
 // failures a person can fix: a damaged file, a full disk, a file that cannot be written.
-func openStoreError(dir DataDir, err error) error {
+func openStoreError(dir datadir.Dir, err error) error {
 	var ce *store.CorruptError
 	switch {
 	case errors.As(err, &ce):
@@ -121,7 +122,7 @@ func openStoreError(dir DataDir, err error) error {
 }
 
 // repairAdvice says what to do about a damaged database.
-func repairAdvice(dir DataDir) string {
+func repairAdvice(dir datadir.Dir) string {
 	db := dir.DB()
 	return fmt.Sprintf("run `sheetq doctor --data %s` to see what is damaged, then replace %s with a copy made by `sheetq backup` (and delete %s-wal and %s-shm if they exist)",
 		dir.Root, db, db, db)
@@ -130,7 +131,7 @@ func repairAdvice(dir DataDir) string {
 // checkInBackground finishes the start-up check of a file too large for its time budget
 // (store.CheckResult.Complete false) beside the running server; damage found makes
 // readiness fail and is logged with what to do. The returned func stops it and waits.
-func checkInBackground(ctx context.Context, st *store.Store, dir DataDir, log *slog.Logger) (wait func()) {
+func checkInBackground(ctx context.Context, st *store.Store, dir datadir.Dir, log *slog.Logger) (wait func()) {
 	res := st.OpenCheck()
 	if res.Complete {
 		if res.Mode != store.CheckOff && res.Pages > 0 {
@@ -186,3 +187,13 @@ func addrInUse(err error) bool {
 	// Windows reports WSAEADDRINUSE, which its syscall package does not name.
 	return errno == syscall.EADDRINUSE || (runtime.GOOS == "windows" && errno == 10048)
 }
+
+// explained is an error whose message says what is wrong and what to do, in place of the
+// message of the error it wraps (still found by errors.Is and errors.As).
+type explained struct {
+	err error
+	msg string
+}
+
+func (e explained) Error() string { return e.msg }
+func (e explained) Unwrap() error { return e.err }

@@ -18,6 +18,7 @@ import (
 
 	"sheetq/app/events"
 	"sheetq/internal/apiv1"
+	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -80,7 +81,7 @@ func testConfig(t testing.TB, opts testOpts) Config {
 	if opts.Log != nil {
 		log = slog.New(slog.NewTextHandler(opts.Log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	dir := DataDir{Root: cmp.Or(opts.DataDir, t.TempDir())}
+	dir := datadir.Dir{Root: cmp.Or(opts.DataDir, t.TempDir())}
 	ecfg := jobs.Config{
 		Workers:       2,
 		Heartbeat:     50 * time.Millisecond,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/datadir"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -139,7 +140,7 @@ func runOnce(t *testing.T, dir string, cfg Config) error {
 // backup. (Before, it started and took new jobs into the damaged file.)
 func TestRunRefusesCorruptDatabase(t *testing.T) {
 	dir := t.TempDir()
-	db := DataDir{Root: dir}.DB()
+	db := datadir.Dir{Root: dir}.DB()
 	st, err := store.Open(context.Background(), db, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +211,8 @@ func TestRunSaysDataDirectoryIsReadOnly(t *testing.T) {
 	}
 
 	err := runOnce(t, dir, Config{ReportsDir: reports})
-	if !errors.Is(err, ErrDirReadOnly) {
-		t.Fatalf("Run on a read-only data directory: %v, want ErrDirReadOnly", err)
+	if !errors.Is(err, datadir.ErrReadOnly) {
+		t.Fatalf("Run on a read-only data directory: %v, want datadir.ErrReadOnly", err)
 	}
 	for _, want := range []string{dir, "cannot write in its data directory", "writable", "--data"} {
 		if !strings.Contains(err.Error(), want) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/datadir"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -410,7 +411,7 @@ func TestWebhookIdempotency(t *testing.T) {
 // The [webhooks] table of the config file: the secret may come from the environment, and
 // a bad secret or a misspelt key stops the start instead of being ignored.
 func TestWebhookConfigFile(t *testing.T) {
-	dir := DataDir{Root: t.TempDir()}
+	dir := datadir.Dir{Root: t.TempDir()}
 	path := dir.Config()
 	open := func(conf string) (*webhook.Handler, error) {
 		t.Helper()

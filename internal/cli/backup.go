@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"sheetq/app"
+	"sheetq/internal/datadir"
 	"sheetq/store"
 )
 
@@ -42,7 +42,7 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, app.DataDir{Root: root}.DB(), store.Options{ReadOnly: true})
+	st, err := store.Open(ctx, datadir.Dir{Root: root}.DB(), store.Options{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

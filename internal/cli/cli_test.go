@@ -67,3 +67,19 @@ func TestServeRefusesBadWorkerNice(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
+// Validate) refuses the flags before anything is created, as one line.
+func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--heartbeat", "5s", "--stale-after", "9s")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "stale-after (9s) must be at least twice") {
+		t.Fatalf("want one line naming stale-after, got %q", msg)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was created (%v)", err)
+	}
+}

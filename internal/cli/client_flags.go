@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"sheetq/app"
 	"sheetq/internal/client"
+	"sheetq/internal/datadir"
 )
 
 // clientFlags are the flags every client command (export, jobs) takes.
@@ -26,7 +26,7 @@ func (cf *clientFlags) client() (*client.Client, error) {
 	base := cf.server
 	if base == "" {
 		if dir, err := dataRoot(cf.data); err == nil {
-			if o, err := (app.DataDir{Root: dir}).ReadOwner(); err == nil && o.URL != "" {
+			if o, err := (datadir.Dir{Root: dir}).ReadOwner(); err == nil && o.URL != "" {
 				base = o.URL
 			}
 		}

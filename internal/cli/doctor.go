@@ -13,9 +13,10 @@ import (
 	"slices"
 	"strings"
 
-	"sheetq/app"
+	"sheetq/internal/datadir"
 	"sheetq/internal/filekind"
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -78,7 +79,7 @@ Flags:
 		return err
 	}
 	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(max(*minFree, 0)) << 20}
-	rep, err := diagnose(ctx, app.DataDir{Root: root}, opts)
+	rep, err := diagnose(ctx, datadir.Dir{Root: root}, opts)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ type doctorOptions struct {
 
 // diagnose runs every check. Only an unreadable directory or database is an error;
 // everything else is a problem in the report.
-func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorReport, error) {
+func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorReport, error) {
 	fix, minFree := opts.Fix, opts.MinFree
 	rep := doctorReport{Data: dir.Root, Problems: []doctorProblem{}}
 	running, err := dir.Running()
@@ -164,7 +165,7 @@ func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorR
 
 	// Part files: tmp/<id>.<attempt>.part belongs to the running attempt of a job, and
 	// only while a server runs (it removes them all at start).
-	parts, _ := filepath.Glob(filepath.Join(dir.Tmp(), "*.part"))
+	parts, _ := filepath.Glob(filepath.Join(dir.Tmp(), jobs.PartGlob))
 	for _, path := range parts {
 		if odd[path] {
 			continue
@@ -193,13 +194,14 @@ func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorR
 		add(p)
 	}
 
-	// Published files: exports/<id>.xlsx must belong to an export that has (or, while
-	// it is being published or recovered, is about to have) a file.
-	files, _ := filepath.Glob(filepath.Join(dir.Exports(), "*.xlsx"))
+	// Published files: exports/<id>.xlsx (the export kind's name, export.Kind.FileName)
+	// must belong to an export that has (or, while it is being published or recovered,
+	// is about to have) a file.
+	files, _ := filepath.Glob(filepath.Join(dir.Exports(), "*"+export.FileExt))
 	rep.Files = len(files)
 	onDisk := map[string]bool{}
 	for _, path := range files {
-		id := strings.TrimSuffix(filepath.Base(path), ".xlsx")
+		id := strings.TrimSuffix(filepath.Base(path), export.FileExt)
 		onDisk[id] = true
 		if odd[path] {
 			continue
@@ -216,7 +218,7 @@ func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorR
 		}
 	}
 	for _, j := range jobFiles {
-		if j.Status == store.StatusSucceeded && j.FileName != "" && !onDisk[strings.TrimSuffix(j.FileName, ".xlsx")] {
+		if j.Status == store.StatusSucceeded && j.FileName != "" && !onDisk[strings.TrimSuffix(j.FileName, export.FileExt)] {
 			path := filepath.Join(dir.Exports(), j.FileName)
 			if _, err := os.Stat(path); err != nil {
 				add(doctorProblem{Check: "missing_file", Path: path, Job: j.ID,
@@ -240,7 +242,7 @@ func diagnose(ctx context.Context, dir app.DataDir, opts doctorOptions) (doctorR
 
 // oddEntries reports exports/ or tmp/ being a link, and every link or other non-regular
 // entry in them, and returns the paths of those entries.
-func oddEntries(dir app.DataDir, add func(doctorProblem)) map[string]bool {
+func oddEntries(dir datadir.Dir, add func(doctorProblem)) map[string]bool {
 	odd := map[string]bool{}
 	for _, d := range []string{dir.Exports(), dir.Tmp()} {
 		why := "the server writes only regular part files here"
@@ -308,10 +310,10 @@ func linkTarget(path string) string {
 
 // jobOfEntry is the export id in a file name of exports/ or tmp/.
 func jobOfEntry(name string) string {
-	if id, ok := strings.CutSuffix(name, ".xlsx"); ok {
+	if id, ok := strings.CutSuffix(name, export.FileExt); ok {
 		return id
 	}
-	if strings.HasSuffix(name, ".part") {
+	if ok, _ := filepath.Match(jobs.PartGlob, name); ok {
 		id, _ := jobs.ParsePartName(name)
 		return id
 	}

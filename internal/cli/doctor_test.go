@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"sheetq/app"
+	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -22,10 +22,10 @@ import (
 
 // doctorDir is a data directory with n SUCCEEDED exports whose files are published as
 // recorded; it returns the directory and the exports' ids.
-func doctorDir(t *testing.T, n int) (app.DataDir, []string) {
+func doctorDir(t *testing.T, n int) (datadir.Dir, []string) {
 	t.Helper()
 	ctx := context.Background()
-	dir := app.DataDir{Root: t.TempDir()}
+	dir := datadir.Dir{Root: t.TempDir()}
 	for _, d := range []string{dir.Exports(), dir.Tmp()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)

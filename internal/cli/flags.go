@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"sheetq/app"
+	"sheetq/internal/datadir"
 )
 
 // notInFile are the serve flags the config file cannot set: where it is, and the data
@@ -120,5 +120,5 @@ func dataRoot(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
-	return app.DefaultDataDir()
+	return datadir.Default()
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"sheetq/app"
+	"sheetq/internal/datadir"
 	"sheetq/jobs/export"
 )
 
@@ -32,7 +32,7 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		dir = app.DataDir{Root: root}.Reports()
+		dir = datadir.Dir{Root: root}.Reports()
 	case 1:
 		dir = fs.Arg(0)
 	default:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sheetq/app"
+	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/store"
 )
@@ -47,13 +48,14 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.StringVar(&cfg.Token, "token", "", "access `token` required as Authorization: Bearer, named \"default\" (some token is mandatory off loopback; more in the config file's [[tokens]])")
 	fs.StringVar(&cfg.BaseURL, "base-url", "", "public `URL` when published behind a reverse proxy, e.g. https://sheetq.example.com/")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For/-Proto/-Host are believed")
-	fs.IntVar(&eng.Workers, "workers", 2, "how many exports run at once")
+	def := jobs.Defaults()
+	fs.IntVar(&eng.Workers, "workers", def.Workers, "how many exports run at once")
 	fs.IntVar(&eng.Nice, "worker-nice", 19, "CPU priority of running exports as a nice value, 0 to 19 (Linux): 19 lets accepting requests, pages and the rest of the machine go first; 0 runs exports at the server's priority")
-	fs.DurationVar(&eng.Heartbeat, "heartbeat", 5*time.Second, "how often a running export records it is alive")
-	fs.DurationVar(&eng.StaleAfter, "stale-after", 30*time.Second, "heartbeat age after which a running export is recovered")
+	fs.DurationVar(&eng.Heartbeat, "heartbeat", def.Heartbeat, "how often a running export records it is alive")
+	fs.DurationVar(&eng.StaleAfter, "stale-after", def.StaleAfter, "heartbeat age after which a running export is recovered")
 	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
-	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", 30*time.Second, "on SIGINT/SIGTERM, how long running exports may finish")
-	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 3, "attempts per export before it fails")
+	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", def.ShutdownGrace, "on SIGINT/SIGTERM, how long running exports may finish")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", store.DefaultMaxAttempts, "attempts per export before it fails")
 	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "remove finished exports' files after this long, and the exports after twice as long (0 = keep)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
@@ -72,7 +74,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
 	}
 	if cfg.DataDir == "" {
-		dir, err := app.DefaultDataDir()
+		dir, err := datadir.Default()
 		if err != nil {
 			return err
 		}
@@ -81,7 +83,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	// The config file fills the flags neither the command line nor the environment set.
 	configPath := cfg.ConfigFile
 	if configPath == "" {
-		configPath = app.DataDir{Root: cfg.DataDir}.Config()
+		configPath = datadir.Dir{Root: cfg.DataDir}.Config()
 	}
 	fc, err := app.LoadFileConfig(configPath, cfg.ConfigFile == "")
 	if err != nil {
@@ -107,8 +109,6 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return usageError{errors.New("--workers must be from 1 to 256")}
 	case eng.Heartbeat <= 0:
 		return usageError{errors.New("--heartbeat must be positive")}
-	case eng.StaleAfter < 2*eng.Heartbeat:
-		return usageError{fmt.Errorf("--stale-after (%s) must be at least twice --heartbeat (%s)", eng.StaleAfter, eng.Heartbeat)}
 	case eng.StallAfter < 0 || eng.ShutdownGrace < 0:
 		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
 	case cfg.Retention < 0:
@@ -117,6 +117,11 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return usageError{errors.New("--max-attempts must be at least 1")}
 	case eng.Nice < 0 || eng.Nice > 19:
 		return usageError{errors.New("--worker-nice must be from 0 to 19")}
+	}
+	// The engine's own rules, such as stale-after at least twice the heartbeat, are
+	// checked once, by the engine, before anything starts.
+	if err := eng.Validate(); err != nil {
+		return usageError{err}
 	}
 	if eng.Nice > 0 && jobs.LowerPrioritySupported {
 		// Each running export holds a P on its low-priority thread even while the OS
@@ -152,13 +157,13 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	defer unwatch()
 	cfg.Force = force
 	err = app.Run(ctx, cfg)
-	if open && errors.Is(err, app.ErrDirInUse) {
+	if open && errors.Is(err, datadir.ErrInUse) {
 		// A second double-click: show the running instance instead of an error, also
 		// when the first is still starting.
 		waiting := func() {
 			fmt.Fprintf(stderr, "sheetq is starting in another process; waiting for it (up to %s)\n", openWait)
 		}
-		url, oerr := app.OpenRunning(ctx, app.DataDir{Root: cfg.DataDir}, openWait, waiting)
+		url, oerr := app.OpenRunning(ctx, datadir.Dir{Root: cfg.DataDir}, openWait, waiting)
 		if oerr == nil {
 			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
 			return nil
