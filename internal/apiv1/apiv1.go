@@ -5,7 +5,10 @@
 // It imports nothing of the project: the client uses it without the store or the engine.
 package apiv1
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Job is an export job as the API shows it (GET /api/v1/exports/{id}) and as a webhook's
 // data carries it. Times are UTC; a null time has not happened yet.
@@ -57,3 +60,21 @@ type File struct {
 // FilePath is the path of GET /api/v1/exports/{id}/file, which serves a job's file; a
 // webhook prefixes it with the server's public URL.
 func FilePath(id string) string { return "/api/v1/exports/" + id + "/file" }
+
+// Finished tells whether the job is in a final state: SUCCEEDED, FAILED, CANCELED or
+// EXPIRED.
+func (j Job) Finished() bool {
+	switch j.Status {
+	case "SUCCEEDED", "FAILED", "CANCELED", "EXPIRED":
+		return true
+	}
+	return false
+}
+
+// Rows is the progress as "rows" or, once the total is known, "rows/total".
+func (j Job) Rows() string {
+	if j.Progress.TotalRows != nil {
+		return strconv.FormatInt(j.Progress.Rows, 10) + "/" + strconv.FormatInt(*j.Progress.TotalRows, 10)
+	}
+	return strconv.FormatInt(j.Progress.Rows, 10)
+}

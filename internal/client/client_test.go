@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"sheetq/internal/apiv1"
 )
 
 // A non-2xx answer becomes a *Problem: problem+json as the server wrote it, or the
@@ -200,11 +202,7 @@ func TestDownloadChecksSHA256(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := New(srv.URL, "", nil)
 	job := Job{ID: "j1", Status: "SUCCEEDED"}
-	job.File = &struct {
-		Name   string `json:"name"`
-		Size   int64  `json:"size"`
-		SHA256 string `json:"sha256"`
-	}{"j1.xlsx", int64(len(body)), hex.EncodeToString(sum[:])}
+	job.File = &apiv1.File{Name: "j1.xlsx", Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out.xlsx")

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"sheetq/internal/apiv1"
 )
 
 // Wait follows job until it ends, calling update with each state it learns of: the
@@ -139,19 +141,13 @@ func (w *watched) Read(p []byte) (int, error) {
 func apply(e Event, job *Job, update func(Job)) {
 	switch e.Type {
 	case "progress":
-		var p struct {
-			ID        string `json:"id"`
-			Rows      int64  `json:"rows"`
-			TotalRows *int64 `json:"total_rows"`
-		}
+		var p apiv1.ProgressEvent
 		if json.Unmarshal(e.Data, &p) == nil && p.ID == job.ID {
 			job.Progress.Rows, job.Progress.TotalRows = p.Rows, p.TotalRows
 			update(*job)
 		}
 	case "snapshot":
-		var s struct {
-			Jobs []Job `json:"jobs"`
-		}
+		var s apiv1.Snapshot
 		if json.Unmarshal(e.Data, &s) == nil {
 			for _, j := range s.Jobs {
 				if j.ID == job.ID {
@@ -161,9 +157,7 @@ func apply(e Event, job *Job, update func(Job)) {
 			}
 		}
 	default:
-		var m struct {
-			Job *Job `json:"job"`
-		}
+		var m apiv1.StateEvent
 		if json.Unmarshal(e.Data, &m) == nil && m.Job != nil && m.Job.ID == job.ID {
 			*job = *m.Job
 			update(*job)
