@@ -1,0 +1,111 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"sheetq/store"
+)
+
+// dispatch claims jobs while slots are free, sleeping until a wake-up, the next run_at
+// of a delayed job, or the poll interval.
+func (e *Engine) dispatch() {
+	defer e.loops.Done()
+	ctx := e.runCtx
+	busy := false // said once that claims wait for a busy database, until they work again
+	for {
+		select {
+		case e.slots <- struct{}{}:
+		case <-e.stopClaim:
+			return
+		}
+		select {
+		case <-e.stopClaim:
+			<-e.slots
+			return
+		default:
+		}
+		e.cfg.Gate.Await() // see Gate.Foreground: let the request being accepted commit first
+		// A claim and the registration of its execution are one step for the reaper
+		// (claimMu): a pause between the two must not make our own attempt look like
+		// an orphan.
+		e.claimMu.Lock()
+		job, err := e.st.Claim(ctx, e.cfg.WorkerID)
+		var (
+			x    *execution
+			xctx context.Context
+		)
+		if err == nil {
+			x, xctx = e.register(job)
+		}
+		e.claimMu.Unlock()
+		if err == nil {
+			busy = false
+			faultPoint("after-claim")
+			e.start(xctx, x)
+			continue
+		}
+		<-e.slots
+		wait := e.cfg.PollInterval
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			busy = false
+			if next, err := e.st.NextRunIn(ctx); err == nil {
+				wait = min(wait, max(next, time.Millisecond))
+			}
+		case store.IsBusy(err):
+			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
+			// error of ours, and worth one line, not one per poll.
+			if !busy {
+				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "err", err)
+				busy = true
+			}
+		default:
+			e.log.ErrorContext(ctx, "claim failed", "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-e.wake:
+		case <-t.C:
+		case <-e.stopClaim:
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// register records a claimed attempt as this engine's execution, holding the slot the
+// dispatcher took for it, and returns it with its context.
+func (e *Engine) register(job store.Job) (*execution, context.Context) {
+	ctx, cancel := context.WithCancelCause(e.runCtx)
+	x := &execution{
+		job:    job,
+		run:    newRun(e.cfg.TmpDir, job.ID, job.Kind, job.Args, job.Attempt, job.MaxAttempts),
+		cancel: cancel,
+	}
+	x.run.onProgress = e.cfg.OnProgress
+	x.run.gate = e.cfg.Gate
+	e.mu.Lock()
+	e.running[x] = struct{}{}
+	e.mu.Unlock()
+	return x, ctx
+}
+
+// start runs a registered execution; when it ends, its slot is freed.
+func (e *Engine) start(ctx context.Context, x *execution) {
+	e.notify()
+	e.execs.Add(1)
+	go func() {
+		defer e.execs.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.running, x)
+			e.mu.Unlock()
+			<-e.slots
+			e.Wake()
+		}()
+		e.execute(ctx, x)
+	}()
+}

@@ -1,0 +1,304 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"sheetq/internal/durable"
+	"sheetq/store"
+)
+
+// execute runs one attempt and records its outcome. It returns, and so frees the
+// worker's slot, also when the handler ignores its cancelled context (runHandler).
+func (e *Engine) execute(ctx context.Context, x *execution) {
+	job, run := x.job, x.run
+	log := e.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
+	log.InfoContext(ctx, "job started")
+	began := e.cfg.Now()
+
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		e.heartbeat(ctx, x, hbDone)
+	}()
+
+	abandoned, err := e.runHandler(ctx, log, x)
+	close(hbDone)
+	<-hbStopped
+
+	// Store writes below must outlive a cancelled run context.
+	wctx := context.WithoutCancel(ctx)
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = ctx.Err()
+	}
+	var partErr error
+	if abandoned {
+		// The handler may still write: refuse it, and drop what it wrote (rules 7 and 13).
+		run.fence()
+	} else {
+		partErr = run.closePart()
+	}
+	switch {
+	case errors.Is(cause, errLeaseLost):
+		run.removePart()
+		// Expected after a pause or when another node took the job: not an error.
+		log.InfoContext(wctx, "lease lost; attempt stopped without publishing")
+	case errors.Is(cause, errCanceled):
+		// Checked before success: a cancelled attempt publishes nothing (rule 7), even
+		// if its handler ignored the cancel and returned nil.
+		run.removePart()
+		if _, err := e.record(wctx, log, "canceled", func() (store.Job, error) {
+			return e.st.FinishCanceled(wctx, job.ID, job.Attempt)
+		}); err == nil {
+			e.notify()
+			log.InfoContext(wctx, "job canceled")
+		}
+	case err == nil && partErr == nil && !abandoned:
+		e.succeed(wctx, log, x, began)
+	case errors.Is(cause, errShutdown):
+		reason := "shutdown"
+		if abandoned {
+			reason = "handler did not stop after shutdown"
+		}
+		e.requeue(wctx, log, x, reason)
+	default:
+		run.removePart()
+		code, msg, permanent := "", "", false
+		switch {
+		case errors.Is(cause, errStalled):
+			code, msg = "stalled", fmt.Sprintf("no progress for %s", e.cfg.StallAfter)
+			if abandoned {
+				msg += fmt.Sprintf("; the source did not stop within %s and was abandoned", e.cfg.AbandonAfter)
+			}
+		case err == nil && diskFull(partErr):
+			code, msg = "disk_full", partErr.Error()
+		case err == nil:
+			code, msg = "io", partErr.Error()
+		default:
+			code, msg, permanent = classify(err)
+		}
+		delay := e.backoffFor(job.Kind, job.Attempt)
+		if d := retryAfter(err); d > 0 {
+			delay = d
+		}
+		e.fail(wctx, log, x, store.AttemptError{Code: code, Message: msg, Permanent: permanent}, delay)
+	}
+}
+
+// fail records a failed attempt.
+func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae store.AttemptError, retryIn time.Duration) {
+	j, err := e.record(ctx, log, "failure", func() (store.Job, error) {
+		return e.st.Fail(ctx, x.job.ID, x.job.Attempt, ae, retryIn)
+	})
+	if err != nil {
+		return
+	}
+	e.notify()
+	log.WarnContext(ctx, "job attempt failed", "code", ae.Code, "error", ae.Message, "permanent", ae.Permanent, "status", j.Status)
+	if j.Status == store.StatusPending {
+		e.Wake()
+	}
+}
+
+// publishError is a failed rename or directory sync while publishing: a file system
+// fault that another try of the same commit does not cure.
+type publishError struct{ err error }
+
+func (p publishError) Error() string { return p.err.Error() }
+func (p publishError) Unwrap() error { return p.err }
+
+func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, began time.Time) {
+	job, run := x.job, x.run
+	rows, _ := run.progress()
+	res := store.FileResult{Rows: rows, Warnings: run.Warnings()}
+	var publish func() error
+	if run.hash != nil {
+		res.Name, res.Size, res.SHA256 = fileName(e.handlers[job.Kind], job.ID), run.hash.size, run.hash.sum()
+		final := FilePath(e.cfg.ExportsDir, res.Name)
+		// A commit can fail after the rename (a full disk): the next try finds the file
+		// already in place and commits it. The transaction holds the fence throughout.
+		renamed := false
+		publish = func() error {
+			if !renamed {
+				faultPoint("after-fsync")
+				if err := os.Rename(run.partPath, final); err != nil {
+					return publishError{err}
+				}
+				renamed = true
+			}
+			if err := durable.SyncDir(e.cfg.ExportsDir); err != nil {
+				return publishError{err}
+			}
+			faultPoint("after-rename")
+			return nil
+		}
+		// Commit the final row count before the rename: a crash between the rename and
+		// the commit leaves a job that recovery completes from its file (rule 5), with
+		// the rows of its last stamp. The fenced stamp also renews the lease right
+		// before publishing, and tells an attempt that lost it to stop here.
+		if rows != x.stampedRows.Load() {
+			if _, err := e.st.Heartbeat(ctx, job.ID, job.Attempt, rows, rows); errors.Is(err, store.ErrLeaseLost) {
+				run.removePart()
+				log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", "success")
+				return
+			}
+			// Another error is the store's; Succeed below meets it again and retries.
+		}
+	}
+	e.cfg.Gate.Await()
+	_, err := e.record(ctx, log, "success", func() (store.Job, error) {
+		return e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
+	})
+	var pe publishError
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		run.removePart() // nothing was published: the fence refused before the rename
+		return
+	case errors.As(err, &pe):
+		run.removePart()
+		log.ErrorContext(ctx, "publish failed", "err", err)
+		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job.Kind, job.Attempt))
+		return
+	case err != nil:
+		// Shutdown while the store refused the commit: the job stays PROCESSING and the
+		// next start recovers it, or completes it from its file if the rename happened.
+		run.removePart()
+		return
+	}
+	faultPoint("after-commit")
+	e.notify()
+	log.InfoContext(ctx, "job succeeded", "rows", rows, "size", res.Size, "took", e.cfg.Now().Sub(began).Round(time.Millisecond))
+}
+
+// Bounds of the delay between tries to record an attempt's outcome.
+const (
+	recordRetryMin = 100 * time.Millisecond
+	recordRetryMax = 5 * time.Second
+)
+
+// record runs fn, a fenced store write that ends an attempt, until it commits, the
+// attempt turns out to have lost its lease (store.ErrLeaseLost, returned as is), or the
+// engine shuts down. A store that cannot write for a while (a full disk, a lock held by
+// another process) must not leave the job PROCESSING until a reaper notices: the
+// outcome is known, so it is kept and written as soon as the store takes it. Each try
+// is fenced, so a try after the lease was lost changes nothing. A publishError is not
+// the store's and is returned at once.
+func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn func() (store.Job, error)) (store.Job, error) {
+	delay := recordRetryMin
+	for tries := 1; ; tries++ {
+		j, err := fn()
+		var pe publishError
+		switch {
+		case err == nil:
+			if tries > 1 {
+				log.InfoContext(ctx, "outcome recorded after the store refused it", "outcome", what, "tries", tries)
+			}
+			return j, nil
+		case errors.Is(err, store.ErrLeaseLost):
+			// Expected after a pause, or when another node took the job: the fence did
+			// its work, nothing is wrong here.
+			log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", what)
+			return j, err
+		case errors.As(err, &pe):
+			return j, err
+		case e.runCtx.Err() != nil:
+			log.ErrorContext(ctx, "cannot record the outcome before shutdown; the next start recovers the job",
+				"outcome", what, "tries", tries, "err", err)
+			return j, err
+		case tries == 1:
+			log.ErrorContext(ctx, "cannot record the outcome; retrying until the store takes it",
+				"outcome", what, "err", err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-e.runCtx.Done():
+			t.Stop()
+		}
+		delay = min(2*delay, recordRetryMax)
+	}
+}
+
+// requeue puts a stopped attempt's job back to PENDING without spending the attempt.
+func (e *Engine) requeue(ctx context.Context, log *slog.Logger, x *execution, reason string) {
+	x.run.removePart()
+	_, err := e.record(ctx, log, "requeue", func() (store.Job, error) {
+		return e.st.Requeue(ctx, x.job.ID, x.job.Attempt, reason)
+	})
+	if err != nil {
+		return
+	}
+	log.InfoContext(ctx, "job requeued", "reason", reason)
+	e.notify()
+}
+
+// runHandler runs the attempt's handler on a goroutine of its own (on a thread of
+// lowered priority when Config.Nice is set) and returns its error. Once ctx is done, the
+// handler has AbandonAfter to return; if it has not by then (a source blocked in a read
+// that ignores cancellation), runHandler abandons it and returns the context's cause
+// with abandoned set: the caller fences the attempt's output and ends the attempt, and
+// the worker slot is free again. The goroutine runs on until the handler returns; its
+// result is then dropped.
+func (e *Engine) runHandler(ctx context.Context, log *slog.Logger, x *execution) (abandoned bool, err error) {
+	h, ok := e.handlers[x.job.Kind]
+	if !ok {
+		return false, Permanentf("unknown_kind", "no handler for job kind %q", x.job.Kind)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if e.cfg.Nice != 0 && LowerPrioritySupported {
+			e.cfg.Gate.lowerHandlers()
+			if err := lowerPriority(e.cfg.Nice); err != nil {
+				log.DebugContext(ctx, "job runs at normal priority", "err", err)
+			}
+		}
+		err := safeRun(ctx, log, h, x.run)
+		done <- err
+		if !x.handler.CompareAndSwap(handlerRunning, handlerReturned) {
+			e.abandonedAlive.Add(-1)
+			log.InfoContext(ctx, "abandoned handler returned at last; its result is dropped", "err", err)
+		}
+	}()
+	select {
+	case err := <-done:
+		return false, err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(e.cfg.AbandonAfter)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return false, err
+	case <-t.C:
+	}
+	// Counted before the swap, so that the handler returning right now never takes the
+	// gauge below zero.
+	e.abandonedAlive.Add(1)
+	if !x.handler.CompareAndSwap(handlerRunning, handlerAbandoned) {
+		e.abandonedAlive.Add(-1)
+		return false, <-done
+	}
+	e.abandonedTotal.Add(1)
+	cause := context.Cause(ctx)
+	log.WarnContext(ctx, "handler did not stop; abandoned, and its slot freed", "cause", cause, "waited", e.cfg.AbandonAfter)
+	return true, cause
+}
+
+// safeRun runs the handler, turning a panic into a retryable failed attempt. The stack
+// goes to the log only: the job's error is shown to API clients.
+func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.ErrorContext(ctx, "job handler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = Retryable("panic", fmt.Errorf("handler panicked: %v", p))
+		}
+	}()
+	return h.Run(ctx, run)
+}

@@ -1,0 +1,92 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sheetq/store"
+)
+
+// reaper recovers stale jobs periodically.
+func (e *Engine) reaper() {
+	defer e.loops.Done()
+	t := time.NewTicker(e.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stopClaim:
+			return
+		case <-t.C:
+		}
+		if err := e.reap(e.runCtx, e.cfg.StaleAfter); err != nil {
+			e.log.Error("reap", "err", err)
+		}
+	}
+}
+
+// reap recovers PROCESSING jobs whose heartbeat is older than staleAfter by the store's
+// clock (all of them when staleAfter is zero). A job whose file is already published is
+// completed from it (rule 5).
+func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
+	e.claimMu.Lock()
+	stale, err := e.st.Stale(ctx, staleAfter)
+	own := make([]*execution, len(stale))
+	for i, j := range stale {
+		own[i] = e.find(j.ID, j.Attempt)
+	}
+	e.claimMu.Unlock()
+	if err != nil {
+		return err
+	}
+	for i, j := range stale {
+		log := e.log.With("job_id", j.ID, "attempt", j.Attempt)
+		if x := own[i]; x != nil {
+			// This process runs the attempt: its heartbeat is late because the process was
+			// paused (SIGSTOP, a frozen VM, a closed laptop) or the store refused stamps,
+			// not because its worker died. Never take a job back from a live worker of
+			// our own: renew its lease instead. The renewal is fenced like any heartbeat,
+			// so if another node took the job meanwhile, the worker learns it and stops.
+			if err := e.renew(ctx, x); err != nil {
+				log.WarnContext(ctx, "renew a late lease of this process", "err", err)
+			} else {
+				log.InfoContext(ctx, "late lease renewed: this process still runs the attempt", "last_heartbeat", j.HeartbeatAt)
+			}
+			continue
+		}
+		name := fileName(e.handlers[j.Kind], j.ID)
+		if size, sum, herr := HashFile(FilePath(e.cfg.ExportsDir, name)); herr == nil {
+			_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
+				Name: name, Size: size, SHA256: sum, Rows: j.ProgressRows})
+			if err == nil {
+				log.InfoContext(ctx, "orphan completed from its published file")
+				e.notify()
+			} else if !errors.Is(err, store.ErrLeaseLost) {
+				return err
+			}
+			continue
+		}
+		last := "never"
+		if !j.HeartbeatAt.IsZero() {
+			last = j.HeartbeatAt.Format(time.RFC3339)
+		}
+		reason := fmt.Sprintf("heartbeat lost (worker %s, last heartbeat %s)", j.Worker, last)
+		rec, err := e.st.Recover(ctx, j.ID, j.Attempt, reason, 0)
+		if errors.Is(err, store.ErrLeaseLost) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_ = os.Remove(filepath.Join(e.cfg.TmpDir, PartName(j.ID, j.Attempt)))
+		log.WarnContext(ctx, "orphan recovered", "status", rec.Status, "reason", reason)
+		e.notify()
+	}
+	if len(stale) > 0 {
+		e.Wake()
+	}
+	return nil
+}
