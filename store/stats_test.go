@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // clockAt is a settable clock started at t.
-func clockAt(t time.Time) *clock { return &clock{t: t} }
+var clockAt = storetest.ClockAt
 
 func TestQueueStats(t *testing.T) {
 	ctx := context.Background()

@@ -2,133 +2,28 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
-// clock is a settable clock for Options.Now; safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// The store's tests use storetest's helpers under short names.
+type clock = storetest.Clock
 
-func newClock() *clock {
-	return &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// openStore opens a migrated store on a fresh file in t.TempDir and closes it at cleanup.
-func openStore(t testing.TB, opts store.Options) (*store.Store, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "sheetq.db")
-	return openAt(t, path, opts), path
-}
-
-func openAt(t testing.TB, path string, opts store.Options) *store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), path, opts)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return st
-}
-
-// rawDB opens the file with a plain connection, for looking behind the store's back.
-func rawDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	db, err := sql.Open("sqlite", "file:"+esc+"?_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-var idSeq struct {
-	sync.Mutex
-	n int
-}
-
-func nextID() string {
-	idSeq.Lock()
-	defer idSeq.Unlock()
-	idSeq.n++
-	return fmt.Sprintf("job%06d", idSeq.n)
-}
-
-func enqueue(t testing.TB, st *store.Store, nj store.NewJob) store.Job {
-	t.Helper()
-	if nj.ID == "" {
-		nj.ID = nextID()
-	}
-	if nj.Kind == "" {
-		nj.Kind = "test"
-	}
-	if nj.Args == nil {
-		nj.Args = json.RawMessage(`{}`)
-	}
-	j, existed, err := st.Enqueue(context.Background(), nj)
-	if err != nil {
-		t.Fatalf("enqueue %s: %v", nj.ID, err)
-	}
-	if existed {
-		t.Fatalf("enqueue %s: existed = true for a new job", nj.ID)
-	}
-	return j
-}
-
-func claim(t testing.TB, st *store.Store, worker string) store.Job {
-	t.Helper()
-	j, err := st.Claim(context.Background(), worker)
-	if err != nil {
-		t.Fatalf("claim: %v", err)
-	}
-	return j
-}
-
-func get(t testing.TB, st *store.Store, id string) store.Job {
-	t.Helper()
-	j, err := st.Get(context.Background(), id)
-	if err != nil {
-		t.Fatalf("get %s: %v", id, err)
-	}
-	return j
-}
-
-func events(t testing.TB, st *store.Store, id string) []store.Event {
-	t.Helper()
-	ev, err := st.Events(context.Background(), id)
-	if err != nil {
-		t.Fatalf("events %s: %v", id, err)
-	}
-	return ev
-}
+var (
+	newClock  = storetest.NewClock
+	openAt    = storetest.Open
+	rawDB     = storetest.RawDB
+	nextID    = storetest.NextID
+	enqueue   = storetest.Enqueue
+	claim     = storetest.Claim
+	get       = storetest.Get
+	events    = storetest.Events
+	eventData = storetest.EventData
+)
 
 // evSummary is what an event says, without its id and time.
 type evSummary struct {
@@ -145,13 +40,11 @@ func summarize(evs []store.Event) []evSummary {
 	return out
 }
 
-func eventData(t *testing.T, e store.Event) map[string]any {
+// openStore opens a migrated store on a fresh file in t.TempDir and closes it at cleanup.
+func openStore(t testing.TB, opts store.Options) (*store.Store, string) {
 	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(e.Data, &m); err != nil {
-		t.Fatalf("event %s data %q: %v", e.Type, e.Data, err)
-	}
-	return m
+	path := filepath.Join(t.TempDir(), "sheetq.db")
+	return openAt(t, path, opts), path
 }
 
 func TestMigrationsApplyOnceAndReopen(t *testing.T) {

@@ -190,7 +190,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 				data["event"] != tc.event || strings.Contains(string(queued[0].Data), "token") {
 				t.Fatalf("webhook_queued data = %s", queued[0].Data)
 			}
-			if got := summarize(events(t, st, d.ID)); len(got) != 1 || got[0].Type != store.EventAccepted {
+			if got := events(t, st, d.ID); len(got) != 1 || got[0].Type != store.EventAccepted {
 				t.Fatalf("delivery events = %+v", got)
 			}
 
@@ -273,7 +273,7 @@ func TestRecordWebhookAttempt(t *testing.T) {
 	last := evs[len(evs)-2:]
 	if last[0].Type != webhook.EventFailed || last[1].Type != webhook.EventDelivered ||
 		last[0].Status != store.StatusSucceeded || last[1].Attempt != 1 {
-		t.Fatalf("events = %+v", summarize(evs))
+		t.Fatalf("events = %+v", evs)
 	}
 	d := eventData(t, last[0])
 	if d["status_code"] != float64(500) || d["attempt"] != float64(1) || d["will_retry"] != true ||
