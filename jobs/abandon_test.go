@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // deaf is a handler that writes a little, reports progress, then blocks until unblock is
@@ -45,7 +46,7 @@ func deaf(started chan<- string, unblock <-chan struct{}, after chan<- error) jo
 func TestAbandonedHandlerFreesItsSlot(t *testing.T) {
 	const stall = 100 * time.Millisecond
 	h := newHarness(t)
-	clk := &fakeClock{t: time.Now()}
+	clk := storetest.ClockAt(time.Now())
 	cfg := h.config()
 	cfg.Workers = 1
 	cfg.Now = clk.Now

@@ -18,6 +18,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 func TestPublishedFile(t *testing.T) {
@@ -430,7 +431,7 @@ func TestPanicIsAFailedAttempt(t *testing.T) {
 // progress with it, so advancing it decides the outcome without racing real time.
 func TestStallGuard(t *testing.T) {
 	const stall = 100 * time.Millisecond
-	newEngine := func(t *testing.T, h *harness, clk *fakeClock, hd jobs.Handler) *jobs.Engine {
+	newEngine := func(t *testing.T, h *harness, clk *storetest.Clock, hd jobs.Handler) *jobs.Engine {
 		cfg := h.config()
 		cfg.Now = clk.Now
 		cfg.StallAfter = stall
@@ -441,7 +442,7 @@ func TestStallGuard(t *testing.T) {
 
 	t.Run("silent handler is stalled", func(t *testing.T) {
 		h := newHarness(t)
-		clk := &fakeClock{t: time.Now()}
+		clk := storetest.ClockAt(time.Now())
 		started := make(chan string, 10)
 		e := newEngine(t, h, clk, blocker(true, started))
 		j := enqueue(t, e, "test", 1)
@@ -462,7 +463,7 @@ func TestStallGuard(t *testing.T) {
 
 	t.Run("progressing handler is not", func(t *testing.T) {
 		h := newHarness(t)
-		clk := &fakeClock{t: time.Now()}
+		clk := storetest.ClockAt(time.Now())
 		const steps = 8 // each step moves the clock half of StallAfter: 4x StallAfter in all
 		e := newEngine(t, h, clk, jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
 			for i := int64(1); i <= steps; i++ {

@@ -14,6 +14,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // waitTimeout bounds every wait on a condition; generous, because -race on a busy machine
@@ -190,14 +191,7 @@ func eventTypes(evs []store.Event) []string {
 	return out
 }
 
-func eventData(t testing.TB, e store.Event) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(e.Data, &m); err != nil {
-		t.Fatalf("event %s data %q: %v", e.Type, e.Data, err)
-	}
-	return m
-}
+var eventData = storetest.EventData
 
 // partFiles lists part files left in the harness's tmp dir.
 func (h *harness) partFiles(t testing.TB) []string {
@@ -238,24 +232,6 @@ func (c *calls) of(id string) []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]int(nil), c.m[id]...)
-}
-
-// fakeClock is a settable clock for Config.Now; safe for concurrent use.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // payload is what test handlers write as a job's file.

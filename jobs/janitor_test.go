@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // Retention removes a finished job's file after Retention (the job becomes EXPIRED) and
@@ -44,7 +45,7 @@ func TestJanitorExpiresFilesThenDeletesJobs(t *testing.T) {
 
 	// Retention is measured by the store's clock: the janitor's store, on the same file,
 	// reads a clock the test moves.
-	clock := &fakeClock{t: time.Now()}
+	clock := storetest.ClockAt(time.Now())
 	jan := jobs.NewJanitor(h.openStoreWith(t, store.Options{Now: clock.Now}), jobs.JanitorConfig{Retention: time.Hour, ExportsDir: h.exports, Logger: testLogger()})
 
 	if res, err := jan.Sweep(ctx); err != nil || res != (jobs.SweepResult{}) {

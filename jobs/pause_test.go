@@ -11,6 +11,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/storetest"
 )
 
 // TestPausedEngineKeepsItsJobs: after a pause longer than StaleAfter (SIGSTOP, a frozen
@@ -30,7 +31,7 @@ func TestPausedEngineKeepsItsJobs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
-			clk := &fakeClock{t: time.Now()}
+			clk := storetest.ClockAt(time.Now())
 			h.st = h.openStoreWith(t, store.Options{Now: clk.Now})
 			cfg := h.config()
 			cfg.Now = clk.Now
