@@ -10,24 +10,17 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"sheetq/internal/apiv1"
 )
 
 // Problem is an RFC 9457 problem detail, with a stable machine-readable code. It is
 // also an error, so that a handler returns it and one adapter (Reporter.Handler) writes
 // it: a handler never both writes a problem and returns one.
 type Problem struct {
-	// Type is a relative URI per code ("/problems/<code>"), documented in the README;
-	// empty means that one.
-	Type string `json:"type"`
-	// Title is the status text when empty.
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	Code   string `json:"code"`
-	// Param names the offending parameter of a validation error.
-	Param string `json:"param,omitempty"`
-	// Job is the existing job's id, where the problem is about one.
-	Job string `json:"job,omitempty"`
+	// Problem is the JSON body (internal/apiv1, the shape the client reads too). An empty
+	// Type means "/problems/<code>"; an empty Title, the status text.
+	apiv1.Problem
 
 	// Header holds headers sent with the answer (Retry-After, Allow, Connection).
 	Header http.Header `json:"-"`
@@ -35,7 +28,7 @@ type Problem struct {
 
 // New returns a problem with status, code and detail.
 func New(status int, code, detail string) *Problem {
-	return &Problem{Status: status, Code: code, Detail: detail}
+	return &Problem{Problem: apiv1.Problem{Status: status, Code: code, Detail: detail}}
 }
 
 // NotFound is the answer for an id that names no export.

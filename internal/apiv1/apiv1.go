@@ -78,3 +78,18 @@ func (j Job) Rows() string {
 	}
 	return strconv.FormatInt(j.Progress.Rows, 10)
 }
+
+// Problem is an RFC 9457 problem detail (application/problem+json), the body of every
+// API error, with a stable machine-readable code (README, "HTTP API (v1)").
+type Problem struct {
+	// Type is a relative URI per code ("/problems/<code>").
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+	// Param names the offending parameter of a validation error.
+	Param string `json:"param,omitempty"`
+	// Job is the existing job's id, where the problem is about one.
+	Job string `json:"job,omitempty"`
+}

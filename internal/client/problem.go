@@ -7,17 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"sheetq/internal/apiv1"
 )
 
-// Problem is a problem detail (RFC 9457) the server answered instead of a 2xx.
-type Problem struct {
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	Param  string `json:"param"`
-	Job    string `json:"job"`
-}
+// Problem is a problem detail (RFC 9457) the server answered instead of a 2xx, in the
+// server's own shape (internal/apiv1).
+type Problem struct{ apiv1.Problem }
 
 // Error is one line: "server: CODE: detail (HTTP status)", naming the param when the
 // detail does not.
@@ -38,7 +34,7 @@ func (p *Problem) Error() string {
 // readProblem turns a non-2xx answer into a *Problem: its problem+json, else the status
 // line and a short plain body (a proxy's error page, say).
 func readProblem(resp *http.Response) *Problem {
-	p := &Problem{Status: resp.StatusCode}
+	p := &Problem{apiv1.Problem{Status: resp.StatusCode}}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if json.Unmarshal(b, p) != nil || (p.Detail == "" && p.Code == "") {
 		p.Title = resp.Status
