@@ -8,21 +8,23 @@ import (
 	"sheetq/store"
 )
 
-// dispatch claims jobs while slots are free, sleeping until a wake-up, the next run_at
-// of a delayed job, or the poll interval.
-func (e *Engine) dispatch() {
+// dispatch claims the jobs of l's queue while l has a free slot, sleeping until a
+// wake-up, the next run_at of a delayed job of the queue, or the poll interval. Each lane
+// has its own dispatcher and slots: a lane whose slots are all taken blocks only itself,
+// and a due job of a full lane never wakes another (rule 27).
+func (e *Engine) dispatch(l *lane) {
 	defer e.loops.Done()
 	ctx := e.runCtx
 	busy := false // said once that claims wait for a busy database, until they work again
 	for {
 		select {
-		case e.slots <- struct{}{}:
+		case l.slots <- struct{}{}:
 		case <-e.stopClaim:
 			return
 		}
 		select {
 		case <-e.stopClaim:
-			<-e.slots
+			<-l.slots
 			return
 		default:
 		}
@@ -31,13 +33,13 @@ func (e *Engine) dispatch() {
 		// (claimMu): a pause between the two must not make our own attempt look like
 		// an orphan.
 		e.claimMu.Lock()
-		job, err := e.st.Claim(ctx, e.cfg.WorkerID)
+		job, err := e.st.Claim(ctx, e.cfg.WorkerID, l.queue)
 		var (
 			x    *execution
 			xctx context.Context
 		)
 		if err == nil {
-			x, xctx = e.register(job)
+			x, xctx = e.register(l, job)
 		}
 		e.claimMu.Unlock()
 		if err == nil {
@@ -46,27 +48,27 @@ func (e *Engine) dispatch() {
 			e.start(xctx, x)
 			continue
 		}
-		<-e.slots
+		<-l.slots
 		wait := e.cfg.PollInterval
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			busy = false
-			if next, err := e.st.NextRunIn(ctx); err == nil {
+			if next, err := e.st.NextRunIn(ctx, []string{l.queue}); err == nil {
 				wait = min(wait, max(next, time.Millisecond))
 			}
 		case store.IsBusy(err):
 			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
 			// error of ours, and worth one line, not one per poll.
 			if !busy {
-				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "err", err)
+				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "queue", l.queue, "err", err)
 				busy = true
 			}
 		default:
-			e.log.ErrorContext(ctx, "claim failed", "err", err)
+			e.log.ErrorContext(ctx, "claim failed", "queue", l.queue, "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-e.wake:
+		case <-l.wake:
 		case <-t.C:
 		case <-e.stopClaim:
 			t.Stop()
@@ -76,12 +78,13 @@ func (e *Engine) dispatch() {
 	}
 }
 
-// register records a claimed attempt as this engine's execution, holding the slot the
-// dispatcher took for it, and returns it with its context.
-func (e *Engine) register(job store.Job) (*execution, context.Context) {
+// register records a claimed attempt as this engine's execution, holding the slot of
+// l that the dispatcher took for it, and returns it with its context.
+func (e *Engine) register(l *lane, job store.Job) (*execution, context.Context) {
 	ctx, cancel := context.WithCancelCause(e.runCtx)
 	x := &execution{
 		job:    job,
+		lane:   l,
 		run:    newRun(e.cfg.TmpDir, job.ID, job.Kind, job.Args, job.Attempt, job.MaxAttempts),
 		cancel: cancel,
 	}
@@ -103,8 +106,8 @@ func (e *Engine) start(ctx context.Context, x *execution) {
 			e.mu.Lock()
 			delete(e.running, x)
 			e.mu.Unlock()
-			<-e.slots
-			e.Wake()
+			<-x.lane.slots
+			x.lane.wakeUp()
 		}()
 		e.execute(ctx, x)
 	}()

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +23,14 @@ import (
 // Config tunes the engine. Zero fields take the documented defaults, except StallAfter,
 // where zero turns the stall guard off.
 type Config struct {
-	// Workers bounds how many jobs run at once (default 2).
+	// Workers is the size of the exports lane (store.DefaultQueue): how many of its jobs
+	// run at once (default 2).
 	Workers int
+	// Queues are the other lanes: for each queue name, how many of its jobs run at once.
+	// Every lane has slots of its own and claims only its own queue's jobs, so no lane
+	// waits for another (ARCHITECTURE.md, rule 27). Enqueue refuses a job whose queue
+	// has no lane. The exports lane is Workers: naming store.DefaultQueue here is an error.
+	Queues map[string]int
 	// Heartbeat is how often a running job stamps heartbeat_at and progress (default 5 s).
 	Heartbeat time.Duration
 	// StaleAfter is the heartbeat age after which a PROCESSING job is recovered (default 30 s).
@@ -118,6 +126,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nice must be from 0 to 19, not %d", c.Nice)
 	case c.Workers < 1:
 		return fmt.Errorf("workers must be at least 1, not %d", c.Workers)
+	case c.Queues[store.DefaultQueue] != 0:
+		return fmt.Errorf("queue %q is the exports lane: set its size with Workers", store.DefaultQueue)
 	case c.Heartbeat <= 0 || c.ReapInterval <= 0 || c.PollInterval <= 0 || c.ShutdownGrace < 0 || c.AbandonAfter <= 0 ||
 		c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase || c.StallAfter < 0:
 		return errors.New("durations must be positive, and backoff max at least backoff base")
@@ -126,6 +136,11 @@ func (c Config) Validate() error {
 		// look stale: otherwise it is recovered, and run again, while it still runs. One
 		// missed heartbeat is tolerated (rule 4).
 		return fmt.Errorf("stale-after (%s) must be at least twice the heartbeat interval (%s)", c.StaleAfter, c.Heartbeat)
+	}
+	for name, n := range c.Queues {
+		if name == "" || n < 1 {
+			return fmt.Errorf("queue %q: a lane needs a name and at least 1 worker, not %d", name, n)
+		}
 	}
 	return nil
 }
@@ -153,8 +168,10 @@ type Engine struct {
 	log      *slog.Logger
 	handlers map[string]Handler
 
-	wake  chan struct{} // capacity 1: a pending wake-up is enough
-	slots chan struct{} // capacity Workers: a worker claims only with a slot
+	// lanes are the queues this engine claims from, the exports lane first, then by
+	// name; laneOf finds one by queue name. Each has a dispatcher of its own.
+	lanes  []*lane
+	laneOf map[string]*lane
 
 	// claimMu makes a claim and the registration of its execution one step for the
 	// reaper, which holds it while it tells our attempts from orphans.
@@ -178,9 +195,18 @@ type Engine struct {
 	stopOnce   sync.Once
 }
 
+// lane is one queue's share of the engine: its slots and its dispatcher's wake-up.
+type lane struct {
+	queue   string
+	workers int
+	wake    chan struct{} // capacity 1: a pending wake-up is enough
+	slots   chan struct{} // capacity workers: the lane claims only with a slot
+}
+
 // execution is one attempt of a job run by this engine.
 type execution struct {
 	job    store.Job
+	lane   *lane // whose slot the execution holds
 	run    *Run
 	cancel context.CancelCauseFunc // cancels the attempt's context with the reason it must stop
 	// handler is handlerRunning until either the handler returns or the engine abandons
@@ -199,16 +225,33 @@ const (
 // New returns an engine over st. Register handlers, then Start it.
 func New(st Store, cfg Config) *Engine {
 	cfg = cfg.withDefaults()
-	return &Engine{
+	e := &Engine{
 		cfg:       cfg,
 		st:        st,
 		log:       cfg.Logger,
 		handlers:  map[string]Handler{},
-		wake:      make(chan struct{}, 1),
-		slots:     make(chan struct{}, max(cfg.Workers, 0)), // Start refuses Workers < 1
+		laneOf:    map[string]*lane{},
 		running:   map[*execution]struct{}{},
 		stopClaim: make(chan struct{}),
 	}
+	names := slices.Sorted(maps.Keys(cfg.Queues))
+	workers := map[string]int{store.DefaultQueue: cfg.Workers}
+	for _, name := range names {
+		if name != store.DefaultQueue { // Start refuses it
+			workers[name] = cfg.Queues[name]
+		}
+	}
+	for _, name := range append([]string{store.DefaultQueue}, names...) {
+		if _, dup := e.laneOf[name]; dup {
+			continue
+		}
+		n := workers[name]
+		l := &lane{queue: name, workers: n, wake: make(chan struct{}, 1),
+			slots: make(chan struct{}, max(n, 0))} // Start refuses a lane without workers
+		e.lanes = append(e.lanes, l)
+		e.laneOf[name] = l
+	}
+	return e
 }
 
 // Register adds a job kind. It must be called before Start.
@@ -245,8 +288,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.runCtx, e.cancelRuns = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.started = true
-	e.loops.Add(2)
-	go e.dispatch()
+	e.loops.Add(1 + len(e.lanes))
+	for _, l := range e.lanes {
+		go e.dispatch(l)
+	}
 	go e.reaper()
 	return nil
 }
@@ -297,6 +342,31 @@ func (e *Engine) runningCount() int {
 // An abandoned handler no longer takes one.
 func (e *Engine) Running() int { return e.runningCount() }
 
+// Lane is one queue's lane as Lanes reports it.
+type Lane struct {
+	// Queue is the queue's name.
+	Queue string
+	// Workers is how many of its jobs may run at once.
+	Workers int
+	// Busy is how many of them run now (an abandoned handler no longer counts).
+	Busy int
+}
+
+// Lanes reports every lane, the exports lane first, then by name.
+func (e *Engine) Lanes() []Lane {
+	e.mu.Lock()
+	busy := map[*lane]int{}
+	for x := range e.running {
+		busy[x.lane]++
+	}
+	e.mu.Unlock()
+	out := make([]Lane, len(e.lanes))
+	for i, l := range e.lanes {
+		out[i] = Lane{Queue: l.queue, Workers: l.workers, Busy: busy[l]}
+	}
+	return out
+}
+
 // Abandoned reports how many abandoned handlers are still running (alive), and how many
 // handlers were abandoned since Start (total). See Config.AbandonAfter.
 func (e *Engine) Abandoned() (alive, total int64) {
@@ -315,10 +385,19 @@ func (e *Engine) find(id string, attempt int) *execution {
 	return nil
 }
 
-// Enqueue stores a new job (durably, before returning) and wakes the pool.
+// ErrNoLane is returned by Enqueue for a job whose queue has no lane: nothing would
+// ever claim it.
+var ErrNoLane = errors.New("no lane runs this queue")
+
+// Enqueue stores a new job (durably, before returning) and wakes its lane.
 func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool, error) {
 	if _, ok := e.handlers[nj.Kind]; !ok {
 		return store.Job{}, false, fmt.Errorf("enqueue: unknown job kind %q", nj.Kind)
+	}
+	nj.Queue = cmp.Or(nj.Queue, store.DefaultQueue)
+	l := e.laneOf[nj.Queue]
+	if l == nil {
+		return store.Job{}, false, fmt.Errorf("enqueue: queue %q: %w", nj.Queue, ErrNoLane)
 	}
 	if nj.ID == "" {
 		nj.ID = NewID()
@@ -326,15 +405,22 @@ func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool,
 	job, existed, err := e.st.Enqueue(ctx, nj)
 	if err == nil && !existed {
 		e.notify()
-		e.Wake()
+		l.wakeUp()
 	}
 	return job, existed, err
 }
 
-// Wake makes the dispatcher look for work now instead of at its next poll.
+// Wake makes every lane's dispatcher look for work now instead of at its next poll.
 func (e *Engine) Wake() {
+	for _, l := range e.lanes {
+		l.wakeUp()
+	}
+}
+
+// wakeUp makes the lane's dispatcher look for work now.
+func (l *lane) wakeUp() {
 	select {
-	case e.wake <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }

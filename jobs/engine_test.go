@@ -193,7 +193,7 @@ func TestReaperRecoversStaleJob(t *testing.T) {
 
 	// Another "process" claims a job and dies: no heartbeat ever comes.
 	ghost := enqueueStore(t, h.st, "test", store.NewJob{})
-	if c, err := h.st.Claim(context.Background(), "ghost/1"); err != nil || c.ID != ghost.ID {
+	if c, err := h.st.Claim(context.Background(), "ghost/1", store.DefaultQueue); err != nil || c.ID != ghost.ID {
 		t.Fatalf("ghost claim = %+v, %v", c, err)
 	}
 	rec := h.waitStatus(t, ghost.ID, store.StatusPending)
@@ -230,7 +230,7 @@ func TestStartRecoversOrphans(t *testing.T) {
 	published := enqueueStore(t, h.st, "test", store.NewJob{})
 	last := enqueueStore(t, h.st, "test", store.NewJob{MaxAttempts: 1})
 	for range 3 {
-		if _, err := h.st.Claim(ctx, "dead/1"); err != nil {
+		if _, err := h.st.Claim(ctx, "dead/1", store.DefaultQueue); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -833,7 +833,7 @@ func TestStartRunsAgainWhenPublishedFileIsALink(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	orphan := enqueueStore(t, h.st, "test", store.NewJob{})
-	if _, err := h.st.Claim(ctx, "dead/1"); err != nil {
+	if _, err := h.st.Claim(ctx, "dead/1", store.DefaultQueue); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(h.exports, 0o755); err != nil {

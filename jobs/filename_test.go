@@ -42,7 +42,7 @@ func TestKindNamesItsFile(t *testing.T) {
 
 	// An orphan whose file was published under its kind's name before a crash.
 	orphan := enqueueStore(t, h.st, "csv", store.NewJob{})
-	if _, err := h.st.Claim(context.Background(), "dead/1"); err != nil {
+	if _, err := h.st.Claim(context.Background(), "dead/1", store.DefaultQueue); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(jobs.FilePath(h.exports, orphan.ID+".csv"), []byte("published"), 0o644); err != nil {

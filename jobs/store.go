@@ -20,21 +20,23 @@ import (
 // store.Options.FollowUps for SQLite) that a job kind supplies, such as jobs/webhook's
 // Announcer. Every method that makes a job SUCCEEDED, FAILED or CANCELED calls it with
 // the job as committed and, in the same transaction, inserts the jobs it returns
-// (store.FollowUp: PENDING, linked to the job as their parent, each with its "accepted"
-// event, plus the event the hook asks for on the parent's timeline); an error from the
-// hook commits nothing. Delete stops a job's follow-ups with it.
+// (store.FollowUp: PENDING in the queue it names, linked to the job as their parent,
+// each with its "accepted" event, plus the event the hook asks for on the parent's
+// timeline); an error from the hook commits nothing. Delete stops a job's follow-ups with it.
 // A fenced method (it takes an attempt) changes nothing and returns store.ErrLeaseLost
 // unless the job is PROCESSING with that attempt (rule 3).
 type Store interface {
-	// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1). A known
+	// Enqueue durably inserts a PENDING job, in the queue NewJob.Queue names
+	// ("": store.DefaultQueue), with its "accepted" event (rule 1). A known
 	// idempotency key returns its job with existed=true, or store.ErrIdempotencyMismatch
 	// (and the job) when the request hash differs (rule 11); an id in use is
 	// store.ErrConflict.
 	Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error)
-	// Claim takes the next runnable PENDING job by priority, run_at, then insertion order,
-	// makes it PROCESSING with attempt+1 and stamps worker and heartbeat (rule 2). It
-	// returns store.ErrNotFound when nothing is runnable.
-	Claim(ctx context.Context, worker string) (store.Job, error)
+	// Claim takes the next runnable PENDING job of queue (store.Job.Queue) by priority,
+	// run_at, then insertion order, makes it PROCESSING with attempt+1 and stamps worker
+	// and heartbeat (rule 2). It never takes a job of another queue (rule 27), and
+	// returns store.ErrNotFound when nothing in queue is runnable.
+	Claim(ctx context.Context, worker, queue string) (store.Job, error)
 	// Heartbeat (fenced) stamps the heartbeat and progress (total < 0: unknown) and
 	// reports whether a cancel was requested (rule 4).
 	Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error)
@@ -63,9 +65,10 @@ type Store interface {
 	// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter, oldest first;
 	// staleAfter <= 0 lists every PROCESSING job (the start-up sweep, rule 5).
 	Stale(ctx context.Context, staleAfter time.Duration) ([]store.Job, error)
-	// NextRunIn is how long until the earliest run_at of a PENDING job (<= 0: now), or
-	// store.ErrNotFound when none is PENDING.
-	NextRunIn(ctx context.Context) (time.Duration, error)
+	// NextRunIn is how long until the earliest run_at of a PENDING job of one of queues
+	// (<= 0: now), or store.ErrNotFound when none of them has one. Jobs of other queues
+	// do not count: a full lane's due job must not wake a lane that cannot take it.
+	NextRunIn(ctx context.Context, queues []string) (time.Duration, error)
 	// FinishedOlderThan lists up to limit jobs in one of statuses that finished more than
 	// age ago, oldest first (rule 22).
 	FinishedOlderThan(ctx context.Context, statuses []store.Status, age time.Duration, limit int) ([]store.Job, error)

@@ -18,7 +18,7 @@ func failed(t *testing.T, st *store.Store, clk *clock) store.Job {
 	t.Helper()
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{MaxAttempts: 1})
-	c, err := st.Claim(ctx, "w")
+	c, err := st.Claim(ctx, "w", store.DefaultQueue)
 	if err != nil || c.ID != j.ID {
 		t.Fatalf("claim: %v (got %q, want %q)", err, c.ID, j.ID)
 	}

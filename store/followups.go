@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -20,6 +21,8 @@ type FollowUp struct {
 	Args json.RawMessage
 	// Priority orders claims like NewJob.Priority: lower runs first.
 	Priority int
+	// Queue is the lane the follow-up runs in, like NewJob.Queue; "" is DefaultQueue.
+	Queue string
 	// MaxAttempts is the attempt budget; zero or less means DefaultMaxAttempts.
 	MaxAttempts int
 	// RunIn delays the first attempt, measured by the store's clock; zero runs it now.
@@ -61,9 +64,10 @@ func (s *Store) followUpsTx(ctx context.Context, tx *sql.Tx, job Job) error {
 		if f.MaxAttempts <= 0 {
 			f.MaxAttempts = DefaultMaxAttempts
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at, parent_id)
-			VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?)`,
-			f.ID, f.Kind, string(f.Args), f.Priority, ms(now.Add(max(f.RunIn, 0))), f.MaxAttempts, ms(now), job.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at, parent_id, queue)
+			VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?)`,
+			f.ID, f.Kind, string(f.Args), f.Priority, ms(now.Add(max(f.RunIn, 0))), f.MaxAttempts, ms(now), job.ID,
+			cmp.Or(f.Queue, DefaultQueue)); err != nil {
 			if isUnique(err) {
 				err = ErrConflict
 			}

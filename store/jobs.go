@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -92,6 +93,8 @@ type Job struct {
 	NotifyURL string
 	// ParentID is the job whose end created this one (a FollowUp); "" for others.
 	ParentID string
+	// Queue is the lane the job runs in: only a claim for this queue takes it.
+	Queue string
 	// Seq is the job's place in insertion order (its rowid): List's order and cursor.
 	Seq int64
 }
@@ -110,7 +113,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings, created_by, webhook_url, parent_id, rowid`
+	idempotency_key, request_hash, warnings, created_by, webhook_url, parent_id, queue, rowid`
 
 type scanner interface{ Scan(...any) error }
 
@@ -127,7 +130,7 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Seq)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}
@@ -177,7 +180,7 @@ func (s *Store) addEvent(ctx context.Context, tx *sql.Tx, jobID, typ string, sta
 const (
 	insertEventSQL = `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`
 	insertJobSQL   = `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
-		created_at, idempotency_key, request_hash, webhook_url, created_by) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?)
+		created_at, idempotency_key, request_hash, webhook_url, created_by, queue) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING ` + jobColumns
 )
 
@@ -198,7 +201,12 @@ type NewJob struct {
 	NotifyURL string
 	// CreatedBy names the access token that asked for the job; "" stores NULL.
 	CreatedBy string
+	// Queue is the lane the job runs in; "" is DefaultQueue.
+	Queue string
 }
+
+// DefaultQueue is the queue of a job or follow-up that names none: the exports lane.
+const DefaultQueue = "exports"
 
 // Enqueue inserts a PENDING job and its "accepted" event and returns it once committed.
 // With an idempotency key that already has a job, it returns that job and existed=true,
@@ -243,7 +251,8 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 	// with the job. BEGIN IMMEDIATE holds the write lock, so nothing comes in between.
 	job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
-		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL), nullString(nj.CreatedBy)))
+		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL), nullString(nj.CreatedBy),
+		cmp.Or(nj.Queue, DefaultQueue)))
 	if err != nil {
 		if !isUnique(err) {
 			return Job{}, false, err
@@ -272,10 +281,14 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 // group commit never mistakes it for a job refused alone.
 var errAfterInsert = errors.New("after the job was written")
 
-// Claim atomically takes the next runnable PENDING job (priority, then run_at, then
-// insertion order), sets it PROCESSING, increments attempt (the fencing token) and stamps
-// worker and heartbeat. It returns ErrNotFound when nothing is runnable.
-func (s *Store) Claim(ctx context.Context, worker string) (Job, error) {
+// Claim atomically takes the next runnable PENDING job of queue (priority, then run_at,
+// then insertion order), sets it PROCESSING, increments attempt (the fencing token) and
+// stamps worker and heartbeat. It returns ErrNotFound when nothing in queue is runnable.
+// jobs_claim (migration 0009) starts with the queue, so the pick reads one index entry.
+func (s *Store) Claim(ctx context.Context, worker, queue string) (Job, error) {
+	if queue == "" {
+		return Job{}, errors.New("claim: a queue is required")
+	}
 	var job Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := ms(s.now())
@@ -283,9 +296,9 @@ func (s *Store) Claim(ctx context.Context, worker string) (Job, error) {
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
 			worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
 			error_code = NULL, error_message = NULL
-			WHERE rowid = (SELECT rowid FROM jobs WHERE status = 'PENDING' AND run_at <= ?
+			WHERE rowid = (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
 				ORDER BY priority, run_at, rowid LIMIT 1)
-			RETURNING `+jobColumns, worker, now, now, now))
+			RETURNING `+jobColumns, worker, now, now, queue, now))
 		if err != nil {
 			return err
 		}
@@ -607,11 +620,21 @@ func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]Job, err
 	return s.queryJobs(ctx, s.w, q+` ORDER BY heartbeat_at`, args...)
 }
 
-// NextRunIn returns how long until the earliest run_at among PENDING jobs, by the
-// store's clock (zero or less when one is runnable now), or ErrNotFound.
-func (s *Store) NextRunIn(ctx context.Context) (time.Duration, error) {
+// NextRunIn returns how long until the earliest run_at among PENDING jobs of queues, by
+// the store's clock (zero or less when one is runnable now), or ErrNotFound when none of
+// them has a PENDING job (or queues is empty). The engine asks only about lanes with a
+// free slot, so a full lane's due job does not make its dispatcher spin.
+func (s *Store) NextRunIn(ctx context.Context, queues []string) (time.Duration, error) {
+	if len(queues) == 0 {
+		return 0, ErrNotFound
+	}
+	args := make([]any, len(queues))
+	for i, q := range queues {
+		args[i] = q
+	}
 	var v sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING'`).Scan(&v); err != nil {
+	q := `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue IN (?` + strings.Repeat(`, ?`, len(queues)-1) + `)`
+	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
 		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if !v.Valid {

@@ -60,7 +60,7 @@ func TestEnqueueAndClaimAreAtomicWithTheirEvents(t *testing.T) {
 	if _, err := st.Get(ctx, "orphan-row"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("job row without its event: get err = %v", err)
 	}
-	if _, err := st.Claim(ctx, "w"); err == nil {
+	if _, err := st.Claim(ctx, "w", store.DefaultQueue); err == nil {
 		t.Fatal("claim succeeded although its event could not be written")
 	}
 	if j := get(t, st, pending.ID); j.Status != store.StatusPending || j.Attempt != 0 {
@@ -223,13 +223,13 @@ func TestClaimOrder(t *testing.T) {
 	g := enqueue(t, st, store.NewJob{ID: "zzz", RunAt: t0.Add(4 * time.Second)})
 	h := enqueue(t, st, store.NewJob{ID: "aaa", RunAt: t0.Add(4 * time.Second)})
 
-	if _, err := st.Claim(ctx, "w"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.Claim(ctx, "w", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim before any run_at: err = %v, want ErrNotFound", err)
 	}
 	clk.Advance(10 * time.Second)
 	var order []string
 	for {
-		j, err := st.Claim(ctx, "w")
+		j, err := st.Claim(ctx, "w", store.DefaultQueue)
 		if errors.Is(err, store.ErrNotFound) {
 			break
 		}
@@ -245,7 +245,7 @@ func TestClaimOrder(t *testing.T) {
 	if j := get(t, st, e.ID); j.Status != store.StatusPending {
 		t.Fatalf("future job claimed: %+v", j)
 	}
-	next, err := st.NextRunIn(ctx)
+	next, err := st.NextRunIn(ctx, []string{store.DefaultQueue})
 	if want := e.RunAt.Sub(clk.Now()); err != nil || next != want {
 		t.Fatalf("NextRunIn = %v, %v; want %v", next, err, want)
 	}
@@ -253,7 +253,7 @@ func TestClaimOrder(t *testing.T) {
 	if j := claim(t, st, "w"); j.ID != e.ID {
 		t.Fatalf("claimed %s, want %s once due", j.ID, e.ID)
 	}
-	if _, err := st.NextRunIn(ctx); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.NextRunIn(ctx, []string{store.DefaultQueue}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn with nothing pending: err = %v", err)
 	}
 }
@@ -287,7 +287,7 @@ func TestClaimContention(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for {
-					j, err := st.Claim(ctx, worker)
+					j, err := st.Claim(ctx, worker, store.DefaultQueue)
 					if errors.Is(err, store.ErrNotFound) {
 						return
 					}
@@ -487,7 +487,7 @@ func TestEventsForEveryTransition(t *testing.T) {
 	if got, err := st.Cancel(ctx, pc.ID); err != nil || got.Status != store.StatusCanceled || got.FinishedAt.IsZero() {
 		t.Fatalf("cancel pending = %+v, %v", got, err)
 	}
-	if _, err := st.Claim(ctx, "w"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.Claim(ctx, "w", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a canceled job was claimable: %v", err)
 	}
 
@@ -546,7 +546,7 @@ func TestCancelRequestedWinsOverRetry(t *testing.T) {
 			if last := evs[len(evs)-1]; last != (evSummary{store.EventCanceled, store.StatusCanceled, 1}) {
 				t.Fatalf("last event = %+v", last)
 			}
-			if _, err := st.Claim(ctx, "w"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := st.Claim(ctx, "w", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("canceled job claimable again: %v", err)
 			}
 		})

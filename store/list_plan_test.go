@@ -196,3 +196,56 @@ func TestMigrationToInsertionOrder(t *testing.T) {
 		t.Errorf("old listing indexes left: %d (%v)", n, err)
 	}
 }
+
+// TestMigrationToQueues upgrades a database as 0008 left it: webhook deliveries go to
+// the webhooks queue, every other job to exports, and the claim index is replaced by
+// one that starts with the queue (rule 18: no index is added to the accept path).
+func TestMigrationToQueues(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sheetq.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []struct{ id, kind string }{{"exp", "export"}, {"hook", "webhook"}, {"other", "test"}} {
+		if _, _, err := s.Enqueue(ctx, NewJob{ID: j.id, Kind: j.kind, Args: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Back to version 8: no queue column, the old claim index.
+	for _, q := range []string{
+		`DROP INDEX jobs_claim`,
+		`ALTER TABLE jobs DROP COLUMN queue`,
+		`CREATE INDEX jobs_claim ON jobs (priority, run_at) WHERE status = 'PENDING'`,
+		`DELETE FROM schema_migrations WHERE version = 9`,
+	} {
+		if _, err := s.w.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	s.Close()
+
+	s, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, want := range map[string]string{"exp": DefaultQueue, "hook": "webhooks", "other": DefaultQueue} {
+		if j, err := s.Get(ctx, id); err != nil || j.Queue != want {
+			t.Errorf("job %s after 0009: queue %q, %v; want %q", id, j.Queue, err, want)
+		}
+	}
+	if j, err := s.Claim(ctx, "w", "webhooks"); err != nil || j.ID != "hook" {
+		t.Errorf("claim from webhooks after 0009 = %s, %v; want hook", j.ID, err)
+	}
+	var def string
+	if err := s.r.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'jobs_claim'`).Scan(&def); err != nil ||
+		!strings.Contains(def, "(queue, priority, run_at)") {
+		t.Errorf("jobs_claim after 0009 = %q, %v", def, err)
+	}
+	plan := explain(t, s.r, `SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
+		ORDER BY priority, run_at, rowid LIMIT 1`, DefaultQueue, 0)
+	if !strings.Contains(plan, "INDEX jobs_claim (queue=?") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("claim plan does not read jobs_claim in order:\n%s", plan)
+	}
+}

@@ -86,7 +86,7 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := st.Claim(ctx, "bench"); err != nil {
+		if _, err := st.Claim(ctx, "bench", DefaultQueue); err != nil {
 			b.Fatal(err)
 		}
 	}

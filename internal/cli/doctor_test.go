@@ -42,7 +42,7 @@ func doctorDir(t *testing.T, n int) (datadir.Dir, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Claim(ctx, "w"); err != nil {
+		if _, err := st.Claim(ctx, "w", store.DefaultQueue); err != nil {
 			t.Fatal(err)
 		}
 		body := []byte(strings.Repeat("cell ", 100+i))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,14 +41,25 @@ func Enqueue(t testing.TB, st *store.Store, nj store.NewJob) store.Job {
 	return j
 }
 
-// Claim claims the next job for worker, failing the test on an error.
-func Claim(t testing.TB, st *store.Store, worker string) store.Job {
+// Claim claims the next job for worker from the first of queues that has a runnable one
+// (none given: store.DefaultQueue), failing the test on an error or when none has.
+func Claim(t testing.TB, st *store.Store, worker string, queues ...string) store.Job {
 	t.Helper()
-	j, err := st.Claim(context.Background(), worker)
-	if err != nil {
-		t.Fatalf("claim: %v", err)
+	if len(queues) == 0 {
+		queues = []string{store.DefaultQueue}
 	}
-	return j
+	for _, q := range queues {
+		j, err := st.Claim(context.Background(), worker, q)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("claim from %s: %v", q, err)
+		}
+		return j
+	}
+	t.Fatalf("claim: nothing runnable in %v", queues)
+	return store.Job{}
 }
 
 // Get reads a job, failing the test on an error.

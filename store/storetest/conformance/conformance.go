@@ -52,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"ClaimOrder", testClaimOrder},
 		{"ClaimOnlyRunnable", testClaimOnlyRunnable},
 		{"ClaimIsAtomic", testClaimIsAtomic},
+		{"ClaimTakesOnlyItsQueue", testClaimTakesOnlyItsQueue},
+		{"NextRunInIgnoresOtherQueues", testNextRunInIgnoresOtherQueues},
 		{"Fencing", testFencing},
 		{"Heartbeat", testHeartbeat},
 		{"SucceedPublishesInsideTheTransaction", testSucceedPublishes},
@@ -83,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"NoFollowUpsWithoutAnEnd", testNoFollowUpsWithoutAnEnd},
 		{"FollowUpsAreAtomic", testFollowUpsAreAtomic},
 		{"DeleteStopsFollowUps", testDeleteStopsFollowUps},
+		{"FollowUpsKeepTheirQueue", testFollowUpsKeepTheirQueue},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -98,6 +101,11 @@ func newJob(mods ...func(*store.NewJob)) store.NewJob {
 	return nj
 }
 
+// exportsQueue is the default queue as NextRunIn takes it.
+var exportsQueue = []string{store.DefaultQueue}
+
+func inQueue(q string) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Queue = q } }
+
 func maxAttempts(n int) func(*store.NewJob) { return func(nj *store.NewJob) { nj.MaxAttempts = n } }
 
 func enqueue(t *testing.T, h Harness, mods ...func(*store.NewJob)) store.Job {
@@ -111,7 +119,7 @@ func enqueue(t *testing.T, h Harness, mods ...func(*store.NewJob)) store.Job {
 
 func claim(t *testing.T, h Harness) store.Job {
 	t.Helper()
-	j, err := h.Store.Claim(ctx, "w1")
+	j, err := h.Store.Claim(ctx, "w1", store.DefaultQueue)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -130,7 +138,7 @@ func claimID(t *testing.T, h Harness, id string) store.Job {
 
 func noClaim(t *testing.T, h Harness) {
 	t.Helper()
-	if j, err := h.Store.Claim(ctx, "w1"); !errors.Is(err, store.ErrNotFound) {
+	if j, err := h.Store.Claim(ctx, "w1", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim = %s (%s), %v; want ErrNotFound", j.ID, j.Status, err)
 	}
 }
@@ -336,7 +344,7 @@ func testClaimIsAtomic(t *testing.T, h Harness) {
 	for w := range 4 {
 		wg.Go(func() {
 			for {
-				j, err := h.Store.Claim(ctx, fmt.Sprintf("w%d", w))
+				j, err := h.Store.Claim(ctx, fmt.Sprintf("w%d", w), store.DefaultQueue)
 				if errors.Is(err, store.ErrNotFound) {
 					return
 				}
@@ -534,7 +542,7 @@ func testFailRetries(t *testing.T, h Harness) {
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventAttemptFailed)
 	noClaim(t, h)
-	if in, err := h.Store.NextRunIn(ctx); err != nil || in <= 0 || in > 30*time.Second {
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > 30*time.Second {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 30s]", in, err)
 	}
 	h.Advance(29 * time.Second)
@@ -747,22 +755,69 @@ func testStale(t *testing.T, h Harness) {
 	}
 }
 
+// Rule 27: a claim takes the next job of its own queue only, in the usual order within
+// it; a job enqueued without a queue is in store.DefaultQueue.
+func testClaimTakesOnlyItsQueue(t *testing.T, h Harness) {
+	plain := enqueue(t, h)
+	if plain.Queue != store.DefaultQueue {
+		t.Fatalf("queue of a job enqueued without one = %q, want %q", plain.Queue, store.DefaultQueue)
+	}
+	light := enqueue(t, h, inQueue("light"))
+	urgent := enqueue(t, h, inQueue("light"), func(nj *store.NewJob) { nj.Priority = -5 })
+	if light.Queue != "light" || get(t, h, urgent.ID).Queue != "light" {
+		t.Fatalf("queues = %q, %q; want light", light.Queue, get(t, h, urgent.ID).Queue)
+	}
+	claimID(t, h, plain.ID)
+	noClaim(t, h) // light's jobs are due and ahead by priority, but not in this queue
+	for _, want := range []store.Job{urgent, light} {
+		j, err := h.Store.Claim(ctx, "w1", "light")
+		if err != nil || j.ID != want.ID || j.Queue != "light" {
+			t.Fatalf("claim from light = %s (queue %q), %v; want %s", j.ID, j.Queue, err, want.ID)
+		}
+	}
+	if j, err := h.Store.Claim(ctx, "w1", "empty"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("claim from a queue without jobs = %s, %v; want ErrNotFound", j.ID, err)
+	}
+}
+
+// NextRunIn looks only at the queues it is given: a due job of a full lane must not make
+// another lane's dispatcher spin.
+func testNextRunInIgnoresOtherQueues(t *testing.T, h Harness) {
+	enqueue(t, h, inQueue("heavy"))
+	if _, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("NextRunIn(exports) with only a heavy job: err = %v, want ErrNotFound", err)
+	}
+	if _, err := h.Store.NextRunIn(ctx, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("NextRunIn of no queue: err = %v, want ErrNotFound", err)
+	}
+	enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Minute) })
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Minute {
+		t.Fatalf("NextRunIn(exports) = %v, %v; want in (0, 1m], the heavy job not counted", in, err)
+	}
+	if in, err := h.Store.NextRunIn(ctx, []string{"heavy"}); err != nil || in > 0 {
+		t.Fatalf("NextRunIn(heavy) = %v, %v; want <= 0", in, err)
+	}
+	if in, err := h.Store.NextRunIn(ctx, []string{store.DefaultQueue, "heavy"}); err != nil || in > 0 {
+		t.Fatalf("NextRunIn(exports, heavy) = %v, %v; want <= 0", in, err)
+	}
+}
+
 // NextRunIn says how long until the earliest PENDING job is due.
 func testNextRunIn(t *testing.T, h Harness) {
-	if _, err := h.Store.NextRunIn(ctx); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn with nothing pending: err = %v, want ErrNotFound", err)
 	}
 	enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Hour) })
 	j := enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Minute) })
-	if in, err := h.Store.NextRunIn(ctx); err != nil || in <= 0 || in > time.Minute {
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Minute {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 1m]", in, err)
 	}
 	h.Advance(2 * time.Minute)
-	if in, err := h.Store.NextRunIn(ctx); err != nil || in > 0 {
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in > 0 {
 		t.Fatalf("NextRunIn with a job overdue = %v, %v; want <= 0", in, err)
 	}
 	claimID(t, h, j.ID)
-	if in, err := h.Store.NextRunIn(ctx); err != nil || in <= 0 || in > time.Hour {
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Hour {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 1h]", in, err)
 	}
 }

@@ -24,6 +24,7 @@ type followUpHook struct {
 	called []store.Job
 	made   map[string]string // parent id -> follow-up id
 	fail   bool
+	queue  string // the follow-ups' queue; "": the default
 }
 
 func newFollowUpHook() *followUpHook { return &followUpHook{made: map[string]string{}} }
@@ -41,7 +42,7 @@ func (f *followUpHook) fn(j store.Job) ([]store.FollowUp, error) {
 	id := store.NewID()
 	f.made[j.ID] = id
 	return []store.FollowUp{{ID: id, Kind: "notify", Args: json.RawMessage(`{"for":"` + j.ID + `"}`),
-		Priority: -1, MaxAttempts: 8, RunIn: time.Minute,
+		Priority: -1, Queue: f.queue, MaxAttempts: 8, RunIn: time.Minute,
 		AcceptedData: json.RawMessage(`{"parent":"` + j.ID + `"}`),
 		ParentEvent:  "notify_queued", ParentData: json.RawMessage(`{"job":"` + id + `"}`)}}, nil
 }
@@ -315,5 +316,42 @@ func testDeleteStopsFollowUps(t *testing.T, open func(*testing.T, Options) Harne
 	end, err := h.Store.Fail(ctx, f.ID, 1, store.AttemptError{Code: "x", Message: "x"}, time.Hour)
 	if err != nil || end.Status != store.StatusCanceled {
 		t.Fatalf("running follow-up after a failed attempt: %s, %v; want CANCELED", end.Status, err)
+	}
+}
+
+// Rule 27: a follow-up runs in the queue its hook names ("": store.DefaultQueue), and
+// only a claim for that queue takes it.
+func testFollowUpsKeepTheirQueue(t *testing.T, open func(*testing.T, Options) Harness) {
+	hook := newFollowUpHook()
+	hook.queue = "notices"
+	h := open(t, Options{FollowUps: hook.fn})
+	j := enqueue(t, h, notifying)
+	claimID(t, h, j.ID)
+	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := get(t, h, hook.of(j.ID))
+	if f.Queue != "notices" {
+		t.Fatalf("follow-up queue = %q, want notices", f.Queue)
+	}
+	h.Advance(time.Hour)
+	noClaim(t, h)
+	if in, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("NextRunIn(exports) = %v, %v; the follow-up is not the exports lane's", in, err)
+	}
+	if c, err := h.Store.Claim(ctx, "w1", "notices"); err != nil || c.ID != f.ID {
+		t.Fatalf("claim from notices = %s, %v; want the follow-up %s", c.ID, err, f.ID)
+	}
+
+	// A hook that names no queue puts its follow-ups in the default one.
+	hook = newFollowUpHook()
+	h = open(t, Options{FollowUps: hook.fn})
+	j = enqueue(t, h, notifying)
+	claimID(t, h, j.ID)
+	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if q := get(t, h, hook.of(j.ID)).Queue; q != store.DefaultQueue {
+		t.Fatalf("follow-up of a hook without a queue: queue %q, want %q", q, store.DefaultQueue)
 	}
 }
