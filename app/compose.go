@@ -142,6 +142,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	a.metrics.WatchBodies(a.mw.BodiesReading)
+	a.metrics.WatchGate(a.engine.Config().Gate.Active)
 	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,

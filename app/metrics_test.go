@@ -360,6 +360,8 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 		{"sheetq_event_streams", nil, 0},
 		{"sheetq_event_streams_dropped_total", nil, 0},
 		{"sheetq_group_commit_waiting", nil, 0},
+		{"sheetq_request_bodies_reading", nil, 0},
+		{"sheetq_foreground_requests", nil, 0},
 	})
 	commits := before.value(t, "sheetq_group_commits_total", nil)
 	jobs := before.value(t, "sheetq_group_commit_jobs_total", nil)

@@ -20,7 +20,6 @@ import (
 	"github.com/pb33f/libopenapi-validator/config"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 
-	"sheetq/app/api"
 	"sheetq/app/exports"
 	"sheetq/store"
 )
@@ -45,7 +44,7 @@ func newContract(t *testing.T, ts *testServer) *contract {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET /api/v1/openapi.json: status %d", res.StatusCode)
 	}
-	if !bytes.Equal(res.body, api.OpenAPIDoc()) {
+	if !bytes.Equal(res.body, openAPIFile(t)) {
 		t.Fatal("the served document is not the embedded one")
 	}
 	doc, err := libopenapi.NewDocument(res.body)
@@ -315,7 +314,7 @@ func newContractAuthorized(t *testing.T, ts *testServer, token string) *contract
 		t.Fatalf("GET /api/v1/openapi.json with the token: %d", res.StatusCode)
 	}
 	// The document is the embedded one (newContract checks that when it can fetch it).
-	doc, err := libopenapi.NewDocument(api.OpenAPIDoc())
+	doc, err := libopenapi.NewDocument(openAPIFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +395,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	var raw struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(api.OpenAPIDoc(), &raw); err != nil {
+	if err := json.Unmarshal(openAPIFile(t), &raw); err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
@@ -481,7 +480,7 @@ func TestOpenAPIValidationCatchesMismatches(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d map[string]any
-			if err := json.Unmarshal(api.OpenAPIDoc(), &d); err != nil {
+			if err := json.Unmarshal(openAPIFile(t), &d); err != nil {
 				t.Fatal(err)
 			}
 			tc.mutate(d)
@@ -517,4 +516,14 @@ func schema(doc map[string]any, name string) map[string]any {
 
 func operation(doc map[string]any, path, method string) map[string]any {
 	return doc["paths"].(map[string]any)[path].(map[string]any)[method].(map[string]any)
+}
+
+// openAPIFile is the OpenAPI document as the server embeds it (app/api/openapi.json).
+func openAPIFile(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("api", "openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

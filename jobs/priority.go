@@ -82,8 +82,8 @@ func (g *Gate) Foreground() (done func()) {
 	}
 }
 
-// Active is the number of foreground spans in progress: while it is above zero, Yield
-// waits. Request handlers must not hold one while they wait on a client.
+// Active is the number of foreground spans in progress (sheetq_foreground_requests):
+// while it is above zero, Yield waits. Request handlers must not hold one while they wait on a client.
 func (g *Gate) Active() int {
 	return int(g.active.Load())
 }

@@ -11,9 +11,6 @@ import (
 //go:embed openapi.json
 var openAPIDoc []byte
 
-// OpenAPIDoc is the OpenAPI document, for the tests that check it against the routes.
-func OpenAPIDoc() []byte { return openAPIDoc }
-
 // openAPI serves the OpenAPI document.
 func (a *API) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")

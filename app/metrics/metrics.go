@@ -156,6 +156,22 @@ func (m *Metrics) WatchStreams(stats func() (clients int, dropped int64)) {
 	)
 }
 
+// WatchBodies adds the number of request bodies being read now, read at scrape time
+// from reading (the middleware's): handlers waiting on a client's bytes.
+func (m *Metrics) WatchBodies(reading func() int64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sheetq", Name: "request_bodies_reading",
+		Help: "Request bodies being read now: handlers waiting for a client's bytes (each has a 10 s deadline)."},
+		func() float64 { return float64(reading()) }))
+}
+
+// WatchGate adds the number of requests being accepted now, read at scrape time from
+// active (the engine's gate): while it is above zero, running exports yield to them.
+func (m *Metrics) WatchGate(active func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sheetq", Name: "foreground_requests",
+		Help: "Requests being accepted now (body read, answer not yet decided); while any is, running exports yield to them."},
+		func() float64 { return float64(active()) }))
+}
+
 // WatchGroupCommit adds the store's group commit figures (store.BatchStats): how many
 // transactions carried how many accepted jobs, and how many wait for the next one.
 func (m *Metrics) WatchGroupCommit() {

@@ -82,8 +82,8 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// BodiesReading is the number of request bodies being read now: a handler is waiting
-// for a client's bytes. Tests use it to see a handler blocked in a body read.
+// BodiesReading is the number of request bodies being read now: handlers waiting for a
+// client's bytes (sheetq_request_bodies_reading; a slow or trickling client shows here).
 func (s *Stack) BodiesReading() int64 { return s.bodies.reading.Load() }
 
 // BodyTimedOut reports whether err is a request body's read deadline passing.
