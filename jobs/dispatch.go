@@ -15,7 +15,6 @@ import (
 func (e *Engine) dispatch(l *lane) {
 	defer e.loops.Done()
 	ctx := e.runCtx
-	busy := false // said once that claims wait for a busy database, until they work again
 	for {
 		select {
 		case l.slots <- struct{}{}:
@@ -43,7 +42,7 @@ func (e *Engine) dispatch(l *lane) {
 		}
 		e.claimMu.Unlock()
 		if err == nil {
-			busy = false
+			e.claimsBusy.Store(false)
 			faultPoint("after-claim")
 			e.start(xctx, x)
 			continue
@@ -52,16 +51,15 @@ func (e *Engine) dispatch(l *lane) {
 		wait := e.cfg.PollInterval
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			busy = false
+			e.claimsBusy.Store(false)
 			if next, err := e.st.NextRunIn(ctx, []string{l.queue}); err == nil {
 				wait = min(wait, max(next, time.Millisecond))
 			}
 		case store.IsBusy(err):
 			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
 			// error of ours, and worth one line, not one per poll.
-			if !busy {
-				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "queue", l.queue, "err", err)
-				busy = true
+			if e.claimsBusy.CompareAndSwap(false, true) {
+				e.log.WarnContext(ctx, "claims wait: the database is busy (another connection holds its lock)", "err", err)
 			}
 		default:
 			e.log.ErrorContext(ctx, "claim failed", "queue", l.queue, "err", err)

@@ -172,6 +172,10 @@ type Engine struct {
 	// name; laneOf finds one by queue name. Each has a dispatcher of its own.
 	lanes  []*lane
 	laneOf map[string]*lane
+	// claimsBusy is set once a claim found the database locked by another connection
+	// and said so, until a claim works again: one log line for every lane, not one per
+	// poll and lane.
+	claimsBusy atomic.Bool
 
 	// claimMu makes a claim and the registration of its execution one step for the
 	// reaper, which holds it while it tells our attempts from orphans.
