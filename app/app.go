@@ -58,8 +58,13 @@ type Config struct {
 	Retention time.Duration
 	// MaxAttempts is each new export's attempt budget (default store.DefaultMaxAttempts).
 	MaxAttempts int
-	// Engine tunes the worker pool; its directories, logger, hooks and gate are set by New.
+	// Engine tunes the worker pool; its directories, logger, hooks and gate are set by New,
+	// and its lanes (Queues) are completed from the config file's [queues].
 	Engine jobs.Config
+	// WorkersSet says that Engine.Workers was chosen on the command line (--workers,
+	// SHEETQ_WORKERS or [serve] workers): it then beats the config file's
+	// [queues.exports], as flags beat the file everywhere.
+	WorkersSet bool
 	// Version is shown in /healthz and the page header.
 	Version string
 	// Logger receives all logs (default slog.Default()).
@@ -119,6 +124,9 @@ func (c *Config) validate() error {
 			return err
 		}
 		c.File = &fc
+	}
+	if err := c.File.lanes(&c.Engine, c.WorkersSet); err != nil {
+		return err
 	}
 	if c.tokens, err = c.allTokens(); err != nil {
 		return err

@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 
+	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
+	"sheetq/store"
 )
 
 // FileConfig is the config file (<data>/sheetq.toml unless --config says otherwise).
@@ -25,6 +28,50 @@ type FileConfig struct {
 	Serve map[string]any `toml:"serve"`
 	// Tokens are named access tokens ([[tokens]] name = "ci", token = "env:CI_TOKEN").
 	Tokens []TokenConfig `toml:"tokens"`
+	// Queues are the lanes and their sizes ([queues.heavy] workers = 1): the exports lane
+	// (--workers), the webhooks lane and any a report names with "-- queue: NAME".
+	Queues map[string]QueueConfig `toml:"queues"`
+}
+
+// QueueConfig is one [queues.NAME] table.
+type QueueConfig struct {
+	// Workers is how many of the queue's jobs run at once, from 1 to MaxWorkers.
+	Workers int `toml:"workers"`
+}
+
+// MaxWorkers is the most workers a lane may have (--workers and [queues.NAME] workers).
+const MaxWorkers = 256
+
+// lanes resolves the engine's lanes from the config file (ARCHITECTURE.md, rule 27):
+// [queues.exports] sizes the exports lane unless workersSet (--workers, SHEETQ_WORKERS
+// or [serve] workers, which beat the file), the webhooks lane has webhook.DefaultWorkers
+// unless [queues.webhooks] says otherwise, and every other [queues.NAME] is a lane of
+// its own. Names are written like report ids.
+func (fc FileConfig) lanes(eng *jobs.Config, workersSet bool) error {
+	queues := maps.Clone(eng.Queues)
+	if queues == nil {
+		queues = map[string]int{}
+	}
+	if _, ok := queues[webhook.Queue]; !ok {
+		queues[webhook.Queue] = webhook.DefaultWorkers
+	}
+	for _, name := range slices.Sorted(maps.Keys(fc.Queues)) {
+		n := fc.Queues[name].Workers
+		switch {
+		case !export.IsQueueName(name):
+			return fmt.Errorf("config: [queues.%s]: a queue name is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", name)
+		case n < 1 || n > MaxWorkers:
+			return fmt.Errorf("config: [queues.%s] workers must be from 1 to %d, not %d", name, MaxWorkers, n)
+		case name == store.DefaultQueue:
+			if !workersSet {
+				eng.Workers = n
+			}
+		default:
+			queues[name] = n
+		}
+	}
+	eng.Queues = queues
+	return nil
 }
 
 // TokenConfig is one [[tokens]] entry.

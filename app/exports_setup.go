@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 
 	"sheetq/internal/datadir"
 	"sheetq/jobs/export"
@@ -82,6 +84,9 @@ func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, 
 		sources[name] = src
 	}
 	cat := export.NewCatalog(reportsDir, export.Builtin(), log)
+	// A report may name only a queue that has a lane (rule 27): Config.validate has
+	// completed the engine's lanes from [queues].
+	cat.SetQueues(append([]string{store.DefaultQueue}, slices.Sorted(maps.Keys(cfg.Engine.Queues))...))
 	if err := cat.Start(ctx); err != nil {
 		cleanup()
 		return exportKind{}, nil, errors.Join(errors.New("watch reports"), err)

@@ -74,7 +74,7 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		return store.Job{}, false, err
 	}
 	nj := store.NewJob{Kind: export.Name, Args: argsJSON, MaxAttempts: s.MaxAttempts, NotifyURL: webhookURL,
-		CreatedBy: middleware.Principal(ctx)}
+		CreatedBy: middleware.Principal(ctx), Queue: args.Queue()}
 	if key != "" {
 		// The canonical form of the validated request: map keys are sorted by
 		// encoding/json, and params are normalised, so equal requests hash equal.

@@ -104,6 +104,8 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	// parseWithEnv sets through the flag, so Visit sees both) is binding.
 	cfg.AddrFallback = true
 	fs.Visit(func(f *flag.Flag) { cfg.AddrFallback = cfg.AddrFallback && f.Name != "addr" })
+	// --workers (or SHEETQ_WORKERS, [serve] workers) beats the file's [queues.exports].
+	fs.Visit(func(f *flag.Flag) { cfg.WorkersSet = cfg.WorkersSet || f.Name == "workers" })
 	switch {
 	case eng.Workers < 1 || eng.Workers > 256:
 		return usageError{errors.New("--workers must be from 1 to 256")}

@@ -47,6 +47,7 @@ type Catalog struct {
 	log      *slog.Logger
 	debounce time.Duration // tests shorten it
 	maxWait  time.Duration
+	queues   map[string]bool // the queues a report may name (SetQueues); nil: any
 
 	mu      sync.RWMutex
 	entries []Entry        // built-ins and files, sorted by id then file
@@ -93,6 +94,16 @@ func NewCatalog(dir string, builtin []Report, log *slog.Logger) *Catalog {
 	}
 	c.publish(nil)
 	return c
+}
+
+// SetQueues names the queues the config defines: a report whose "-- queue:" names
+// another is broken, with the line that names it, like any load error. It must be
+// called before Start; without it any queue name is accepted.
+func (c *Catalog) SetQueues(names []string) {
+	c.queues = map[string]bool{}
+	for _, n := range names {
+		c.queues[n] = true
+	}
 }
 
 // Start creates the folder if it is missing, loads it and watches it until Stop. The
@@ -185,7 +196,7 @@ func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
 // is for a folder that cannot be read; broken files are entries with Err set.
 func CheckDir(dir string) ([]Entry, error) {
 	// The command line is the server's own user: full paths say the most there.
-	files, err := scanDir(dir, reservedIDs(Builtin()), filepath.Clean)
+	files, err := scanDir(dir, reservedIDs(Builtin()), nil, filepath.Clean)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +263,7 @@ func (c *Catalog) watch(ctx context.Context, w *fsnotify.Watcher, done chan<- st
 // reload re-reads the whole folder, which is simpler and sturdier than applying each
 // event: renames, overflows and half-written files all settle on the next reload.
 func (c *Catalog) reload(ctx context.Context) {
-	files, err := scanDir(c.dir, reservedIDs(c.builtin), shownReportFile)
+	files, err := scanDir(c.dir, reservedIDs(c.builtin), c.queues, shownReportFile)
 	if err != nil {
 		c.log.ErrorContext(ctx, "read reports folder", "dir", c.dir, "error", err)
 	}
@@ -317,9 +328,10 @@ func (c *Catalog) notify() {
 }
 
 // scanDir parses every report file in dir, sorted by id then name. A file that
-// vanishes during the scan is skipped: its removal brings another reload. show names
-// a file's path in the entries and their errors.
-func scanDir(dir string, reserved map[string]bool, show func(path string) string) ([]loaded, error) {
+// vanishes during the scan is skipped: its removal brings another reload. queues are
+// the queues a report may name (nil: any); show names a file's path in the entries and
+// their errors.
+func scanDir(dir string, reserved, queues map[string]bool, show func(path string) string) ([]loaded, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read reports folder: %w", err)
@@ -331,7 +343,7 @@ func scanDir(dir string, reserved map[string]bool, show func(path string) string
 			continue
 		}
 		path := filepath.Join(dir, name)
-		f, ok := loadFile(path, show(path), reserved)
+		f, ok := loadFile(path, show(path), reserved, queues)
 		if ok {
 			out = append(out, f)
 		}
@@ -344,7 +356,7 @@ func scanDir(dir string, reserved map[string]bool, show func(path string) string
 
 // loadFile reads and parses one report file; ok is false if the file no longer exists.
 // The entry, its report and its errors name the file shown.
-func loadFile(path, shown string, reserved map[string]bool) (f loaded, ok bool) {
+func loadFile(path, shown string, reserved, queues map[string]bool) (f loaded, ok bool) {
 	name := filepath.Base(path)
 	broken := func(err *ParseError) (loaded, bool) {
 		id := name[:len(name)-len(reportExt)] // isReportFileName checked the extension
@@ -364,7 +376,7 @@ func loadFile(path, shown string, reserved map[string]bool) (f loaded, ok bool) 
 		}
 		return broken(&ParseError{File: shown, Msg: "read: " + msg})
 	}
-	rep, err := ParseReport(shown, src)
+	rep, err := parseReport(shown, src, queues)
 	if err != nil {
 		pe, _ := errors.AsType[*ParseError](err)
 		return broken(pe)

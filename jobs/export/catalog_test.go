@@ -115,7 +115,7 @@ func TestCatalogLoad(t *testing.T) {
 
 	// Sorted by id, bytewise; the built-in demo comes before the file that reuses its id.
 	want := `Upper!0:report file name "Upper.SQL" must end in .sql, ` +
-		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, description; a free comment must not start with a lowercase "word:"), ` +
+		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, queue, description; a free comment must not start with a lowercase "word:"), ` +
 		`demo=Demo rows, ` +
 		`demo!0:report id "demo" is reserved for the built-in report, ` +
 		`orders=Orders`
@@ -429,4 +429,33 @@ func (b *catalogLogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCatalogRefusesUndefinedQueue: a report that names a queue the config does not
+// define would be accepted into a lane that nothing runs; it is a load error at the
+// line that names it, while a defined queue is kept in the report (and so in the args
+// snapshot of its exports).
+func TestCatalogRefusesUndefinedQueue(t *testing.T) {
+	dir := t.TempDir()
+	writeReportFile(t, filepath.Join(dir, "big.sql"), "-- source: shop\n-- queue: heavy\nSELECT 1")
+	writeReportFile(t, filepath.Join(dir, "odd.sql"), "-- title: Odd\n-- source: shop\n-- queue: nowhere\nSELECT 1")
+	c := NewCatalog(dir, nil, nil)
+	c.SetQueues([]string{"exports", "heavy", "webhooks"})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	want := `big=big, odd!3:queue "nowhere" is not defined: add [queues.nowhere] to the config file, or name one of exports, heavy, webhooks`
+	if got := catalogSummary(c.Entries()); got != want {
+		t.Fatalf("entries\n got %s\nwant %s", got, want)
+	}
+	rep, err := c.Report("big")
+	if err != nil || rep.Queue != "heavy" {
+		t.Fatalf("Report(big) = %+v, %v; want queue heavy", rep, err)
+	}
+	kind := New(Config{Library: c, Sources: map[string]Source{"shop": demoSource{}}})
+	args, err := kind.Validate("big", nil)
+	if err != nil || args.Queue() != "heavy" {
+		t.Fatalf("Validate(big) = %+v, %v; want the snapshot's queue heavy", args, err)
+	}
 }

@@ -26,6 +26,15 @@ type Args struct {
 	Spec *Report `json:"spec,omitempty"`
 }
 
+// Queue is the queue the export runs in, from the report as accepted: "" for the
+// exports lane (store.DefaultQueue).
+func (a Args) Queue() string {
+	if a.Spec == nil {
+		return ""
+	}
+	return a.Spec.Queue
+}
+
 // Config configures the export kind.
 type Config struct {
 	// TmpDir is where the xlsx writer spills large sheets before the file is assembled;
@@ -61,6 +70,9 @@ type Report struct {
 	Query       string  `json:"query,omitempty"` // the source's query text; built-in reports leave it empty
 	// Count asks the source to count the rows first, so progress has a total.
 	Count bool `json:"count,omitempty"`
+	// Queue is the queue (lane) the report's exports run in ("-- queue: NAME"); empty:
+	// the exports lane (store.DefaultQueue).
+	Queue string `json:"queue,omitempty"`
 	// File names the file the report was loaded from, as reports/orders.sql (not the
 	// server's absolute path); empty for built-ins.
 	File string `json:"file,omitempty"`

@@ -3,6 +3,7 @@ package export
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -43,14 +44,26 @@ var (
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
-var headerKeys = []string{"title", "source", "param", "sheet", "count", "description"}
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description"}
 
 // paramTypes are the parameter types in the order messages list them.
 var paramTypes = []Type{TypeText, TypeInt, TypeNumber, TypeDate, TypeDatetime, TypeBool}
 
+// IsQueueName reports whether s is written like a queue name: like a report id, 1-64
+// lowercase letters, digits, _ or -, starting with a letter or digit. The report header
+// ("-- queue:") and the config file ([queues.NAME]) share the rule.
+func IsQueueName(s string) bool { return reportIDRe.MatchString(s) }
+
 // ParseReport parses the report file at path, whose content is src. Errors are *ParseError.
+// A queue header is checked only for its form; the catalog also checks that the
+// config defines it (Catalog.SetQueues).
 func ParseReport(path string, src []byte) (Report, error) {
-	p := reportParser{file: path}
+	return parseReport(path, src, nil)
+}
+
+// parseReport is ParseReport; with queues set, a "-- queue:" line must name one of them.
+func parseReport(path string, src []byte, queues map[string]bool) (Report, error) {
+	p := reportParser{file: path, queues: queues}
 	rep, ok := p.parse(src)
 	if !ok {
 		return Report{}, p.err
@@ -60,8 +73,9 @@ func ParseReport(path string, src []byte) (Report, error) {
 
 // reportParser keeps the first error; the parse stops there.
 type reportParser struct {
-	file string
-	err  *ParseError
+	file   string
+	queues map[string]bool // the queues a report may name; nil: any
+	err    *ParseError
 }
 
 func (p *reportParser) fail(line int, format string, args ...any) bool {
@@ -97,14 +111,14 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// The header is the leading run of "--" lines and blank lines.
 	var (
-		title, source, sheet, count headerField
-		params                      []Param
-		paramLines                  []int
-		description                 []string
-		bodyStart                   = len(text)
-		bodyLine                    = 0
+		title, source, sheet, count, queue headerField
+		params                             []Param
+		paramLines                         []int
+		description                        []string
+		bodyStart                          = len(text)
+		bodyLine                           = 0
 	)
-	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count}
+	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -154,6 +168,11 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 				return Report{}, p.fail(n, "source %q must be a source name from the config: letters, digits, _ or -", value)
 			case key == "count" && value != "true" && value != "false":
 				return Report{}, p.fail(n, "count must be true or false, not %q", value)
+			case key == "queue" && !IsQueueName(value):
+				return Report{}, p.fail(n, "queue %q must be a queue name: 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", value)
+			case key == "queue" && p.queues != nil && !p.queues[value]:
+				return Report{}, p.fail(n, "queue %q is not defined: add [queues.%s] to the config file, or name one of %s",
+					value, value, strings.Join(slices.Sorted(maps.Keys(p.queues)), ", "))
 			}
 		}
 	}
@@ -194,6 +213,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		Params:      params,
 		Query:       query,
 		Count:       count.value == "true",
+		Queue:       queue.value,
 		File:        p.file,
 	}
 	rep.Sheet = cmp.Or(sheet.value, rep.Title)

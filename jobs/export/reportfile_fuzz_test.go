@@ -44,7 +44,8 @@ func FuzzParseReport(f *testing.F) {
 func checkParsedReport(t *testing.T, file string, rep Report) {
 	t.Helper()
 	if !reportIDRe.MatchString(rep.ID) || rep.File != file || rep.Title == "" || rep.Sheet == "" ||
-		!sourceRe.MatchString(rep.Source) || rep.Query == "" || rep.Params == nil {
+		!sourceRe.MatchString(rep.Source) || rep.Query == "" || rep.Params == nil ||
+		(rep.Queue != "" && !reportIDRe.MatchString(rep.Queue)) {
 		t.Fatalf("report %#v breaks an invariant", rep)
 	}
 	if strings.TrimSpace(rep.Query) != rep.Query || strings.HasSuffix(rep.Query, ";") {
@@ -128,7 +129,11 @@ func formatReport(rep Report) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "-- sheet: %s\n-- count: %t\n%s\n", rep.Sheet, rep.Count, rep.Query)
+	fmt.Fprintf(&b, "-- sheet: %s\n-- count: %t\n", rep.Sheet, rep.Count)
+	if rep.Queue != "" {
+		fmt.Fprintf(&b, "-- queue: %s\n", rep.Queue)
+	}
+	fmt.Fprintf(&b, "%s\n", rep.Query)
 	return b.String()
 }
 

@@ -19,8 +19,16 @@ const Name = "webhook"
 // over more than a day.
 const MaxAttempts = 8
 
-// priority puts deliveries before exports in the claim order: a delivery is one short
-// request and should not wait behind a queue of long exports.
+// Queue is the queue deliveries run in: a lane of their own, so that a delivery, one
+// short request, never waits for a worker behind long exports (ARCHITECTURE.md,
+// rule 27). The server gives it DefaultWorkers unless [queues.webhooks] says otherwise.
+const Queue = "webhooks"
+
+// DefaultWorkers is the size of the webhooks lane when the config file does not set it.
+const DefaultWorkers = 2
+
+// priority orders deliveries within their lane; it dates from when they shared the
+// exports' workers and is kept so that their order does not change.
 const priority = -1
 
 // Event types: a payload's "type", one per final state of an export (README, "Webhooks").
@@ -143,6 +151,6 @@ func (a Announcer) FollowUps(job store.Job) ([]store.FollowUp, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []store.FollowUp{{ID: id, Kind: Name, Args: args, Priority: priority, MaxAttempts: MaxAttempts,
+	return []store.FollowUp{{ID: id, Kind: Name, Args: args, Queue: Queue, Priority: priority, MaxAttempts: MaxAttempts,
 		AcceptedData: acc, ParentEvent: EventQueued, ParentData: queued}}, nil
 }

@@ -195,7 +195,10 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 			}
 
 			// A delivery job ending announces nothing in turn.
-			c := claim(t, st, "w")
+			if d.Queue != webhook.Queue {
+				t.Fatalf("delivery queue = %q, want %q", d.Queue, webhook.Queue)
+			}
+			c := claim(t, st, "w", webhook.Queue)
 			if c.ID != d.ID {
 				t.Fatalf("claimed %s, want the delivery %s first", c.ID, d.ID)
 			}
@@ -325,7 +328,7 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	delivery := map[string]store.Job{} // by export id
 	for range 2 * len(exports) {
 		// A delivery, created by its export's success, is claimed before any export.
-		c := claim(t, st, "w")
+		c := claim(t, st, "w", webhook.Queue, store.DefaultQueue)
 		if c.Kind == webhook.Name {
 			delivery[webhookArgs(t, c).ExportID] = c
 			continue

@@ -1,0 +1,98 @@
+package app
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sheetq/internal/datadir"
+	"sheetq/jobs"
+	"sheetq/store"
+)
+
+// TestQueuesConfig: [queues.NAME] workers = N makes lanes (rule 27). The webhooks lane
+// has 2 workers unless the file says otherwise, [queues.exports] sizes the exports lane
+// unless --workers was given, and bad names or sizes stop the start.
+func TestQueuesConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sheetq.toml")
+	for _, tc := range []struct {
+		name       string
+		conf       string
+		workersSet bool
+		workers    int
+		queues     map[string]int
+		err        string
+	}{
+		{"none", "", false, 3, map[string]int{"webhooks": 2}, ""},
+		{"a heavy lane", "[queues.heavy]\nworkers = 1\n", false, 3, map[string]int{"webhooks": 2, "heavy": 1}, ""},
+		{"webhooks overridden", "[queues.webhooks]\nworkers = 8\n", false, 3, map[string]int{"webhooks": 8}, ""},
+		{"exports from the file", "[queues.exports]\nworkers = 6\n", false, 6, map[string]int{"webhooks": 2}, ""},
+		{"--workers beats the file", "[queues.exports]\nworkers = 6\n", true, 3, map[string]int{"webhooks": 2}, ""},
+		{"no workers", "[queues.heavy]\n", false, 0, nil, "[queues.heavy] workers must be from 1 to 256, not 0"},
+		{"too many workers", "[queues.heavy]\nworkers = 257\n", false, 0, nil, "from 1 to 256, not 257"},
+		{"bad name", "[queues.Heavy]\nworkers = 1\n", false, 0, nil, "[queues.Heavy]: a queue name is 1-64 lowercase letters"},
+		{"misspelt key", "[queues.heavy]\nworker = 1\n", false, 0, nil, "unknown key queues.heavy.worker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fc, err := LoadFileConfig(path, false)
+			eng := jobs.Config{Workers: 3}
+			if err == nil {
+				err = fc.lanes(&eng, tc.workersSet)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if eng.Workers != tc.workers || !maps.Equal(eng.Queues, tc.queues) {
+				t.Fatalf("workers %d, queues %v; want %d, %v", eng.Workers, eng.Queues, tc.workers, tc.queues)
+			}
+			if err := eng.Validate(); err != nil {
+				t.Fatalf("the engine refuses the lanes: %v", err)
+			}
+		})
+	}
+}
+
+// TestReportQueue: an export of a report with "-- queue: heavy" is accepted into the
+// heavy lane that [queues.heavy] defines, and the engine runs that lane with its own
+// workers beside the exports and webhooks lanes.
+func TestReportQueue(t *testing.T) {
+	dir := datadir.Dir{Root: t.TempDir()}
+	if err := os.WriteFile(dir.Config(), []byte("[queues.heavy]\nworkers = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir.Reports(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir.Reports(), "big.sql"), []byte("-- source: demo\n-- queue: heavy\nSELECT 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
+	j := ts.create(`{"report":"big"}`)
+	got, err := ts.store.Get(context.Background(), j.ID)
+	if err != nil || got.Queue != "heavy" {
+		t.Fatalf("queue of an export of big = %q, %v; want heavy", got.Queue, err)
+	}
+	demo := ts.create(`{"report":"demo","params":{"rows":1}}`)
+	if got, err := ts.store.Get(context.Background(), demo.ID); err != nil || got.Queue != store.DefaultQueue {
+		t.Fatalf("queue of a report without one = %q, %v; want %q", got.Queue, err, store.DefaultQueue)
+	}
+	lanes := map[string]int{}
+	for _, l := range ts.engine.Lanes() {
+		lanes[l.Queue] = l.Workers
+	}
+	if want := map[string]int{"exports": 2, "heavy": 1, "webhooks": 2}; !maps.Equal(lanes, want) {
+		t.Fatalf("lanes = %v, want %v", lanes, want)
+	}
+}
