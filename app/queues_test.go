@@ -2,12 +2,18 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
+
+	"sheetq/app/metrics"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/store"
@@ -94,5 +100,65 @@ func TestReportQueue(t *testing.T) {
 	}
 	if want := map[string]int{"exports": 2, "heavy": 1, "webhooks": 2}; !maps.Equal(lanes, want) {
 		t.Fatalf("lanes = %v, want %v", lanes, want)
+	}
+}
+
+// TestLanesAreShown: /api/v1/stats, the metrics and the Queue page show each lane with
+// its workers, busy workers and waiting jobs (rule 27), and a queue that has jobs but no
+// lane (removed from the config since) with 0 workers, so that its stuck jobs show.
+func TestLanesAreShown(t *testing.T) {
+	dir := datadir.Dir{Root: t.TempDir()}
+	if err := os.WriteFile(dir.Config(), []byte("[queues.heavy]\nworkers = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir.Reports(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir.Reports(), "big.sql"), []byte("-- source: demo\n-- queue: heavy\nSELECT 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
+	ts.create(`{"report":"big"}`)
+	ts.create(`{"report":"big"}`)
+	ts.create(`{"report":"demo","params":{"rows":1}}`)
+	if _, _, err := ts.store.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: "export", Queue: "gone",
+		Args: []byte(`{"report":"demo"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []metrics.Queue{
+		{Name: "exports", Workers: 2, Pending: 1},
+		{Name: "heavy", Workers: 3, Pending: 2},
+		{Name: "webhooks", Workers: 2},
+		{Name: "gone", Pending: 1},
+	}
+
+	res := ts.get("/api/v1/stats")
+	var s metrics.Stats
+	if err := json.Unmarshal(res.body, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.Queues, want) || s.Workers != (metrics.Workers{Total: 2}) {
+		t.Fatalf("stats queues = %+v, workers %+v; want %+v and the exports lane's 2", s.Queues, s.Workers, want)
+	}
+
+	f := ts.scrape()
+	var checks []metricCheck
+	for _, q := range want {
+		l := map[string]string{"queue": q.Name}
+		checks = append(checks, metricCheck{"sheetq_queue_workers", l, float64(q.Workers)},
+			metricCheck{"sheetq_queue_workers_busy", l, float64(q.Busy)}, metricCheck{"sheetq_queue_pending", l, float64(q.Pending)})
+	}
+	f.want(t, append(checks, metricCheck{"sheetq_workers", nil, 2}, metricCheck{"sheetq_workers_busy", nil, 0}))
+
+	doc := page(t, ts.get("/queue"), http.StatusOK)
+	for q, text := range map[string]string{"exports": "exports|0 of 2|1", "heavy": "heavy|0 of 3|2", "webhooks": "webhooks|0 of 2|0",
+		"gone": "gone|no lane: add [queues.gone] to the config file|1"} {
+		var cells []string
+		tid(doc, "lane-"+q).Find("td").Each(func(_ int, td *goquery.Selection) {
+			cells = append(cells, strings.Join(strings.Fields(td.Text()), " "))
+		})
+		if got := strings.Join(cells, "|"); got != text {
+			t.Errorf("lane-%s row = %q, want %q", q, got, text)
+		}
 	}
 }

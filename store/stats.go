@@ -96,6 +96,29 @@ func (s *Store) QueueStats(ctx context.Context, now, lateBefore time.Time, kinds
 	return out, nil
 }
 
+// PendingByQueue counts the PENDING jobs of each queue that has any, runnable or not.
+// jobs_claim starts with the queue and holds only PENDING jobs, so this reads that
+// index alone.
+func (s *Store) PendingByQueue(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		return eachRow(ctx, tx, `SELECT queue, count(*) FROM jobs WHERE status = 'PENDING' GROUP BY queue`, nil,
+			func(rows *sql.Rows) error {
+				var q string
+				var n int
+				if err := rows.Scan(&q, &n); err != nil {
+					return err
+				}
+				out[q] = n
+				return nil
+			})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending by queue: %w", err)
+	}
+	return out, nil
+}
+
 // eachRow runs q in tx and calls fn for each row.
 func eachRow(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := tx.QueryContext(ctx, q, args...)

@@ -398,9 +398,15 @@ var (
 	lateHeartbeatsDesc = prometheus.NewDesc("sheetq_jobs_heartbeat_late",
 		"PROCESSING jobs of a kind whose last heartbeat is older than twice the heartbeat interval.", []string{"kind"}, nil)
 	workersBusyDesc = prometheus.NewDesc("sheetq_workers_busy",
-		"Jobs this process is running now.", nil, nil)
+		"Jobs of the exports queue this process is running now (sheetq_queue_workers_busy has every queue).", nil, nil)
 	workersDesc = prometheus.NewDesc("sheetq_workers",
-		"Size of the worker pool (--workers).", nil, nil)
+		"Workers of the exports queue (--workers); sheetq_queue_workers has every queue.", nil, nil)
+	queueWorkersDesc = prometheus.NewDesc("sheetq_queue_workers",
+		"Workers of a queue (lane): how many of its jobs may run at once; 0 for a queue with jobs but no lane.", []string{"queue"}, nil)
+	queueBusyDesc = prometheus.NewDesc("sheetq_queue_workers_busy",
+		"Jobs of a queue (lane) this process is running now.", []string{"queue"}, nil)
+	queuePendingDesc = prometheus.NewDesc("sheetq_queue_pending",
+		"PENDING jobs of a queue (lane), runnable or waiting for their run_at.", []string{"queue"}, nil)
 	abandonedDesc = prometheus.NewDesc("sheetq_handlers_abandoned",
 		"Export handlers that did not stop when told to (stall, cancel, lost lease, shutdown) and were abandoned, still running in this process; each freed its worker.", nil, nil)
 	abandonedTotalDesc = prometheus.NewDesc("sheetq_handlers_abandoned_total",
@@ -410,7 +416,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{jobsByStateDesc, oldestPendingDesc, lateHeartbeatsDesc, workersBusyDesc, workersDesc,
-		abandonedDesc, abandonedTotalDesc} {
+		queueWorkersDesc, queueBusyDesc, queuePendingDesc, abandonedDesc, abandonedTotalDesc} {
 		ch <- d
 	}
 }
@@ -418,8 +424,11 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	cfg := c.eng.Config()
-	ch <- prometheus.MustNewConstMetric(workersBusyDesc, prometheus.GaugeValue, float64(c.eng.Running()))
-	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(cfg.Workers))
+	// The unlabelled series keep their meaning from before lanes: the --workers pool,
+	// now the exports lane (always Lanes()[0]).
+	exports := c.eng.Lanes()[0]
+	ch <- prometheus.MustNewConstMetric(workersBusyDesc, prometheus.GaugeValue, float64(exports.Busy))
+	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(exports.Workers))
 	alive, total := c.eng.Abandoned()
 	ch <- prometheus.MustNewConstMetric(abandonedDesc, prometheus.GaugeValue, float64(alive))
 	ch <- prometheus.MustNewConstMetric(abandonedTotalDesc, prometheus.CounterValue, float64(total))
@@ -427,6 +436,18 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	// Collect has no request context; a scrape must not hang on a stuck database.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if queues, err := ReadQueues(ctx, c.st, c.eng); err != nil {
+		c.log.WarnContext(ctx, "metrics: queues", "err", err)
+		for _, d := range []*prometheus.Desc{queueWorkersDesc, queueBusyDesc, queuePendingDesc} {
+			ch <- prometheus.NewInvalidMetric(d, err)
+		}
+	} else {
+		for _, q := range queues {
+			ch <- prometheus.MustNewConstMetric(queueWorkersDesc, prometheus.GaugeValue, float64(q.Workers), q.Name)
+			ch <- prometheus.MustNewConstMetric(queueBusyDesc, prometheus.GaugeValue, float64(q.Busy), q.Name)
+			ch <- prometheus.MustNewConstMetric(queuePendingDesc, prometheus.GaugeValue, float64(q.Pending), q.Name)
+		}
+	}
 	now := c.st.Now()
 	qs, err := c.st.QueueStats(ctx, now, now.Add(-lateAfter(cfg)), c.kinds...)
 	if err != nil {

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"sheetq/jobs"
@@ -15,18 +17,48 @@ type Stats struct {
 	Counts      map[store.Status]int `json:"counts"`
 	// OldestPendingAgeSeconds is how long the oldest runnable PENDING job has waited
 	// since it became runnable; 0 when none waits.
-	OldestPendingAgeSeconds float64   `json:"oldest_pending_age_seconds"`
-	Workers                 Workers   `json:"workers"`
-	LateHeartbeats          int       `json:"late_heartbeats"`
-	Stalled                 Stalled   `json:"stalled"`
-	Throughput              Windows   `json:"throughput"`
-	Durations               Durations `json:"durations"`
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// Workers is the exports lane (--workers); Queues is every lane.
+	Workers        Workers   `json:"workers"`
+	Queues         []Queue   `json:"queues"`
+	LateHeartbeats int       `json:"late_heartbeats"`
+	Stalled        Stalled   `json:"stalled"`
+	Throughput     Windows   `json:"throughput"`
+	Durations      Durations `json:"durations"`
 }
 
-// Workers is the worker pool now.
+// Workers is the exports lane's worker pool now (--workers).
 type Workers struct {
 	Busy  int `json:"busy"`
 	Total int `json:"total"`
+}
+
+// Queue is one lane (ARCHITECTURE.md, rule 27): its size, its jobs running now and its
+// jobs waiting (PENDING, runnable or not), of every kind.
+type Queue struct {
+	Name    string `json:"name"`
+	Workers int    `json:"workers"`
+	Busy    int    `json:"busy"`
+	Pending int    `json:"pending"`
+}
+
+// ReadQueues reads every lane of eng, the exports lane first, then by name. A queue
+// that has PENDING jobs but no lane (a lane removed from the config) follows with 0
+// workers: nothing runs its jobs, and the figures should show it.
+func ReadQueues(ctx context.Context, st *store.Store, eng *jobs.Engine) ([]Queue, error) {
+	pending, err := st.PendingByQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Queue
+	for _, l := range eng.Lanes() {
+		out = append(out, Queue{Name: l.Queue, Workers: l.Workers, Busy: l.Busy, Pending: pending[l.Queue]})
+		delete(pending, l.Queue)
+	}
+	for _, name := range slices.Sorted(maps.Keys(pending)) {
+		out = append(out, Queue{Name: name, Pending: pending[name]})
+	}
+	return out, nil
 }
 
 // Stalled is how many running exports look stalled, the first of them, and the
@@ -115,6 +147,18 @@ func ReadStats(ctx context.Context, st *store.Store, eng *jobs.Engine) (Stats, e
 		return Stats{}, err
 	}
 	qs := all[export.Name]
+	queues, err := ReadQueues(ctx, st, eng)
+	if err != nil {
+		return Stats{}, err
+	}
+	// Workers keeps its meaning from before lanes: the --workers pool, now the exports
+	// lane; the other lanes are in Queues.
+	var workers Workers
+	for _, q := range queues {
+		if q.Name == store.DefaultQueue {
+			workers = Workers{Busy: q.Busy, Total: q.Workers}
+		}
+	}
 	stalled, stalledCount, err := st.StalledJobs(ctx, export.Name, now.Add(-late), now.Add(-noRows), maxStalledListed)
 	if err != nil {
 		return Stats{}, err
@@ -123,7 +167,8 @@ func ReadStats(ctx context.Context, st *store.Store, eng *jobs.Engine) (Stats, e
 		GeneratedAt:             now.UTC(),
 		Counts:                  qs.Counts,
 		OldestPendingAgeSeconds: oldestPendingAge(qs, now).Seconds(),
-		Workers:                 Workers{Busy: eng.Running(), Total: cfg.Workers},
+		Workers:                 workers,
+		Queues:                  queues,
 		LateHeartbeats:          qs.LateHeartbeats,
 		Stalled: Stalled{Count: stalledCount, Jobs: make([]StalledJob, 0, len(stalled)),
 			LateHeartbeatSeconds: late.Seconds(), NoRowsSeconds: noRows.Seconds()},

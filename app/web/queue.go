@@ -28,6 +28,9 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 		NoRowsAfter: ui.Duration(time.Duration(st.Stalled.NoRowsSeconds * float64(time.Second))),
 		Generated:   ui.Clock(st.GeneratedAt)}
 	q.AbandonedAlive, q.AbandonedTotal = p.engine.Abandoned()
+	for _, l := range st.Queues {
+		q.Lanes = append(q.Lanes, ui.LaneView{Name: l.Name, Workers: l.Workers, Busy: l.Busy, Pending: l.Pending})
+	}
 	for _, status := range []store.Status{store.StatusPending, store.StatusProcessing, store.StatusSucceeded,
 		store.StatusFailed, store.StatusCanceled, store.StatusExpired} {
 		q.Counts = append(q.Counts, ui.CountView{Status: string(status), N: st.Counts[status]})
