@@ -780,6 +780,9 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		"negative poll":        func(c *jobs.Config) { c.PollInterval = -time.Second },
 		"backoff max < base":   func(c *jobs.Config) { c.BackoffMax = c.BackoffBase / 2 },
 		"negative stallafter":  func(c *jobs.Config) { c.StallAfter = -time.Second },
+		"lane without workers": func(c *jobs.Config) { c.Queues = map[string]int{"heavy": 0} },
+		"exports in Queues":    func(c *jobs.Config) { c.Queues = map[string]int{store.DefaultQueue: 4} },
+		"lane without a name":  func(c *jobs.Config) { c.Queues = map[string]int{"": 1} },
 	} {
 		cfg := h.config()
 		mod(&cfg)
