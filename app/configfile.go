@@ -42,6 +42,13 @@ type QueueConfig struct {
 // MaxWorkers is the most workers a lane may have (--workers and [queues.NAME] workers).
 const MaxWorkers = 256
 
+// Lanes is the engine configuration eng with the config file's lanes applied (lanes):
+// the command line sizes GOMAXPROCS by every lane's workers before the server starts.
+func (fc FileConfig) Lanes(eng jobs.Config, workersSet bool) (jobs.Config, error) {
+	err := fc.lanes(&eng, workersSet)
+	return eng, err
+}
+
 // lanes resolves the engine's lanes from the config file (ARCHITECTURE.md, rule 27):
 // [queues.exports] sizes the exports lane unless workersSet (--workers, SHEETQ_WORKERS
 // or [serve] workers, which beat the file), the webhooks lane has webhook.DefaultWorkers

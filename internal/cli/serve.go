@@ -126,10 +126,19 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return usageError{err}
 	}
 	if eng.Nice > 0 && jobs.LowerPrioritySupported {
-		// Each running export holds a P on its low-priority thread even while the OS
-		// runs something else in its place; a P per worker on top of the default keeps
-		// one free for every core, so requests never queue behind an export's thread.
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + eng.Workers)
+		// Each running job holds a P on its low-priority thread even while the OS runs
+		// something else in its place; a P per worker of every lane (exports, webhooks,
+		// [queues]) on top of the default keeps one free for every core, so requests
+		// never queue behind a job's thread.
+		lanes, err := fc.Lanes(eng, cfg.WorkersSet)
+		if err != nil {
+			return err
+		}
+		workers := lanes.Workers
+		for _, n := range lanes.Queues {
+			workers += n
+		}
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
