@@ -90,6 +90,9 @@ func TestReportQueue(t *testing.T) {
 	if err != nil || got.Queue != "heavy" {
 		t.Fatalf("queue of an export of big = %q, %v; want heavy", got.Queue, err)
 	}
+	if j.Queue != "heavy" {
+		t.Fatalf("the API shows the export's queue as %q, want heavy", j.Queue)
+	}
 	demo := ts.create(`{"report":"demo","params":{"rows":1}}`)
 	if got, err := ts.store.Get(context.Background(), demo.ID); err != nil || got.Queue != store.DefaultQueue {
 		t.Fatalf("queue of a report without one = %q, %v; want %q", got.Queue, err, store.DefaultQueue)

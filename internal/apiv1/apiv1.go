@@ -13,10 +13,12 @@ import (
 // Job is an export job as the API shows it (GET /api/v1/exports/{id}) and as a webhook's
 // data carries it. Times are UTC; a null time has not happened yet.
 type Job struct {
-	ID          string         `json:"id"`
-	Status      string         `json:"status"`
-	Report      string         `json:"report"`
-	CreatedBy   string         `json:"created_by,omitempty"`
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	Report    string `json:"report"`
+	CreatedBy string `json:"created_by,omitempty"`
+	// Queue is the lane the export runs in ("exports", or its report's -- queue:).
+	Queue       string         `json:"queue,omitempty"`
 	Params      map[string]any `json:"params"`
 	Attempt     int            `json:"attempt"`
 	MaxAttempts int            `json:"max_attempts"`
