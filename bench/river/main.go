@@ -188,8 +188,24 @@ func inTempDir(parent string, f func(dir string) (time.Duration, error)) (time.D
 }
 
 func printRow(out io.Writer, r result) {
-	fmt.Fprintf(out, "round %d  %-18s  prefilled %7.0f jobs/s  one-by-one %7.0f jobs/s  pickup p50 %s ms  p95 %s ms\n",
-		r.round, r.variant, r.prefilled, r.oneByOne, msOrDash(r.p50), msOrDash(r.p95))
+	fmt.Fprintf(out, "round %d  %-18s  prefilled %7s jobs/s  one-by-one %7s jobs/s  pickup p50 %s ms  p95 %s ms\n",
+		r.round, r.variant, rateOrDash(r.prefilled), rateOrDash(r.oneByOne), msOrDash(r.p50), msOrDash(r.p95))
+}
+
+// rateOrDash is a rate in jobs/s, or "-" for a scenario that did not run.
+func rateOrDash(x float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+// rangeOrDash is the median of xs with its range, or "-" for a scenario that did not run.
+func rangeOrDash(xs []float64) string {
+	if median(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 // msOrDash is d in milliseconds, or "-" for a scenario that did not run.
@@ -220,8 +236,7 @@ func printSummary(out io.Writer, results []result) {
 		obo := collect(rs, func(r result) float64 { return r.oneByOne })
 		p50 := collect(rs, func(r result) float64 { return ms(r.p50) })
 		p95 := collect(rs, func(r result) float64 { return ms(r.p95) })
-		fmt.Fprintf(tw, "%s\t%.0f (%.0f-%.0f)\t%.0f (%.0f-%.0f)\t%s\t%s\t\n", v,
-			median(pre), slices.Min(pre), slices.Max(pre), median(obo), slices.Min(obo), slices.Max(obo),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", v, rangeOrDash(pre), rangeOrDash(obo),
 			msOrDash(time.Duration(median(p50)*float64(time.Millisecond))), msOrDash(time.Duration(median(p95)*float64(time.Millisecond))))
 	}
 	tw.Flush()
@@ -256,9 +271,15 @@ func printSummary(out io.Writer, results []result) {
 			}
 			return "-"
 		}
-		fmt.Fprintf(tw, "%s\t%.2fx\t%.2fx\t%s\t%s\t\n", v,
-			ratio(func(r result) float64 { return r.prefilled }, false),
-			ratio(func(r result) float64 { return r.oneByOne }, false),
+		times := func(f func(result) float64) string {
+			if x := ratio(f, false); x > 0 {
+				return fmt.Sprintf("%.2fx", x)
+			}
+			return "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", v,
+			times(func(r result) float64 { return r.prefilled }),
+			times(func(r result) float64 { return r.oneByOne }),
 			pickup(func(r result) float64 { return ms(r.p50) }),
 			pickup(func(r result) float64 { return ms(r.p95) }))
 	}
