@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -74,16 +75,7 @@ func TestQueuesConfig(t *testing.T) {
 // heavy lane that [queues.heavy] defines, and the engine runs that lane with its own
 // workers beside the exports and webhooks lanes.
 func TestReportQueue(t *testing.T) {
-	dir := datadir.Dir{Root: t.TempDir()}
-	if err := os.WriteFile(dir.Config(), []byte("[queues.heavy]\nworkers = 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir.Reports(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir.Reports(), "big.sql"), []byte("-- source: demo\n-- queue: heavy\nSELECT 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := heavyLaneDir(t, 1)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
 	j := ts.create(`{"report":"big"}`)
 	got, err := ts.store.Get(context.Background(), j.ID)
@@ -110,16 +102,7 @@ func TestReportQueue(t *testing.T) {
 // its workers, busy workers and waiting jobs (rule 27), and a queue that has jobs but no
 // lane (removed from the config since) with 0 workers, so that its stuck jobs show.
 func TestLanesAreShown(t *testing.T) {
-	dir := datadir.Dir{Root: t.TempDir()}
-	if err := os.WriteFile(dir.Config(), []byte("[queues.heavy]\nworkers = 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir.Reports(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir.Reports(), "big.sql"), []byte("-- source: demo\n-- queue: heavy\nSELECT 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := heavyLaneDir(t, 3)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
 	ts.create(`{"report":"big"}`)
 	ts.create(`{"report":"big"}`)
@@ -164,4 +147,21 @@ func TestLanesAreShown(t *testing.T) {
 			t.Errorf("lane-%s row = %q, want %q", q, got, text)
 		}
 	}
+}
+
+// heavyLaneDir is a data directory whose config file defines the lane "heavy" with
+// workers workers, and whose reports folder holds big.sql, a report in that lane.
+func heavyLaneDir(t *testing.T, workers int) datadir.Dir {
+	t.Helper()
+	dir := datadir.Dir{Root: t.TempDir()}
+	if err := os.WriteFile(dir.Config(), []byte(fmt.Sprintf("[queues.heavy]\nworkers = %d\n", workers)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir.Reports(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir.Reports(), "big.sql"), []byte("-- source: demo\n-- queue: heavy\nSELECT 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
