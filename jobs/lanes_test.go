@@ -110,6 +110,8 @@ func TestHeavyLaneDoesNotDelayLightLane(t *testing.T) {
 		t.Fatalf("light lane ran %s, want %s", got, light.ID)
 	}
 	h.waitStatus(t, light.ID, store.StatusSucceeded)
+	// The light job's slot is freed just after its success is committed.
+	waitFor(t, "the light lane's slot to be free", func() bool { return lanes(e)["light"].Busy == 0 })
 	l := lanes(e)
 	if l["heavy"].Busy != 1 || l["light"].Busy != 0 || l["exports"].Busy != 0 {
 		t.Fatalf("lanes = %+v; want only the heavy lane's one worker busy", e.Lanes())
