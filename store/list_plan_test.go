@@ -146,24 +146,14 @@ func TestMigrationToInsertionOrder(t *testing.T) {
 		}
 	}
 	// Back to version 5: its indexes, not 0006's.
-	for _, q := range []string{
+	s = reopenAfter(t, s, path,
 		`DROP INDEX jobs_settled_status`, `DROP INDEX jobs_settled_report`,
 		`CREATE INDEX jobs_created ON jobs (created_at DESC)`,
 		`CREATE INDEX jobs_status_created ON jobs (status, created_at DESC)`,
 		`CREATE INDEX jobs_kind_created ON jobs (kind, created_at DESC)`,
 		`CREATE INDEX jobs_report_created ON jobs (json_extract(args, '$.report'), created_at DESC, id DESC)`,
 		`DELETE FROM schema_migrations WHERE version = 6`,
-	} {
-		if _, err := s.w.Exec(q); err != nil {
-			t.Fatal(q, err)
-		}
-	}
-	s.Close()
-
-	s, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	defer s.Close()
 	ids := func(o ListOptions) string {
 		t.Helper()
@@ -213,22 +203,12 @@ func TestMigrationToQueues(t *testing.T) {
 		}
 	}
 	// Back to version 8: no queue column, the old claim index.
-	for _, q := range []string{
+	s = reopenAfter(t, s, path,
 		`DROP INDEX jobs_claim`,
 		`ALTER TABLE jobs DROP COLUMN queue`,
 		`CREATE INDEX jobs_claim ON jobs (priority, run_at) WHERE status = 'PENDING'`,
 		`DELETE FROM schema_migrations WHERE version = 9`,
-	} {
-		if _, err := s.w.Exec(q); err != nil {
-			t.Fatal(q, err)
-		}
-	}
-	s.Close()
-
-	s, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	defer s.Close()
 	for id, want := range map[string]string{"exp": DefaultQueue, "hook": "webhooks", "other": DefaultQueue} {
 		if j, err := s.Get(ctx, id); err != nil || j.Queue != want {
@@ -248,4 +228,21 @@ func TestMigrationToQueues(t *testing.T) {
 	if !strings.Contains(plan, "INDEX jobs_claim (queue=?") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("claim plan does not read jobs_claim in order:\n%s", plan)
 	}
+}
+
+// reopenAfter runs stmts on s's writer (taking the file back to an older schema), closes
+// s and opens the file again, which migrates it forward.
+func reopenAfter(t *testing.T, s *Store, path string, stmts ...string) *Store {
+	t.Helper()
+	for _, q := range stmts {
+		if _, err := s.w.Exec(q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	s.Close()
+	again, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return again
 }
