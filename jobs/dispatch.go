@@ -52,7 +52,7 @@ func (e *Engine) dispatch(l *lane) {
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			e.claimsBusy.Store(false)
-			if next, err := e.st.NextRunIn(ctx, []string{l.queue}); err == nil {
+			if next, err := e.st.NextRunIn(ctx, l.queue); err == nil {
 				wait = min(wait, max(next, time.Millisecond))
 			}
 		case store.IsBusy(err):

@@ -65,10 +65,10 @@ type Store interface {
 	// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter, oldest first;
 	// staleAfter <= 0 lists every PROCESSING job (the start-up sweep, rule 5).
 	Stale(ctx context.Context, staleAfter time.Duration) ([]store.Job, error)
-	// NextRunIn is how long until the earliest run_at of a PENDING job of one of queues
-	// (<= 0: now), or store.ErrNotFound when none of them has one. Jobs of other queues
-	// do not count: a full lane's due job must not wake a lane that cannot take it.
-	NextRunIn(ctx context.Context, queues []string) (time.Duration, error)
+	// NextRunIn is how long until the earliest run_at of a PENDING job of queue (<= 0:
+	// now), or store.ErrNotFound when it has none. Jobs of other queues do not count: a
+	// full lane's due job must not wake a lane that cannot take it.
+	NextRunIn(ctx context.Context, queue string) (time.Duration, error)
 	// FinishedOlderThan lists up to limit jobs in one of statuses that finished more than
 	// age ago, oldest first (rule 22).
 	FinishedOlderThan(ctx context.Context, statuses []store.Status, age time.Duration, limit int) ([]store.Job, error)

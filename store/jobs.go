@@ -620,21 +620,13 @@ func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]Job, err
 	return s.queryJobs(ctx, s.w, q+` ORDER BY heartbeat_at`, args...)
 }
 
-// NextRunIn returns how long until the earliest run_at among PENDING jobs of queues, by
-// the store's clock (zero or less when one is runnable now), or ErrNotFound when none of
-// them has a PENDING job (or queues is empty). The engine asks only about lanes with a
-// free slot, so a full lane's due job does not make its dispatcher spin.
-func (s *Store) NextRunIn(ctx context.Context, queues []string) (time.Duration, error) {
-	if len(queues) == 0 {
-		return 0, ErrNotFound
-	}
-	args := make([]any, len(queues))
-	for i, q := range queues {
-		args[i] = q
-	}
+// NextRunIn returns how long until the earliest run_at among PENDING jobs of queue, by
+// the store's clock (zero or less when one is runnable now), or ErrNotFound when the
+// queue has no PENDING job. The engine asks each lane about its own queue only, so a full
+// lane's due job does not make another lane's dispatcher spin.
+func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, error) {
 	var v sql.NullInt64
-	q := `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue IN (?` + strings.Repeat(`, ?`, len(queues)-1) + `)`
-	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&v); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue = ?`, queue).Scan(&v); err != nil {
 		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if !v.Valid {

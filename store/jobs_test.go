@@ -245,7 +245,7 @@ func TestClaimOrder(t *testing.T) {
 	if j := get(t, st, e.ID); j.Status != store.StatusPending {
 		t.Fatalf("future job claimed: %+v", j)
 	}
-	next, err := st.NextRunIn(ctx, []string{store.DefaultQueue})
+	next, err := st.NextRunIn(ctx, store.DefaultQueue)
 	if want := e.RunAt.Sub(clk.Now()); err != nil || next != want {
 		t.Fatalf("NextRunIn = %v, %v; want %v", next, err, want)
 	}
@@ -253,7 +253,7 @@ func TestClaimOrder(t *testing.T) {
 	if j := claim(t, st, "w"); j.ID != e.ID {
 		t.Fatalf("claimed %s, want %s once due", j.ID, e.ID)
 	}
-	if _, err := st.NextRunIn(ctx, []string{store.DefaultQueue}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.NextRunIn(ctx, store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn with nothing pending: err = %v", err)
 	}
 }

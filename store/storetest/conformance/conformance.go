@@ -101,9 +101,6 @@ func newJob(mods ...func(*store.NewJob)) store.NewJob {
 	return nj
 }
 
-// exportsQueue is the default queue as NextRunIn takes it.
-var exportsQueue = []string{store.DefaultQueue}
-
 func inQueue(q string) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Queue = q } }
 
 func maxAttempts(n int) func(*store.NewJob) { return func(nj *store.NewJob) { nj.MaxAttempts = n } }
@@ -542,7 +539,7 @@ func testFailRetries(t *testing.T, h Harness) {
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventAttemptFailed)
 	noClaim(t, h)
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > 30*time.Second {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); err != nil || in <= 0 || in > 30*time.Second {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 30s]", in, err)
 	}
 	h.Advance(29 * time.Second)
@@ -780,44 +777,38 @@ func testClaimTakesOnlyItsQueue(t *testing.T, h Harness) {
 	}
 }
 
-// NextRunIn looks only at the queues it is given: a due job of a full lane must not make
+// NextRunIn looks only at the queue it is given: a due job of a full lane must not make
 // another lane's dispatcher spin.
 func testNextRunInIgnoresOtherQueues(t *testing.T, h Harness) {
 	enqueue(t, h, inQueue("heavy"))
-	if _, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.NextRunIn(ctx, store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn(exports) with only a heavy job: err = %v, want ErrNotFound", err)
 	}
-	if _, err := h.Store.NextRunIn(ctx, nil); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("NextRunIn of no queue: err = %v, want ErrNotFound", err)
-	}
 	enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Minute) })
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Minute {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); err != nil || in <= 0 || in > time.Minute {
 		t.Fatalf("NextRunIn(exports) = %v, %v; want in (0, 1m], the heavy job not counted", in, err)
 	}
-	if in, err := h.Store.NextRunIn(ctx, []string{"heavy"}); err != nil || in > 0 {
+	if in, err := h.Store.NextRunIn(ctx, "heavy"); err != nil || in > 0 {
 		t.Fatalf("NextRunIn(heavy) = %v, %v; want <= 0", in, err)
-	}
-	if in, err := h.Store.NextRunIn(ctx, []string{store.DefaultQueue, "heavy"}); err != nil || in > 0 {
-		t.Fatalf("NextRunIn(exports, heavy) = %v, %v; want <= 0", in, err)
 	}
 }
 
 // NextRunIn says how long until the earliest PENDING job is due.
 func testNextRunIn(t *testing.T, h Harness) {
-	if _, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
+	if _, err := h.Store.NextRunIn(ctx, store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn with nothing pending: err = %v, want ErrNotFound", err)
 	}
 	enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Hour) })
 	j := enqueue(t, h, func(nj *store.NewJob) { nj.RunAt = h.Now().Add(time.Minute) })
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Minute {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); err != nil || in <= 0 || in > time.Minute {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 1m]", in, err)
 	}
 	h.Advance(2 * time.Minute)
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in > 0 {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); err != nil || in > 0 {
 		t.Fatalf("NextRunIn with a job overdue = %v, %v; want <= 0", in, err)
 	}
 	claimID(t, h, j.ID)
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); err != nil || in <= 0 || in > time.Hour {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); err != nil || in <= 0 || in > time.Hour {
 		t.Fatalf("NextRunIn = %v, %v; want in (0, 1h]", in, err)
 	}
 }

@@ -336,7 +336,7 @@ func testFollowUpsKeepTheirQueue(t *testing.T, open func(*testing.T, Options) Ha
 	}
 	h.Advance(time.Hour)
 	noClaim(t, h)
-	if in, err := h.Store.NextRunIn(ctx, exportsQueue); !errors.Is(err, store.ErrNotFound) {
+	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn(exports) = %v, %v; the follow-up is not the exports lane's", in, err)
 	}
 	if c, err := h.Store.Claim(ctx, "w1", "notices"); err != nil || c.ID != f.ID {
