@@ -2,16 +2,16 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"sheetq/store"
 )
 
-// dispatch claims the jobs of l's queue while l has a free slot, sleeping until a
+// dispatch claims the jobs of l's queue while l has free slots, sleeping until a
 // wake-up, the next run_at of a delayed job of the queue, or the poll interval. Each lane
 // has its own dispatcher and slots: a lane whose slots are all taken blocks only itself,
-// and a due job of a full lane never wakes another (rule 27).
+// and a due job of a full lane never wakes another (rule 27). With several slots free it
+// claims as many jobs as there are free slots in one transaction (rule 28).
 func (e *Engine) dispatch(l *lane) {
 	defer e.loops.Done()
 	ctx := e.runCtx
@@ -21,36 +21,45 @@ func (e *Engine) dispatch(l *lane) {
 		case <-e.stopClaim:
 			return
 		}
+		free := 1 + l.takeFree()
 		select {
 		case <-e.stopClaim:
-			<-l.slots
+			l.release(free)
 			return
 		default:
 		}
 		e.cfg.Gate.Await() // see Gate.Foreground: let the request being accepted commit first
-		// A claim and the registration of its execution are one step for the reaper
+		// A claim and the registration of its executions are one step for the reaper
 		// (claimMu): a pause between the two must not make our own attempt look like
 		// an orphan.
 		e.claimMu.Lock()
-		job, err := e.st.Claim(ctx, e.cfg.WorkerID, l.queue)
-		var (
-			x    *execution
-			xctx context.Context
-		)
-		if err == nil {
-			x, xctx = e.register(l, job)
+		claimed, err := e.st.ClaimBatch(ctx, e.cfg.WorkerID, l.queue, free)
+		xs := make([]*execution, len(claimed))
+		xctxs := make([]context.Context, len(claimed))
+		for i, job := range claimed {
+			xs[i], xctxs[i] = e.register(l, job)
 		}
 		e.claimMu.Unlock()
-		if err == nil {
+		l.release(free - len(claimed))
+		if len(claimed) > 0 {
+			e.claimCommits.Add(1)
+			e.claimed.Add(int64(len(claimed)))
 			e.claimsBusy.Store(false)
 			faultPoint("after-claim")
-			e.start(xctx, x)
-			continue
+			if len(claimed) > 1 {
+				faultPoint("after-batch-claim") // the batch is committed; none of it has started
+			}
+			for i, x := range xs {
+				e.start(xctxs[i], x)
+			}
+			if len(claimed) == free {
+				continue // every free slot found a job: there may be more
+			}
 		}
-		<-l.slots
+		// Fewer jobs than free slots: the queue has nothing more runnable now.
 		wait := e.cfg.PollInterval
 		switch {
-		case errors.Is(err, store.ErrNotFound):
+		case err == nil:
 			e.claimsBusy.Store(false)
 			if next, err := e.st.NextRunIn(ctx, l.queue); err == nil {
 				wait = min(wait, max(next, time.Millisecond))
@@ -73,6 +82,27 @@ func (e *Engine) dispatch(l *lane) {
 			return
 		}
 		t.Stop()
+	}
+}
+
+// takeFree takes every other slot of l that is free right now, without waiting, and
+// returns how many it took.
+func (l *lane) takeFree() int {
+	n := 0
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+// release gives back n slots of l that were taken but found no job.
+func (l *lane) release(n int) {
+	for range n {
+		<-l.slots
 	}
 }
 

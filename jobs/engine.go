@@ -176,6 +176,8 @@ type Engine struct {
 	// and said so, until a claim works again: one log line for every lane, not one per
 	// poll and lane.
 	claimsBusy atomic.Bool
+	// claimCommits and claimed count claim transactions that took jobs, and the jobs.
+	claimCommits, claimed atomic.Int64
 
 	// claimMu makes a claim and the registration of its execution one step for the
 	// reaper, which holds it while it tells our attempts from orphans.
@@ -195,6 +197,7 @@ type Engine struct {
 	cancelRuns context.CancelCauseFunc // after the grace period: stop running jobs
 	loops      sync.WaitGroup          // dispatcher and reaper
 	execs      sync.WaitGroup          // running executions
+	fin        finisher                // group-commits the ends of attempts (finish.go)
 	started    bool
 	stopOnce   sync.Once
 }
@@ -238,6 +241,7 @@ func New(st Store, cfg Config) *Engine {
 		running:   map[*execution]struct{}{},
 		stopClaim: make(chan struct{}),
 	}
+	e.fin.st = st
 	names := slices.Sorted(maps.Keys(cfg.Queues))
 	workers := map[string]int{store.DefaultQueue: cfg.Workers}
 	for _, name := range names {
@@ -316,12 +320,14 @@ func (e *Engine) Stop() {
 		select {
 		case <-done:
 			e.cancelRuns(errShutdown) // nothing runs any more; releases the context
+			e.fin.wait()
 			return
 		case <-time.After(e.cfg.ShutdownGrace):
 		}
 		e.log.Info("shutdown grace over; stopping running jobs", "running", e.runningCount())
 		e.cancelRuns(errShutdown)
 		<-done
+		e.fin.wait()
 	})
 }
 

@@ -141,10 +141,12 @@ type afterSucceed struct {
 	fn func()
 }
 
-func (s afterSucceed) Succeed(ctx context.Context, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error) {
-	j, err := s.Store.Succeed(ctx, id, attempt, res, publish)
-	if err == nil {
-		s.fn()
+func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []store.Finished {
+	res := s.Store.FinishBatch(ctx, fs)
+	for i, r := range res {
+		if r.Err == nil && fs[i].Outcome == store.Succeeded {
+			s.fn()
+		}
 	}
-	return j, err
+	return res
 }

@@ -55,7 +55,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		// if its handler ignored the cancel and returned nil.
 		run.removePart()
 		if _, err := e.record(wctx, log, "canceled", func() (store.Job, error) {
-			return e.st.FinishCanceled(wctx, job.ID, job.Attempt)
+			return e.fin.finish(store.Finish{ID: job.ID, Attempt: job.Attempt, Outcome: store.Canceled})
 		}); err == nil {
 			e.notify()
 			log.InfoContext(wctx, "job canceled")
@@ -95,7 +95,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 // fail records a failed attempt.
 func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae store.AttemptError, retryIn time.Duration) {
 	j, err := e.record(ctx, log, "failure", func() (store.Job, error) {
-		return e.st.Fail(ctx, x.job.ID, x.job.Attempt, ae, retryIn)
+		return e.fin.finish(store.Finish{ID: x.job.ID, Attempt: x.job.Attempt, Outcome: store.Failed, Error: ae, RetryIn: retryIn})
 	})
 	if err != nil {
 		return
@@ -154,7 +154,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	}
 	e.cfg.Gate.Await()
 	_, err := e.record(ctx, log, "success", func() (store.Job, error) {
-		return e.st.Succeed(ctx, job.ID, job.Attempt, res, publish)
+		return e.fin.finish(store.Finish{ID: job.ID, Attempt: job.Attempt, Outcome: store.Succeeded, Result: res, Publish: publish})
 	})
 	var pe publishError
 	switch {
@@ -230,7 +230,7 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 func (e *Engine) requeue(ctx context.Context, log *slog.Logger, x *execution, reason string) {
 	x.run.removePart()
 	_, err := e.record(ctx, log, "requeue", func() (store.Job, error) {
-		return e.st.Requeue(ctx, x.job.ID, x.job.Attempt, reason)
+		return e.fin.finish(store.Finish{ID: x.job.ID, Attempt: x.job.Attempt, Outcome: store.Requeued, Reason: reason})
 	})
 	if err != nil {
 		return

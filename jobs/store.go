@@ -32,36 +32,36 @@ type Store interface {
 	// (and the job) when the request hash differs (rule 11); an id in use is
 	// store.ErrConflict.
 	Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error)
-	// Claim takes the next runnable PENDING job of queue (store.Job.Queue) by priority,
-	// run_at, then insertion order, makes it PROCESSING with attempt+1 and stamps worker
-	// and heartbeat (rule 2). It never takes a job of another queue (rule 27), and
-	// returns store.ErrNotFound when nothing in queue is runnable.
-	Claim(ctx context.Context, worker, queue string) (store.Job, error)
+	// ClaimBatch takes up to limit runnable PENDING jobs of queue (store.Job.Queue) by
+	// priority, run_at, then insertion order, in one transaction: each becomes PROCESSING
+	// with attempt+1, its worker and heartbeat stamped and its "started" event appended
+	// (rule 2). It never takes a job of another queue (rule 27), and returns the jobs in
+	// claim order: none is an empty slice, not an error (rule 28).
+	ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error)
 	// Heartbeat (fenced) stamps the heartbeat and progress (total < 0: unknown) and
 	// reports whether a cancel was requested (rule 4).
 	Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error)
-	// Succeed (fenced) makes the job SUCCEEDED; publish runs inside the transaction after
-	// the fence matched, and its error commits nothing (rule 7).
-	Succeed(ctx context.Context, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error)
+	// FinishBatch records the ends of running attempts (succeeded and published,
+	// failed, cancelled, requeued; store.Finish) in one transaction, each fenced on its
+	// own: a Finish whose attempt no longer owns its job is answered store.ErrLeaseLost,
+	// and its Publish never runs (rule 3). Each Finish is what the method of its outcome
+	// does alone (store.Store's Succeed, Fail, FinishCanceled, Requeue; rules 6-9): a
+	// succeeded attempt's Publish runs inside the transaction after its fence matched, and
+	// its error commits nothing of that job. One Finish that fails never keeps another
+	// from committing; when the transaction fails as a whole, every Finish gets its error
+	// and nothing is committed. Each result is returned only after COMMIT (rule 28).
+	FinishBatch(ctx context.Context, fs []store.Finish) []store.Finished
 	// CompleteFromFile (fenced) makes an orphan whose file was published SUCCEEDED (rule 5).
 	CompleteFromFile(ctx context.Context, id string, attempt int, res store.FileResult) (store.Job, error)
-	// Fail (fenced) ends a failed attempt: PENDING to run retryIn from now, FAILED when
-	// permanent or out of attempts, CANCELED when a cancel was requested (rules 6, 8).
-	Fail(ctx context.Context, id string, attempt int, e store.AttemptError, retryIn time.Duration) (store.Job, error)
 	// Recover (fenced) takes back a stale attempt, which counts as spent: PENDING to run
 	// retryIn from now, FAILED out of attempts, or CANCELED (rule 5).
 	Recover(ctx context.Context, id string, attempt int, reason string, retryIn time.Duration) (store.Job, error)
-	// Requeue (fenced) puts a stopped attempt back to PENDING without spending it
-	// (attempt-1), or CANCELED when a cancel was requested (rule 9).
-	Requeue(ctx context.Context, id string, attempt int, reason string) (store.Job, error)
 	// Cancel makes a PENDING job CANCELED and sets cancel_requested on a PROCESSING one;
 	// a finished job is store.ErrFinished (rule 8).
 	Cancel(ctx context.Context, id string) (store.Job, error)
 	// Retry puts a FAILED or CANCELED job back to PENDING to run now with a fresh budget
 	// (0: store.DefaultMaxAttempts); another state is store.ErrNotRetryable (rule 20).
 	Retry(ctx context.Context, id string, budget int) (store.Job, error)
-	// FinishCanceled (fenced) ends a cancelled attempt CANCELED.
-	FinishCanceled(ctx context.Context, id string, attempt int) (store.Job, error)
 	// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter, oldest first;
 	// staleAfter <= 0 lists every PROCESSING job (the start-up sweep, rule 5).
 	Stale(ctx context.Context, staleAfter time.Duration) ([]store.Job, error)

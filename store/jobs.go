@@ -281,38 +281,6 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 // group commit never mistakes it for a job refused alone.
 var errAfterInsert = errors.New("after the job was written")
 
-// Claim atomically takes the next runnable PENDING job of queue (priority, then run_at,
-// then insertion order), sets it PROCESSING, increments attempt (the fencing token) and
-// stamps worker and heartbeat. It returns ErrNotFound when nothing in queue is runnable.
-// jobs_claim (migration 0009) starts with the queue, so the pick reads one index entry.
-func (s *Store) Claim(ctx context.Context, worker, queue string) (Job, error) {
-	if queue == "" {
-		return Job{}, errors.New("claim: a queue is required")
-	}
-	var job Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.now())
-		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
-			worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
-			error_code = NULL, error_message = NULL
-			WHERE rowid = (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
-				ORDER BY priority, run_at, rowid LIMIT 1)
-			RETURNING `+jobColumns, worker, now, now, queue, now))
-		if err != nil {
-			return err
-		}
-		return s.addEvent(ctx, tx, job.ID, EventStarted, StatusProcessing, job.Attempt, StartedData{Worker: worker})
-	})
-	if errors.Is(err, ErrNotFound) {
-		return Job{}, ErrNotFound
-	}
-	if err != nil {
-		return Job{}, fmt.Errorf("claim: %w", err)
-	}
-	return job, nil
-}
-
 // fence is the WHERE clause every update of a running execution carries (rule 3).
 const fence = ` WHERE id = ? AND attempt = ? AND status = 'PROCESSING'`
 
@@ -342,35 +310,6 @@ type FileResult struct {
 	SHA256   string
 	Rows     int64
 	Warnings []string
-}
-
-// Succeed marks a running attempt SUCCEEDED. publish (the rename of the part file into
-// place) runs inside the write transaction after the fence has matched, so a lost lease
-// never publishes, and nothing can recover or re-claim the job between the check and the
-// rename. If publish fails nothing is committed. A crash after publish and before commit
-// leaves a PROCESSING row with its file in place, which recovery completes from the file.
-func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileResult, publish func() error) (Job, error) {
-	var job Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		job, err = s.finishTx(ctx, tx, id, attempt, StatusSucceeded, res)
-		if err != nil {
-			return err
-		}
-		if publish != nil {
-			if err := publish(); err != nil {
-				return fmt.Errorf("publish: %w", err)
-			}
-		}
-		if err := s.addEvent(ctx, tx, id, EventSucceeded, StatusSucceeded, attempt, fileData(res)); err != nil {
-			return err
-		}
-		return s.followUpsTx(ctx, tx, job)
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("succeed %s: %w", id, err)
-	}
-	return job, nil
 }
 
 // CompleteFromFile marks a running (orphaned) attempt SUCCEEDED from a file that was
@@ -405,10 +344,7 @@ func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int
 		}
 		warnings = sql.NullString{String: string(b), Valid: true}
 	}
-	job, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
-		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
-		progress_total = CASE WHEN ? > 0 THEN ? ELSE progress_total END,
-		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL`+fence+` RETURNING `+jobColumns,
+	job, err := scanJob(tx.StmtContext(ctx, s.stmts.finish).QueryRowContext(ctx,
 		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
 	if errors.Is(err, ErrNotFound) {
 		return Job{}, ErrLeaseLost
@@ -421,50 +357,6 @@ type AttemptError struct {
 	Code      string
 	Message   string
 	Permanent bool
-}
-
-// Fail records a failed attempt. A permanent error, or an attempt that used the last of
-// max_attempts, makes the job FAILED; otherwise it goes back to PENDING to run retryIn
-// from now, by the store's clock (the caller passes a duration, never a time of its own
-// clock, so that a store may keep time by its database). A job whose cancel was requested
-// while it ran becomes CANCELED instead of running again.
-func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryIn time.Duration) (Job, error) {
-	var job Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		t := s.now()
-		now, retryAt := ms(t), t.Add(max(retryIn, 0))
-		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
-			status = CASE WHEN cancel_requested THEN 'CANCELED'
-				WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-			finished_at = CASE WHEN cancel_requested OR ? OR attempt >= max_attempts THEN ? ELSE NULL END,
-			run_at = ?, worker = NULL, error_code = ?, error_message = ?`+fence+` RETURNING `+jobColumns,
-			e.Permanent, e.Permanent, now, ms(retryAt), e.Code, e.Message, id, attempt))
-		if errors.Is(err, ErrNotFound) {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		data := FailureData{Code: e.Code, Message: e.Message, Permanent: e.Permanent}
-		typ := EventFailed
-		switch job.Status {
-		case StatusPending:
-			typ = EventAttemptFailed
-			at := retryAt.UTC()
-			data.RetryAt = &at
-		case StatusCanceled:
-			typ = EventCanceled
-		}
-		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, data); err != nil {
-			return err
-		}
-		return s.followUpsTx(ctx, tx, job)
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("fail %s: %w", id, err)
-	}
-	return job, nil
 }
 
 // Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
@@ -507,40 +399,6 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 	return job, nil
 }
 
-// Requeue puts a running attempt back to PENDING without spending it, for shutdown
-// (rule 9). attempt is decremented so the next claim reuses the number; this is safe
-// because the execution that held it has stopped. A job whose cancel was requested
-// becomes CANCELED instead (its attempt stays spent).
-func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason string) (Job, error) {
-	var job Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := ms(s.now())
-		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
-			status = CASE WHEN cancel_requested THEN 'CANCELED' ELSE 'PENDING' END,
-			attempt = CASE WHEN cancel_requested THEN attempt ELSE attempt - 1 END,
-			finished_at = CASE WHEN cancel_requested THEN ? ELSE NULL END,
-			run_at = ?, worker = NULL, heartbeat_at = NULL`+fence+` RETURNING `+jobColumns, now, now, id, attempt))
-		if errors.Is(err, ErrNotFound) {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		if job.Status == StatusCanceled {
-			if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, ReasonData{Reason: reason}); err != nil {
-				return err
-			}
-			return s.followUpsTx(ctx, tx, job)
-		}
-		return s.addEvent(ctx, tx, id, EventRequeued, StatusPending, attempt, ReasonData{Reason: reason})
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("requeue %s: %w", id, err)
-	}
-	return job, nil
-}
-
 // Cancel cancels a job. A PENDING job becomes CANCELED at once; a PROCESSING job gets
 // cancel_requested, which its worker sees through the engine or its next heartbeat.
 // It returns ErrFinished for a job that already ended.
@@ -579,30 +437,6 @@ func (s *Store) Cancel(ctx context.Context, id string) (Job, error) {
 	})
 	if err != nil {
 		return job, fmt.Errorf("cancel %s: %w", id, err)
-	}
-	return job, nil
-}
-
-// FinishCanceled ends a running attempt that stopped because it was cancelled.
-func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job, error) {
-	var job Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = ?, worker = NULL`+
-			fence+` RETURNING `+jobColumns, ms(s.now()), id, attempt))
-		if errors.Is(err, ErrNotFound) {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.addEvent(ctx, tx, id, EventCanceled, StatusCanceled, attempt, nil); err != nil {
-			return err
-		}
-		return s.followUpsTx(ctx, tx, job)
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("finish canceled %s: %w", id, err)
 	}
 	return job, nil
 }

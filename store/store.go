@@ -82,6 +82,7 @@ type Store struct {
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
 	// writer pool's only connection is busy inside one.
 	insertJob, insertEvent *sql.Stmt
+	stmts                  stmts // claims and ends (store/finish.go)
 
 	unbatched bool
 	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
@@ -188,6 +189,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	if s.insertEvent, err = s.w.PrepareContext(ctx, insertEventSQL); err != nil {
 		return fmt.Errorf("prepare: %w", err)
+	}
+	if err := s.stmts.prepare(ctx, s.w); err != nil {
+		return err
 	}
 	return s.batch.prepare(ctx, s.w)
 }

@@ -72,6 +72,10 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"RetryKeepsTheFence", testRetry},
 		{"ExpireAndDelete", testExpireAndDelete},
 		{"EventsAfterPaging", testEventsAfterPaging},
+		{"ClaimBatchOrderAndLimit", testClaimBatchOrderAndLimit},
+		{"ClaimBatchIsAtomic", testClaimBatchIsAtomic},
+		{"FinishBatchIsolatesEachEnd", testFinishBatchIsolatesEachEnd},
+		{"FinishBatchSameAttemptTwice", testFinishBatchSameAttemptTwice},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t, Options{})) })
@@ -86,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FollowUpsAreAtomic", testFollowUpsAreAtomic},
 		{"DeleteStopsFollowUps", testDeleteStopsFollowUps},
 		{"FollowUpsKeepTheirQueue", testFollowUpsKeepTheirQueue},
+		{"FollowUpsInABatch", testFollowUpsInABatch},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -116,7 +121,7 @@ func enqueue(t *testing.T, h Harness, mods ...func(*store.NewJob)) store.Job {
 
 func claim(t *testing.T, h Harness) store.Job {
 	t.Helper()
-	j, err := h.Store.Claim(ctx, "w1", store.DefaultQueue)
+	j, err := claimOne(h.Store, "w1", store.DefaultQueue)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -135,7 +140,7 @@ func claimID(t *testing.T, h Harness, id string) store.Job {
 
 func noClaim(t *testing.T, h Harness) {
 	t.Helper()
-	if j, err := h.Store.Claim(ctx, "w1", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
+	if j, err := claimOne(h.Store, "w1", store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim = %s (%s), %v; want ErrNotFound", j.ID, j.Status, err)
 	}
 }
@@ -341,7 +346,7 @@ func testClaimIsAtomic(t *testing.T, h Harness) {
 	for w := range 4 {
 		wg.Go(func() {
 			for {
-				j, err := h.Store.Claim(ctx, fmt.Sprintf("w%d", w), store.DefaultQueue)
+				j, err := claimOne(h.Store, fmt.Sprintf("w%d", w), store.DefaultQueue)
 				if errors.Is(err, store.ErrNotFound) {
 					return
 				}
@@ -372,17 +377,17 @@ func fenced(h Harness, id string, attempt int, published *bool) map[string]func(
 	return map[string]func() error{
 		"Heartbeat": func() error { _, err := h.Store.Heartbeat(ctx, id, attempt, 1, 1); return err },
 		"Succeed": func() error {
-			_, err := h.Store.Succeed(ctx, id, attempt, file, func() error { *published = true; return nil })
+			_, err := succeed(h.Store, id, attempt, file, func() error { *published = true; return nil })
 			return err
 		},
 		"CompleteFromFile": func() error { _, err := h.Store.CompleteFromFile(ctx, id, attempt, file); return err },
 		"Fail": func() error {
-			_, err := h.Store.Fail(ctx, id, attempt, store.AttemptError{Code: "x", Message: "x"}, 0)
+			_, err := fail(h.Store, id, attempt, store.AttemptError{Code: "x", Message: "x"}, 0)
 			return err
 		},
 		"Recover":        func() error { _, err := h.Store.Recover(ctx, id, attempt, "x", 0); return err },
-		"Requeue":        func() error { _, err := h.Store.Requeue(ctx, id, attempt, "x"); return err },
-		"FinishCanceled": func() error { _, err := h.Store.FinishCanceled(ctx, id, attempt); return err },
+		"Requeue":        func() error { _, err := requeue(h.Store, id, attempt, "x"); return err },
+		"FinishCanceled": func() error { _, err := finishCanceled(h.Store, id, attempt); return err },
 	}
 }
 
@@ -421,7 +426,7 @@ func testFencing(t *testing.T, h Harness) {
 	}
 	claim(t, h)
 	refusedAll(t, h, j.ID, 1) // attempt 1 was recovered; 2 owns the job now
-	if _, err := h.Store.Succeed(ctx, j.ID, 2, file, nil); err != nil {
+	if _, err := succeed(h.Store, j.ID, 2, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	refusedAll(t, h, j.ID, 2) // final: even the last owner is refused
@@ -466,7 +471,7 @@ func testSucceedPublishes(t *testing.T, h Harness) {
 	claim(t, h)
 	calls := 0
 	var during store.Job
-	done, err := h.Store.Succeed(ctx, j.ID, 1, file, func() error {
+	done, err := succeed(h.Store, j.ID, 1, file, func() error {
 		calls++
 		var err error
 		during, err = h.Store.Get(ctx, j.ID)
@@ -494,7 +499,7 @@ func testSucceedPublishError(t *testing.T, h Harness) {
 	j := enqueue(t, h)
 	claim(t, h)
 	boom := errors.New("rename failed")
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, func() error { return boom }); !errors.Is(err, boom) {
+	if _, err := succeed(h.Store, j.ID, 1, file, func() error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("succeed with a failing publish: err = %v, want it to wrap the publish error", err)
 	}
 	got := get(t, h, j.ID)
@@ -503,7 +508,7 @@ func testSucceedPublishError(t *testing.T, h Harness) {
 		t.Fatalf("a failed publish left %+v", got)
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted)
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, func() error { return nil }); err != nil {
+	if _, err := succeed(h.Store, j.ID, 1, file, func() error { return nil }); err != nil {
 		t.Fatalf("second try: %v", err)
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventSucceeded)
@@ -529,7 +534,7 @@ func testCompleteFromFile(t *testing.T, h Harness) {
 func testFailRetries(t *testing.T, h Harness) {
 	j := enqueue(t, h)
 	claim(t, h)
-	f, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "502"}, 30*time.Second)
+	f, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "upstream", Message: "502"}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +561,7 @@ func testFailAtMaxAttempts(t *testing.T, h Harness) {
 	j := enqueue(t, h, maxAttempts(2))
 	for attempt := 1; attempt <= 2; attempt++ {
 		claimID(t, h, j.ID)
-		f, err := h.Store.Fail(ctx, j.ID, attempt, store.AttemptError{Code: "upstream", Message: "502"}, 0)
+		f, err := fail(h.Store, j.ID, attempt, store.AttemptError{Code: "upstream", Message: "502"}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -578,7 +583,7 @@ func testFailAtMaxAttempts(t *testing.T, h Harness) {
 func testFailPermanent(t *testing.T, h Harness) {
 	j := enqueue(t, h, maxAttempts(5))
 	claim(t, h)
-	f, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, time.Minute)
+	f, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "bad_params", Message: "no", Permanent: true}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -619,7 +624,7 @@ func testRecover(t *testing.T, h Harness) {
 func testRequeue(t *testing.T, h Harness) {
 	j := enqueue(t, h, maxAttempts(1))
 	claim(t, h)
-	r, err := h.Store.Requeue(ctx, j.ID, 1, "shutdown")
+	r, err := requeue(h.Store, j.ID, 1, "shutdown")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +637,7 @@ func testRequeue(t *testing.T, h Harness) {
 		t.Fatalf("claimed attempt %d after requeue, want 1 again", c.Attempt)
 	}
 	// The one attempt it has is still there to fail with.
-	f, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
+	f, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +681,7 @@ func testCancelProcessing(t *testing.T, h Harness) {
 		}
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventCancelRequested)
-	done, err := h.Store.FinishCanceled(ctx, j.ID, 1)
+	done, err := finishCanceled(h.Store, j.ID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,10 +696,10 @@ func testCancelProcessing(t *testing.T, h Harness) {
 func testCancelRequestedWins(t *testing.T, h Harness) {
 	for name, end := range map[string]func(id string) (store.Job, error){
 		"Fail": func(id string) (store.Job, error) {
-			return h.Store.Fail(ctx, id, 1, store.AttemptError{Code: "upstream", Message: "x"}, 0)
+			return fail(h.Store, id, 1, store.AttemptError{Code: "upstream", Message: "x"}, 0)
 		},
 		"Recover": func(id string) (store.Job, error) { return h.Store.Recover(ctx, id, 1, "lost", 0) },
-		"Requeue": func(id string) (store.Job, error) { return h.Store.Requeue(ctx, id, 1, "shutdown") },
+		"Requeue": func(id string) (store.Job, error) { return requeue(h.Store, id, 1, "shutdown") },
 	} {
 		j := enqueue(t, h, maxAttempts(3))
 		claimID(t, h, j.ID)
@@ -767,12 +772,12 @@ func testClaimTakesOnlyItsQueue(t *testing.T, h Harness) {
 	claimID(t, h, plain.ID)
 	noClaim(t, h) // light's jobs are due and ahead by priority, but not in this queue
 	for _, want := range []store.Job{urgent, light} {
-		j, err := h.Store.Claim(ctx, "w1", "light")
+		j, err := claimOne(h.Store, "w1", "light")
 		if err != nil || j.ID != want.ID || j.Queue != "light" {
 			t.Fatalf("claim from light = %s (queue %q), %v; want %s", j.ID, j.Queue, err, want.ID)
 		}
 	}
-	if j, err := h.Store.Claim(ctx, "w1", "empty"); !errors.Is(err, store.ErrNotFound) {
+	if j, err := claimOne(h.Store, "w1", "empty"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("claim from a queue without jobs = %s, %v; want ErrNotFound", j.ID, err)
 	}
 }
@@ -818,7 +823,7 @@ func testNextRunIn(t *testing.T, h Harness) {
 func testRetry(t *testing.T, h Harness) {
 	j := enqueue(t, h, maxAttempts(1))
 	claim(t, h)
-	if _, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
+	if _, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	r, err := h.Store.Retry(ctx, j.ID, 2)
@@ -848,12 +853,12 @@ func testRetry(t *testing.T, h Harness) {
 func testExpireAndDelete(t *testing.T, h Harness) {
 	ok := enqueue(t, h)
 	claim(t, h)
-	if _, err := h.Store.Succeed(ctx, ok.ID, 1, file, nil); err != nil {
+	if _, err := succeed(h.Store, ok.ID, 1, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	failed := enqueue(t, h, maxAttempts(1))
 	claim(t, h)
-	if _, err := h.Store.Fail(ctx, failed.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
+	if _, err := fail(h.Store, failed.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	pending := enqueue(t, h)
@@ -931,7 +936,7 @@ func testEventsAfterPaging(t *testing.T, h Harness) {
 	for range 3 {
 		j := claim(t, h)
 		want = append(want, j.ID+" "+store.EventStarted)
-		if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+		if _, err := succeed(h.Store, j.ID, 1, file, nil); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, j.ID+" "+store.EventSucceeded)

@@ -20,11 +20,12 @@ type Options struct {
 // followUpHook is a hook that gives each job with a NotifyURL one follow-up, of kind
 // "notify", and records what it was called with. fail makes it return an error.
 type followUpHook struct {
-	mu     sync.Mutex
-	called []store.Job
-	made   map[string]string // parent id -> follow-up id
-	fail   bool
-	queue  string // the follow-ups' queue; "": the default
+	mu      sync.Mutex
+	called  []store.Job
+	made    map[string]string // parent id -> follow-up id
+	fail    bool
+	failFor string // the one job whose follow-ups the hook refuses; "": none
+	queue   string // the follow-ups' queue; "": the default
 }
 
 func newFollowUpHook() *followUpHook { return &followUpHook{made: map[string]string{}} }
@@ -33,7 +34,7 @@ func (f *followUpHook) fn(j store.Job) ([]store.FollowUp, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.called = append(f.called, j)
-	if f.fail {
+	if f.fail || f.failFor == j.ID {
 		return nil, errors.New("hook refuses")
 	}
 	if j.NotifyURL == "" {
@@ -74,16 +75,16 @@ func testFollowUpsOfEveryFinalState(t *testing.T, open func(*testing.T, Options)
 		event  string
 	}{
 		{"Succeed", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
-			return h.Store.Succeed(ctx, id, 1, file, nil)
+			return succeed(h.Store, id, 1, file, nil)
 		}, store.StatusSucceeded, store.EventSucceeded},
 		{"CompleteFromFile", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
 			return h.Store.CompleteFromFile(ctx, id, 1, file)
 		}, store.StatusSucceeded, store.EventCompletedFromFile},
 		{"FailPermanent", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
-			return h.Store.Fail(ctx, id, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, 0)
+			return fail(h.Store, id, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, 0)
 		}, store.StatusFailed, store.EventFailed},
 		{"FailLastAttempt", 1, func(t *testing.T, h Harness, id string) (store.Job, error) {
-			return h.Store.Fail(ctx, id, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
+			return fail(h.Store, id, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
 		}, store.StatusFailed, store.EventFailed},
 		{"RecoverLastAttempt", 1, func(t *testing.T, h Harness, id string) (store.Job, error) {
 			return h.Store.Recover(ctx, id, 1, "lost", 0)
@@ -92,13 +93,13 @@ func testFollowUpsOfEveryFinalState(t *testing.T, open func(*testing.T, Options)
 			if _, err := h.Store.Cancel(ctx, id); err != nil {
 				return store.Job{}, err
 			}
-			return h.Store.FinishCanceled(ctx, id, 1)
+			return finishCanceled(h.Store, id, 1)
 		}, store.StatusCanceled, store.EventCanceled},
 		{"FailAfterCancel", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
 			if _, err := h.Store.Cancel(ctx, id); err != nil {
 				return store.Job{}, err
 			}
-			return h.Store.Fail(ctx, id, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
+			return fail(h.Store, id, 1, store.AttemptError{Code: "x", Message: "x"}, 0)
 		}, store.StatusCanceled, store.EventCanceled},
 		{"RecoverAfterCancel", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
 			if _, err := h.Store.Cancel(ctx, id); err != nil {
@@ -110,10 +111,10 @@ func testFollowUpsOfEveryFinalState(t *testing.T, open func(*testing.T, Options)
 			if _, err := h.Store.Cancel(ctx, id); err != nil {
 				return store.Job{}, err
 			}
-			return h.Store.Requeue(ctx, id, 1, "shutdown")
+			return requeue(h.Store, id, 1, "shutdown")
 		}, store.StatusCanceled, store.EventCanceled},
 		{"CancelPending", 3, func(t *testing.T, h Harness, id string) (store.Job, error) {
-			if _, err := h.Store.Requeue(ctx, id, 1, "shutdown"); err != nil {
+			if _, err := requeue(h.Store, id, 1, "shutdown"); err != nil {
 				return store.Job{}, err
 			}
 			return h.Store.Cancel(ctx, id)
@@ -172,7 +173,7 @@ func testNoFollowUpsWithoutAnEnd(t *testing.T, open func(*testing.T, Options) Ha
 	h := open(t, Options{FollowUps: hook.fn})
 	j := enqueue(t, h, maxAttempts(5), notifying)
 	claim(t, h)
-	if _, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
+	if _, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "x", Message: "x"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	claim(t, h)
@@ -180,7 +181,7 @@ func testNoFollowUpsWithoutAnEnd(t *testing.T, open func(*testing.T, Options) Ha
 		t.Fatal(err)
 	}
 	claim(t, h)
-	if _, err := h.Store.Requeue(ctx, j.ID, 3, "shutdown"); err != nil {
+	if _, err := requeue(h.Store, j.ID, 3, "shutdown"); err != nil {
 		t.Fatal(err)
 	}
 	claim(t, h)
@@ -190,14 +191,14 @@ func testNoFollowUpsWithoutAnEnd(t *testing.T, open func(*testing.T, Options) Ha
 	if len(hook.called) != 0 {
 		t.Fatalf("hook called for a job that did not end: %+v", hook.called)
 	}
-	if _, err := h.Store.FinishCanceled(ctx, j.ID, 3); err != nil {
+	if _, err := finishCanceled(h.Store, j.ID, 3); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Store.Retry(ctx, j.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	claim(t, h)
-	if _, err := h.Store.Succeed(ctx, j.ID, 4, file, nil); err != nil {
+	if _, err := succeed(h.Store, j.ID, 4, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Store.Expire(ctx, j.ID); err != nil {
@@ -213,7 +214,7 @@ func testNoFollowUpsWithoutAnEnd(t *testing.T, open func(*testing.T, Options) Ha
 		if f.Kind != "notify" {
 			t.Fatalf("claimed %s (%s), want a follow-up (priority -1) first", f.ID, f.Kind)
 		}
-		if _, err := h.Store.Succeed(ctx, f.ID, 1, store.FileResult{}, nil); err != nil {
+		if _, err := succeed(h.Store, f.ID, 1, store.FileResult{}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,10 +230,10 @@ func testFollowUpsAreAtomic(t *testing.T, open func(*testing.T, Options) Harness
 	claim(t, h)
 	hook.setFail(true)
 	published := false
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, func() error { published = true; return nil }); err == nil {
+	if _, err := succeed(h.Store, j.ID, 1, file, func() error { published = true; return nil }); err == nil {
 		t.Fatal("Succeed committed although its follow-up hook failed")
 	}
-	if _, err := h.Store.Fail(ctx, j.ID, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, 0); err == nil {
+	if _, err := fail(h.Store, j.ID, 1, store.AttemptError{Code: "x", Message: "x", Permanent: true}, 0); err == nil {
 		t.Fatal("Fail committed although its follow-up hook failed")
 	}
 	if got := get(t, h, j.ID); got.Status != store.StatusProcessing || !published {
@@ -240,7 +241,7 @@ func testFollowUpsAreAtomic(t *testing.T, open func(*testing.T, Options) Harness
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted)
 	hook.setFail(false)
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+	if _, err := succeed(h.Store, j.ID, 1, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f := get(t, h, hook.of(j.ID)); f.ParentID != j.ID {
@@ -259,7 +260,7 @@ func testDeleteStopsFollowUps(t *testing.T, open func(*testing.T, Options) Harne
 	for range 5 {
 		p := enqueue(t, h, notifying)
 		claim(t, h)
-		if _, err := h.Store.Succeed(ctx, p.ID, 1, file, nil); err != nil {
+		if _, err := succeed(h.Store, p.ID, 1, file, nil); err != nil {
 			t.Fatal(err)
 		}
 		parents = append(parents, p)
@@ -274,11 +275,11 @@ func testDeleteStopsFollowUps(t *testing.T, open func(*testing.T, Options) Harne
 		var err error
 		switch f.ID {
 		case fu(waiting), fu(kept):
-			_, err = h.Store.Requeue(ctx, f.ID, 1, "shutdown")
+			_, err = requeue(h.Store, f.ID, 1, "shutdown")
 		case fu(retrying):
-			_, err = h.Store.Fail(ctx, f.ID, 1, store.AttemptError{Code: "x", Message: "x"}, time.Hour)
+			_, err = fail(h.Store, f.ID, 1, store.AttemptError{Code: "x", Message: "x"}, time.Hour)
 		case fu(finished):
-			_, err = h.Store.Succeed(ctx, f.ID, 1, store.FileResult{}, nil)
+			_, err = succeed(h.Store, f.ID, 1, store.FileResult{}, nil)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -313,7 +314,7 @@ func testDeleteStopsFollowUps(t *testing.T, open func(*testing.T, Options) Harne
 	if ev := events(t, h, f.ID); ev[len(ev)-1].Type != store.EventCancelRequested {
 		t.Fatalf("running follow-up's events: %v", types(ev))
 	}
-	end, err := h.Store.Fail(ctx, f.ID, 1, store.AttemptError{Code: "x", Message: "x"}, time.Hour)
+	end, err := fail(h.Store, f.ID, 1, store.AttemptError{Code: "x", Message: "x"}, time.Hour)
 	if err != nil || end.Status != store.StatusCanceled {
 		t.Fatalf("running follow-up after a failed attempt: %s, %v; want CANCELED", end.Status, err)
 	}
@@ -327,7 +328,7 @@ func testFollowUpsKeepTheirQueue(t *testing.T, open func(*testing.T, Options) Ha
 	h := open(t, Options{FollowUps: hook.fn})
 	j := enqueue(t, h, notifying)
 	claimID(t, h, j.ID)
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+	if _, err := succeed(h.Store, j.ID, 1, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	f := get(t, h, hook.of(j.ID))
@@ -339,7 +340,7 @@ func testFollowUpsKeepTheirQueue(t *testing.T, open func(*testing.T, Options) Ha
 	if in, err := h.Store.NextRunIn(ctx, store.DefaultQueue); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("NextRunIn(exports) = %v, %v; the follow-up is not the exports lane's", in, err)
 	}
-	if c, err := h.Store.Claim(ctx, "w1", "notices"); err != nil || c.ID != f.ID {
+	if c, err := claimOne(h.Store, "w1", "notices"); err != nil || c.ID != f.ID {
 		t.Fatalf("claim from notices = %s, %v; want the follow-up %s", c.ID, err, f.ID)
 	}
 
@@ -348,10 +349,43 @@ func testFollowUpsKeepTheirQueue(t *testing.T, open func(*testing.T, Options) Ha
 	h = open(t, Options{FollowUps: hook.fn})
 	j = enqueue(t, h, notifying)
 	claimID(t, h, j.ID)
-	if _, err := h.Store.Succeed(ctx, j.ID, 1, file, nil); err != nil {
+	if _, err := succeed(h.Store, j.ID, 1, file, nil); err != nil {
 		t.Fatal(err)
 	}
 	if q := get(t, h, hook.of(j.ID)).Queue; q != store.DefaultQueue {
 		t.Fatalf("follow-up of a hook without a queue: queue %q, want %q", q, store.DefaultQueue)
 	}
+}
+
+// Rule 28 with rule 19: in one batch of ends, a job whose follow-up hook fails is rolled
+// back alone (no end, no follow-up, no event); the others commit with their follow-ups.
+func testFollowUpsInABatch(t *testing.T, open func(*testing.T, Options) Harness) {
+	hook := newFollowUpHook()
+	h := open(t, Options{FollowUps: hook.fn})
+	a, b := enqueue(t, h, notifying), enqueue(t, h, notifying)
+	got, err := h.Store.ClaimBatch(ctx, "w1", store.DefaultQueue, 2)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim batch = %d jobs, %v", len(got), err)
+	}
+	hook.mu.Lock()
+	hook.failFor = a.ID
+	hook.mu.Unlock()
+	res := h.Store.FinishBatch(ctx, []store.Finish{
+		{ID: a.ID, Attempt: 1, Outcome: store.Succeeded, Result: file},
+		{ID: b.ID, Attempt: 1, Outcome: store.Failed, Error: store.AttemptError{Code: "x", Message: "x", Permanent: true}},
+	})
+	if res[0].Err == nil || res[1].Err != nil {
+		t.Fatalf("ends = %v, %v; want the hook's error, then nil", res[0].Err, res[1].Err)
+	}
+	if j := get(t, h, a.ID); j.Status != store.StatusProcessing {
+		t.Fatalf("%s is %s after its hook failed, want PROCESSING", a.ID, j.Status)
+	}
+	wantEvents(t, h, a.ID, store.EventAccepted, store.EventStarted)
+	if j := get(t, h, b.ID); j.Status != store.StatusFailed {
+		t.Fatalf("%s is %s, want FAILED", b.ID, j.Status)
+	}
+	if f := get(t, h, hook.of(b.ID)); f.ParentID != b.ID || f.Status != store.StatusPending {
+		t.Fatalf("follow-up of the committed end: %+v", f)
+	}
+	wantEvents(t, h, b.ID, store.EventAccepted, store.EventStarted, store.EventFailed, "notify_queued")
 }
