@@ -188,6 +188,29 @@ func (m *Metrics) WatchGroupCommit() {
 	)
 }
 
+// WatchBatches adds the engine's batching figures (jobs.BatchStats), read at scrape time
+// from stats: claim transactions and the jobs they took, and the transactions that
+// recorded attempts' ends and the ends they carried (ARCHITECTURE.md, rule 28).
+func (m *Metrics) WatchBatches(stats func() jobs.BatchStats) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "claim_transactions_total",
+			Help: "Claim transactions that took jobs (each takes up to its lane's free slots)."},
+			func() float64 { return float64(stats().ClaimCommits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "claimed_jobs_total",
+			Help: "Jobs taken by claim transactions; divided by sheetq_claim_transactions_total, the mean claim batch."},
+			func() float64 { return float64(stats().Claimed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "end_transactions_total",
+			Help: "Transactions that recorded attempts' ends (one group commit carries every end that arrived while the one before committed)."},
+			func() float64 { return float64(stats().FinishCommits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sheetq", Name: "attempt_ends_total",
+			Help: "Attempts' ends (succeeded, failed, cancelled, requeued) those transactions carried."},
+			func() float64 { return float64(stats().Finished) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sheetq", Name: "attempt_ends_waiting",
+			Help: "Attempts' ends queued for the next end transaction."},
+			func() float64 { return float64(stats().FinishWaiting) }),
+	)
+}
+
 // WatchQueue adds the gauges read from the store and the engine at scrape time.
 func (m *Metrics) WatchQueue(eng *jobs.Engine) {
 	m.reg.MustRegister(&queueCollector{st: m.st, eng: eng, log: m.log, kinds: metricKinds})
