@@ -45,6 +45,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,8 +94,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	workerList := fs.String("workers", "2", "comma-separated worker counts; each variant runs at each")
 	riverPoll := fs.Duration("river-poll", 5*time.Millisecond, "FetchPollInterval of river-tuned")
 	dir := fs.String("dir", "", "parent of the per-run temp dirs (default: the system temp dir)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 1 || *rounds < 1 || *pickups < 1 {
 		return fmt.Errorf("-n, -rounds and -pickups must be at least 1")
