@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -175,8 +177,32 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return err
 		}
 		a.stops = append(a.stops, svc.Stop)
+		if svc == service(a.engine) {
+			a.warnLaneless(ctx)
+		}
 	}
 	return nil
+}
+
+// warnLaneless logs each queue that has PENDING jobs but no lane in this engine (its
+// [queues.NAME] was removed from the config file): they wait until the lane is back, and
+// the log says so at start rather than leaving only the Queue page to show it.
+func (a *App) warnLaneless(ctx context.Context) {
+	pending, err := a.store.PendingByQueue(ctx)
+	if err != nil {
+		a.log.WarnContext(ctx, "cannot count waiting jobs by queue", "err", err)
+		return
+	}
+	lanes := map[string]bool{}
+	for _, l := range a.engine.Lanes() {
+		lanes[l.Queue] = true
+	}
+	for _, q := range slices.Sorted(maps.Keys(pending)) {
+		if !lanes[q] {
+			a.log.WarnContext(ctx, "queue has waiting jobs but no workers here; add it to the config file to run them",
+				"queue", q, "pending", pending[q], "config", "[queues."+q+"] workers = N")
+		}
+	}
 }
 
 // service is the shape every background service shares: Start spawns and returns,

@@ -379,3 +379,27 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 	}
 	after.want(t, []metricCheck{{"sheetq_event_streams", nil, 1}})
 }
+
+// TestBatchMetrics: the engine's claim and end transactions are exported with the jobs
+// they carried (jobs.BatchStats, rule 28). Three exports, one failing its first attempt,
+// are four attempts: four claimed, four ends, in at most four transactions of each.
+func TestBatchMetrics(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	ts.runDemoExports()
+	fams := ts.scrape()
+	fams.want(t, []metricCheck{
+		{"sheetq_claimed_jobs_total", nil, 4},
+		{"sheetq_attempt_ends_total", nil, 4},
+		{"sheetq_attempt_ends_waiting", nil, 0},
+	})
+	for _, name := range []string{"sheetq_claim_transactions_total", "sheetq_end_transactions_total"} {
+		if got := fams.value(t, name, nil); got < 1 || got > 4 {
+			t.Errorf("%s = %v, want 1 to 4", name, got)
+		}
+	}
+	s := ts.engine.BatchStats()
+	if float64(s.ClaimCommits) != fams.value(t, "sheetq_claim_transactions_total", nil) ||
+		float64(s.FinishCommits) != fams.value(t, "sheetq_end_transactions_total", nil) {
+		t.Errorf("metrics disagree with the engine's %+v", s)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -164,4 +165,32 @@ func heavyLaneDir(t *testing.T, workers int) datadir.Dir {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestStartWarnsOfAQueueWithoutALane: jobs left in a queue whose lane is gone from the
+// config file are named in the log at start, with how to run them; a queue with a lane
+// is not.
+func TestStartWarnsOfAQueueWithoutALane(t *testing.T) {
+	dir := datadir.Dir{Root: t.TempDir()}
+	st, err := store.Open(context.Background(), dir.DB(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"gone", "gone", store.DefaultQueue} {
+		if _, _, err := st.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: "export", Queue: q,
+			Args: []byte(`{"report":"demo"}`), RunAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	var logs syncBuffer
+	newTestServer(t, testOpts{DataDir: dir.Root, Log: &logs})
+	out := logs.String()
+	if !strings.Contains(out, "queue has waiting jobs but no workers here") || !strings.Contains(out, "queue=gone pending=2") ||
+		!strings.Contains(out, `config="[queues.gone] workers = N"`) {
+		t.Fatalf("no warning for the queue without a lane in:\n%s", out)
+	}
+	if strings.Contains(out, "queue=exports pending") {
+		t.Fatalf("a queue with a lane was warned of:\n%s", out)
+	}
 }
