@@ -83,3 +83,43 @@ func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {
 		t.Fatalf("the data directory was created (%v)", err)
 	}
 }
+
+// `sheetq reports check` refuses a report whose queue the config file does not define,
+// when it has a config file to read; with a folder and no --config it checks the name's
+// form only.
+func TestReportsCheckQueues(t *testing.T) {
+	root := t.TempDir()
+	reports := filepath.Join(root, "reports")
+	if err := os.MkdirAll(reports, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"big.sql":  "-- source: shop\n-- queue: heavy\nSELECT 1;\n",
+		"lost.sql": "-- source: shop\n-- queue: nowhere\nSELECT 1;\n",
+	} {
+		if err := os.WriteFile(filepath.Join(reports, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(root, "sheetq.toml")
+	if err := os.WriteFile(config, []byte("[queues.heavy]\nworkers = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"reports", "check", "--config", config, reports},
+		{"reports", "check", "--data", root}, // the data directory's own sheetq.toml
+	} {
+		out, _, code := runCLI(t, args...)
+		if code != 1 || !strings.Contains(out, "ok   big") || !strings.Contains(out, filepath.Join(reports, "lost.sql")+":2:") ||
+			!strings.Contains(out, "nowhere") {
+			t.Fatalf("%v: exit %d, want 1 with lost.sql:2 refused and big ok:\n%s", args, code, out)
+		}
+	}
+	if out, errOut, code := runCLI(t, "reports", "check", reports); code != 0 {
+		t.Fatalf("without a config file: exit %d, want 0:\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, "reports", "check", "--config", filepath.Join(root, "missing.toml"), reports); code == 0 ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("a missing --config file: exit %d, stderr %q; want non-zero and one line", code, errOut)
+	}
+}

@@ -5,9 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
+	"sheetq/app"
 	"sheetq/internal/datadir"
+	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/store"
 )
 
 // reportsCmd runs `sheetq reports check [DIR]`: CI for report authors.
@@ -18,14 +23,16 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("reports check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "", "data `directory` whose reports folder to check (default: the user's data folder)")
+	config := fs.String("config", "", "config `file` whose [queues] the reports may name (default without DIR: <data>/sheetq.toml; with DIR: none, and queue names are checked for their form only)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: sheetq reports check [DIR]\n\nParse every report file in DIR and print its errors with file and line.\nExits 1 if any file is broken. Example:\n  sheetq reports check ./reports\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: sheetq reports check [--config FILE] [DIR]\n\nParse every report file in DIR and print its errors with file and line.\nExits 1 if any file is broken. Example:\n  sheetq reports check --config ./sheetq.toml ./reports\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := parseWithEnv(fs, args[1:]); err != nil {
 		return err
 	}
-	var dir string
+	var dir, configPath string
+	optional := false
 	switch fs.NArg() {
 	case 0:
 		root, err := dataRoot(*data)
@@ -33,12 +40,29 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dir = datadir.Dir{Root: root}.Reports()
+		configPath, optional = datadir.Dir{Root: root}.Config(), true
 	case 1:
 		dir = fs.Arg(0)
 	default:
 		return usageError{errors.New("reports check takes at most one folder")}
 	}
-	entries, err := export.CheckDir(dir)
+	if *config != "" {
+		configPath, optional = *config, false
+	}
+	// The queues a report may name are the lanes the server would run (rule 27).
+	var queues []string
+	if configPath != "" {
+		fc, err := app.LoadFileConfig(configPath, optional)
+		if err != nil {
+			return err
+		}
+		eng, err := fc.Lanes(jobs.Config{}, false)
+		if err != nil {
+			return err
+		}
+		queues = append([]string{store.DefaultQueue}, slices.Sorted(maps.Keys(eng.Queues))...)
+	}
+	entries, err := export.CheckDir(dir, queues)
 	if err != nil {
 		return err
 	}

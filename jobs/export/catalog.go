@@ -193,10 +193,18 @@ func (c *Catalog) Subscribe() (<-chan struct{}, func()) {
 
 // CheckDir parses every report file in dir once, without watching, and returns them
 // sorted by id (the built-ins are not listed, but their ids are reserved). The error
-// is for a folder that cannot be read; broken files are entries with Err set.
-func CheckDir(dir string) ([]Entry, error) {
+// is for a folder that cannot be read; broken files are entries with Err set. queues
+// are the queues a report may name, as SetQueues takes them; nil accepts any name.
+func CheckDir(dir string, queues []string) ([]Entry, error) {
+	var known map[string]bool
+	if queues != nil {
+		known = map[string]bool{}
+		for _, q := range queues {
+			known[q] = true
+		}
+	}
 	// The command line is the server's own user: full paths say the most there.
-	files, err := scanDir(dir, reservedIDs(Builtin()), nil, filepath.Clean)
+	files, err := scanDir(dir, reservedIDs(Builtin()), known, filepath.Clean)
 	if err != nil {
 		return nil, err
 	}

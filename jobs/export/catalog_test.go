@@ -386,7 +386,7 @@ func TestCheckDir(t *testing.T) {
 	writeReportFile(t, filepath.Join(dir, "demo.sql"), reportSource("Demo"))
 	writeReportFile(t, filepath.Join(dir, "big.sql"), "-- source: shop\nSELECT 1"+strings.Repeat(" ", MaxReportSize))
 	writeReportFile(t, filepath.Join(dir, "x.sql~"), "ignored")
-	entries, err := CheckDir(dir)
+	entries, err := CheckDir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestCheckDir(t *testing.T) {
 	if got := catalogSummary(entries); got != want {
 		t.Fatalf("entries\n got %s\nwant %s", got, want)
 	}
-	if _, err := CheckDir(filepath.Join(dir, "missing")); err == nil {
+	if _, err := CheckDir(filepath.Join(dir, "missing"), nil); err == nil {
 		t.Fatal("CheckDir of a missing folder succeeded")
 	}
 }
