@@ -45,7 +45,9 @@ func (e *Engine) dispatch(l *lane) {
 			e.claimCommits.Add(1)
 			e.claimed.Add(int64(len(claimed)))
 			e.claimsBusy.Store(false)
-			faultPoint("after-claim")
+			for range claimed {
+				faultPoint("after-claim") // once per job, as each job reached it before batches
+			}
 			if len(claimed) > 1 {
 				faultPoint("after-batch-claim") // the batch is committed; none of it has started
 			}
