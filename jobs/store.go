@@ -48,8 +48,10 @@ type Store interface {
 	// does alone (store.Store's Succeed, Fail, FinishCanceled, Requeue; rules 6-9): a
 	// succeeded attempt's Publish runs inside the transaction after its fence matched, and
 	// its error commits nothing of that job. One Finish that fails never keeps another
-	// from committing; when the transaction fails as a whole, every Finish gets its error
-	// and nothing is committed. Each result is returned only after COMMIT (rule 28).
+	// from committing (how a store isolates them is its own: SQLite uses a SAVEPOINT per
+	// Finish; ARCHITECTURE.md, "Ready for a second store"); when the transaction fails as
+	// a whole, every Finish gets its error and nothing is committed. Each result is
+	// returned only after COMMIT (rule 28).
 	FinishBatch(ctx context.Context, fs []store.Finish) []store.Finished
 	// CompleteFromFile (fenced) makes an orphan whose file was published SUCCEEDED (rule 5).
 	CompleteFromFile(ctx context.Context, id string, attempt int, res store.FileResult) (store.Job, error)
