@@ -1,0 +1,196 @@
+package pg_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sheetq/jobs"
+	"sheetq/store/pg"
+	"sheetq/store/storetest/conformance"
+)
+
+// The PostgreSQL store is an engine's store.
+var _ jobs.Store = (*pg.Store)(nil)
+
+// testDSN returns the test server's DSN, skipping the test without one, except in CI,
+// where .ci/databases has started the server and a missing DSN is a broken setup.
+func testDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("SHEETQ_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("SHEETQ_TEST_POSTGRES_DSN is not set; CI runs .ci/databases first")
+		}
+		t.Skip(`SHEETQ_TEST_POSTGRES_DSN is not set; eval "$(sudo bash .ci/databases)" to run this test`)
+	}
+	return dsn
+}
+
+// freshSchema creates a schema no other test uses, drops it with everything in it when
+// the test ends, and returns a DSN whose search_path (a run-time parameter of every
+// connection) points at it, so that tests never share rows.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	dsn := testDSN(t)
+	name := "sheetq_test_" + strings.ToLower(rand.Text()[:12])
+	admin, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+name); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("connect: %v", err)
+			return
+		}
+		defer admin.Close(context.Background())
+		if _, err := admin.Exec(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return withSearchPath(t, dsn, name)
+}
+
+// withSearchPath adds search_path to a URL or a keyword/value DSN.
+func withSearchPath(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		return dsn + " search_path=" + schema
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse DSN: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// clock is the store's test clock: it stands still unless moved, as the suite needs.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock {
+	// Whole milliseconds, as the suite compares stamps after truncating to them.
+	return &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestConformance runs the store suite, which every implementation must pass, against
+// PostgreSQL: each case on a migrated schema of its own, on a clock the suite moves.
+func TestConformance(t *testing.T) {
+	testDSN(t)
+	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
+		clk := newClock()
+		dsn := freshSchema(t)
+		open := func(t *testing.T) *pg.Store {
+			st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps})
+			if err != nil {
+				t.Fatalf("open store: %v", err)
+			}
+			return st
+		}
+		st := open(t)
+		t.Cleanup(func() {
+			if err := st.Close(); err != nil {
+				t.Errorf("close store: %v", err)
+			}
+		})
+		return conformance.Harness{
+			Store:   st,
+			Now:     clk.Now,
+			Advance: clk.Advance,
+			Reopen: func(t *testing.T) conformance.Store {
+				if err := st.Close(); err != nil {
+					t.Fatalf("close store: %v", err)
+				}
+				st = open(t)
+				return st
+			},
+		}
+	})
+}
+
+// TestNodesStartingTogetherMigrateOnce: stores opened at once on a fresh schema, as
+// nodes that start together, all open, and each migration is applied once.
+func TestNodesStartingTogetherMigrateOnce(t *testing.T) {
+	dsn := freshSchema(t)
+	const nodes = 6
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		stores []*pg.Store
+		errs   []error
+	)
+	start := make(chan struct{})
+	for range nodes {
+		wg.Go(func() {
+			<-start
+			st, err := pg.Open(context.Background(), dsn, pg.Options{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			stores = append(stores, st)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, st := range stores {
+		defer st.Close()
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d of %d opens failed: %v", len(errs), nodes, errs)
+	}
+	files, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var rows, versions int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT version) FROM schema_migrations`).Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(files) || versions != len(files) {
+		t.Fatalf("schema_migrations has %d rows of %d versions, want %d once each", rows, versions, len(files))
+	}
+	// And every store works on it.
+	for i, st := range stores {
+		if _, err := st.EventsAfter(context.Background(), 0, 1); err != nil {
+			t.Fatalf("store %d: %v", i, fmt.Errorf("read: %w", err))
+		}
+	}
+}

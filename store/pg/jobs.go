@@ -1,0 +1,360 @@
+package pg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sheetq/store"
+)
+
+// enqueueSQL inserts the job and its "accepted" event in one statement. The unique index
+// on idempotency_key decides (rule 11): a key that has a job already inserts nothing and
+// returns no row (ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
+// commit or roll back, so two callers never both insert), and the event goes only with
+// a row that was inserted. An id in use is a unique violation of the primary key.
+const enqueueSQL = `WITH j AS (
+	INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at,
+		idempotency_key, request_hash, notify_url, created_by, queue)
+	VALUES ($2, $3, $4::json, 'PENDING', $5, coalesce($6::timestamptz, ` + nowSQL + `), $7, ` + nowSQL + `,
+		$8, $9, $10, $11, $12)
+	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	RETURNING ` + jobColumns + `
+), e AS (
+	INSERT INTO job_events (job_id, at, type, status, attempt, data)
+	SELECT id, ` + nowSQL + `, 'accepted', 'PENDING', 0, NULL FROM j
+)
+SELECT ` + jobColumns + ` FROM j`
+
+// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1), in one
+// statement that commits on its own. A known idempotency key returns its job with
+// existed=true, or store.ErrIdempotencyMismatch (and the job) when the request hash
+// differs; an id in use is store.ErrConflict.
+func (s *Store) Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error) {
+	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
+		return store.Job{}, false, errors.New("enqueue: id, kind and args are required")
+	}
+	if nj.MaxAttempts <= 0 {
+		nj.MaxAttempts = store.DefaultMaxAttempts
+	}
+	var runAt *time.Time
+	if !nj.RunAt.IsZero() {
+		runAt = &nj.RunAt
+	}
+	// The key's job can be deleted between the insert that met it and the read: then
+	// the insert goes again, a bounded number of times.
+	for range 3 {
+		job, err = scanJob(s.pool.QueryRow(ctx, enqueueSQL, s.now(), nj.ID, nj.Kind, string(nj.Args), nj.Priority, runAt,
+			nj.MaxAttempts, nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL),
+			nullString(nj.CreatedBy), cmp.Or(nj.Queue, store.DefaultQueue)))
+		switch {
+		case err == nil:
+			return job, false, nil
+		case isUnique(err):
+			return store.Job{}, false, fmt.Errorf("enqueue: %w: %w", store.ErrConflict, err)
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Job{}, false, fmt.Errorf("enqueue: %w", err)
+		}
+		// No row: the key has a job.
+		job, err = scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`, nj.IdempotencyKey))
+		switch {
+		case err == nil && job.RequestHash != nj.RequestHash:
+			return job, true, store.ErrIdempotencyMismatch
+		case err == nil:
+			return job, true, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return store.Job{}, false, fmt.Errorf("enqueue: %w", err)
+		}
+	}
+	return store.Job{}, false, fmt.Errorf("enqueue: idempotency key %q: %w", nj.IdempotencyKey, store.ErrConflict)
+}
+
+// fence is the condition every update of a running execution carries (rule 3), with
+// the id and the attempt as $2 and $3 (the clock is $1).
+const fence = ` WHERE id = $2 AND attempt = $3 AND status = 'PROCESSING'`
+
+// Heartbeat (fenced) stamps heartbeat_at and progress (total < 0: unknown) and reports
+// whether a cancel was requested (rule 4). It changes no indexed column, so with room on
+// the row's page (fillfactor, migration 0001) the update is HOT.
+func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error) {
+	var t *int64
+	if total >= 0 {
+		t = &total
+	}
+	err = s.pool.QueryRow(ctx, `UPDATE jobs SET heartbeat_at = `+nowSQL+`, progress_rows = $4, progress_total = $5`+fence+
+		` RETURNING cancel_requested`, s.now(), id, attempt, rows, t).Scan(&cancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, store.ErrLeaseLost
+	}
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return cancelRequested, nil
+}
+
+// Get returns one job, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (store.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Job{}, fmt.Errorf("get job: %w", err)
+	}
+	return j, err
+}
+
+// getForUpdate reads a job inside tx and locks its row, so that the check that follows
+// and the update it guards see the same row.
+func getForUpdate(ctx context.Context, tx pgx.Tx, id string) (store.Job, error) {
+	return scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id))
+}
+
+// CompleteFromFile (fenced) makes an orphan whose file was published SUCCEEDED, without
+// running it again (rule 5).
+func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, res store.FileResult) (store.Job, error) {
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = s.finishTx(ctx, tx, id, attempt, res); err != nil {
+			return err
+		}
+		if err := s.addEvent(ctx, tx, id, store.EventCompletedFromFile, store.StatusSucceeded, attempt, fileData(res)); err != nil {
+			return err
+		}
+		return s.followUpsTx(ctx, tx, job)
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("complete %s from file: %w", id, err)
+	}
+	return job, nil
+}
+
+// Recover (fenced) takes back an attempt whose heartbeat was lost; the attempt counts as
+// spent: PENDING to run retryIn from now by the database's clock, FAILED out of
+// attempts, or CANCELED when a cancel was requested (rule 5).
+func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryIn time.Duration) (store.Job, error) {
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET
+			status = CASE WHEN cancel_requested THEN 'CANCELED'
+				WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN `+nowSQL+` ELSE NULL END,
+			run_at = `+nowSQL+` + $4 * interval '1 microsecond', worker = NULL, error_code = 'lost', error_message = $5`+
+			fence+` RETURNING `+jobColumns,
+			s.now(), id, attempt, micros(max(retryIn, 0)), reason))
+		if errors.Is(err, store.ErrNotFound) {
+			return store.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		typ := store.EventRecovered
+		switch job.Status {
+		case store.StatusFailed:
+			typ = store.EventFailed
+		case store.StatusCanceled:
+			typ = store.EventCanceled
+		}
+		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, store.LostData{Code: "lost", Message: reason}); err != nil {
+			return err
+		}
+		return s.followUpsTx(ctx, tx, job)
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("recover %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Cancel makes a PENDING job CANCELED at once and sets cancel_requested on a PROCESSING
+// one, which its worker sees through its engine or its next heartbeat (rule 8). A
+// finished job is store.ErrFinished.
+func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = getForUpdate(ctx, tx, id); err != nil {
+			return err
+		}
+		switch job.Status {
+		case store.StatusPending:
+			job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = `+nowSQL+`
+				WHERE id = $2 AND status = 'PENDING' RETURNING `+jobColumns, s.now(), id))
+			if err != nil {
+				return err
+			}
+			if err := s.addEvent(ctx, tx, id, store.EventCanceled, store.StatusCanceled, job.Attempt, nil); err != nil {
+				return err
+			}
+			return s.followUpsTx(ctx, tx, job)
+		case store.StatusProcessing:
+			if job.CancelRequested {
+				return nil
+			}
+			job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET cancel_requested = true
+				WHERE id = $1 AND status = 'PROCESSING' RETURNING `+jobColumns, id))
+			if err != nil {
+				return err
+			}
+			return s.addEvent(ctx, tx, id, store.EventCancelRequested, store.StatusProcessing, job.Attempt, nil)
+		default:
+			return store.ErrFinished
+		}
+	})
+	if err != nil {
+		return job, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Retry puts a FAILED or CANCELED job back to PENDING to run now with a fresh budget
+// (0: store.DefaultMaxAttempts). attempt is the fencing token, so it is not reset:
+// max_attempts becomes attempt + budget (rule 20). Another state is
+// store.ErrNotRetryable, with the job as it is.
+func (s *Store) Retry(ctx context.Context, id string, budget int) (store.Job, error) {
+	if budget <= 0 {
+		budget = store.DefaultMaxAttempts
+	}
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getForUpdate(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if cur.Status != store.StatusFailed && cur.Status != store.StatusCanceled {
+			job = cur
+			return store.ErrNotRetryable
+		}
+		// Everything the last run left behind goes; its story stays in job_events.
+		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'PENDING', run_at = `+nowSQL+`,
+			max_attempts = attempt + $2, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
+			progress_rows = 0, progress_total = NULL, cancel_requested = false, error_code = NULL, error_message = NULL,
+			file_name = NULL, file_size = NULL, file_sha256 = NULL, warnings = NULL
+			WHERE id = $3 AND status IN ('FAILED', 'CANCELED') RETURNING `+jobColumns, s.now(), budget, id))
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, store.EventRetried, store.StatusPending, job.Attempt,
+			store.RetriedData{From: cur.Status, MaxAttempts: job.MaxAttempts})
+	})
+	if errors.Is(err, store.ErrNotRetryable) {
+		return job, fmt.Errorf("retry %s: %w", id, err)
+	}
+	if err != nil {
+		return store.Job{}, fmt.Errorf("retry %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Expire makes a SUCCEEDED job EXPIRED, with an "expired" event, keeping its file's
+// record (rule 22); another state is store.ErrNotSucceeded, with the job.
+func (s *Store) Expire(ctx context.Context, id string) (store.Job, error) {
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = getForUpdate(ctx, tx, id); err != nil {
+			return err
+		}
+		if job.Status != store.StatusSucceeded {
+			return store.ErrNotSucceeded
+		}
+		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'EXPIRED'
+			WHERE id = $1 AND status = 'SUCCEEDED' RETURNING `+jobColumns, id))
+		if err != nil {
+			return err
+		}
+		return s.addEvent(ctx, tx, id, store.EventExpired, store.StatusExpired, job.Attempt, nil)
+	})
+	if errors.Is(err, store.ErrNotSucceeded) {
+		return job, fmt.Errorf("expire %s: %w", id, err)
+	}
+	if err != nil {
+		return store.Job{}, fmt.Errorf("expire %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Delete removes a final job and its events and stops its follow-ups, in one
+// transaction (rule 21), and returns the job as it was; store.ErrNotFinished (with the
+// job) for a PENDING or PROCESSING one.
+func (s *Store) Delete(ctx context.Context, id string) (store.Job, error) {
+	var job store.Job
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if job, err = getForUpdate(ctx, tx, id); err != nil {
+			return err
+		}
+		if !job.Status.Final() {
+			return store.ErrNotFinished
+		}
+		if err := s.stopFollowUpsTx(ctx, tx, job); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM job_events WHERE job_id = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1 AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'EXPIRED')`, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFinished) {
+		return job, fmt.Errorf("delete %s: %w", id, err)
+	}
+	if err != nil {
+		return store.Job{}, fmt.Errorf("delete %s: %w", id, err)
+	}
+	return job, nil
+}
+
+// Stale lists PROCESSING jobs whose heartbeat is older than staleAfter by the database's
+// clock, oldest heartbeat first; staleAfter <= 0 lists every PROCESSING job (rule 5).
+func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]store.Job, error) {
+	jobs, err := s.queryJobs(ctx, s.pool, `SELECT `+jobColumns+` FROM jobs WHERE status = 'PROCESSING'
+		AND ($2::bigint <= 0 OR heartbeat_at < `+nowSQL+` - $2 * interval '1 microsecond')
+		ORDER BY heartbeat_at, seq`, s.now(), micros(staleAfter))
+	if err != nil {
+		return nil, fmt.Errorf("stale jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// NextRunIn is how long until the earliest run_at of a PENDING job of queue by the
+// database's clock (<= 0: now), or store.ErrNotFound when the queue has none.
+func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, error) {
+	var us *int64
+	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(run_at) - `+nowSQL+`) * 1000000)::bigint
+		FROM jobs WHERE status = 'PENDING' AND queue = $2`, s.now(), queue).Scan(&us); err != nil {
+		return 0, fmt.Errorf("next run_at: %w", err)
+	}
+	if us == nil {
+		return 0, store.ErrNotFound
+	}
+	return time.Duration(*us) * time.Microsecond, nil
+}
+
+// FinishedOlderThan lists up to limit jobs in one of statuses that finished more than
+// age ago by the database's clock, oldest first (rule 22).
+func (s *Store) FinishedOlderThan(ctx context.Context, statuses []store.Status, age time.Duration, limit int) ([]store.Job, error) {
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	names := make([]string, len(statuses))
+	for i, st := range statuses {
+		names[i] = string(st)
+	}
+	// The fixed IN list is jobs_finished's predicate, so that the planner may use it.
+	jobs, err := s.queryJobs(ctx, s.pool, `SELECT `+jobColumns+` FROM jobs
+		WHERE finished_at < `+nowSQL+` - $2 * interval '1 microsecond' AND status = ANY($3)
+		AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED', 'EXPIRED')
+		ORDER BY finished_at, seq LIMIT $4`, s.now(), micros(age), names, limit)
+	if err != nil {
+		return nil, fmt.Errorf("finished jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+func fileData(res store.FileResult) store.FileData {
+	return store.FileData{File: res.Name, Size: res.Size, SHA256: res.SHA256, Rows: res.Rows, Warnings: res.Warnings}
+}

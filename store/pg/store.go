@@ -1,0 +1,265 @@
+// Package pg is the job store on PostgreSQL (pgx v5): the same operations as the SQLite
+// store (jobs.Store), passing the same conformance suite, for several nodes that share
+// one queue (ARCHITECTURE.md, "Ready for a second store"). It returns the store package's
+// types and errors.
+//
+// Every time it stamps or compares is the database's (now()), never the node's: a node
+// whose clock is off changes nothing. The durations the engine passes are added to or
+// subtracted from now() in SQL.
+package pg
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"sheetq/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options tunes Open. The zero value is the production setting.
+type Options struct {
+	// FollowUps, if set, gives the jobs to create when a job becomes SUCCEEDED, FAILED or
+	// CANCELED, in the same transaction (rule 19), as store.Options.FollowUps does.
+	FollowUps store.FollowUpFunc
+	// TestClock is for tests only: when set, the store reads its time from it instead of
+	// the database's now(), so that a test can stop and move the store's clock (the
+	// conformance suite compares stamps to its clock exactly). Production leaves it nil.
+	TestClock func() time.Time
+}
+
+// Store is the job store on one PostgreSQL database (the schema the DSN's search_path
+// names): a pgx pool.
+type Store struct {
+	pool      *pgxpool.Pool
+	followUps store.FollowUpFunc
+	testClock func() time.Time
+}
+
+// Open connects to dsn (a postgres:// URL or key=value string; search_path picks the
+// schema), applies pending migrations under an advisory lock, and returns the store.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the pool, waiting for connections in use to be released.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// now is the clock parameter every statement takes as $1: NULL in production, so that
+// nowSQL is the database's now(); the test clock's reading otherwise.
+func (s *Store) now() any {
+	if s.testClock == nil {
+		return nil
+	}
+	return s.testClock()
+}
+
+// nowSQL is the store's time in SQL: $1 is always now()'s parameter. now() is the start
+// of the transaction, so every stamp of one transaction is the same.
+const nowSQL = `coalesce($1::timestamptz, now())`
+
+// micros is a duration as a count of microseconds, PostgreSQL's time resolution, for
+// `$n * interval '1 microsecond'`.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// migrate applies each embedded migration not yet recorded, in order, in one transaction
+// that holds a transaction-scoped advisory lock: nodes that start together on a fresh
+// database wait for the first one and then find every migration applied. The lock's key
+// names the schema, so that stores on other schemas of the database do not wait.
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	sort.Strings(names)
+	type migration struct {
+		version int
+		name    string
+		body    string
+	}
+	var ms []migration
+	seen := map[int]string{}
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return fmt.Errorf("migrate: bad migration name %q", base)
+		}
+		// Two files with one number: the second would be taken as applied and skipped.
+		if other, dup := seen[version]; dup {
+			return fmt.Errorf("migrate: %s and %s have the same number", other, base)
+		}
+		seen[version] = base
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		ms = append(ms, migration{version, base, string(body)})
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sheetq migrate ' || current_schema(), 0))`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		for _, m := range ms {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.body); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// isUnique reports whether err is a unique or primary key violation.
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// jobColumns are the columns scanJob reads, in its order.
+const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
+	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
+	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
+	idempotency_key, request_hash, warnings, created_by, notify_url, parent_id, queue, seq`
+
+// scanJob reads one row of jobColumns; no row is store.ErrNotFound.
+func scanJob(row pgx.Row) (store.Job, error) {
+	var (
+		j                                       store.Job
+		args                                    string
+		status                                  string
+		started, heartbeat, finished            *time.Time
+		total, fsize                            *int64
+		worker, code, msg, fname, fsha, key, rh *string
+		warnings, createdBy, notify, parent     *string
+	)
+	err := row.Scan(&j.ID, &j.Kind, &args, &status, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts, &worker,
+		&j.CreatedAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
+		&j.CancelRequested, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Job{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Job{}, err
+	}
+	j.Args = []byte(args)
+	j.Status = store.Status(status)
+	j.RunAt, j.CreatedAt = j.RunAt.UTC(), j.CreatedAt.UTC()
+	j.StartedAt, j.HeartbeatAt, j.FinishedAt = utc(started), utc(heartbeat), utc(finished)
+	j.ProgressTotal = -1
+	if total != nil {
+		j.ProgressTotal = *total
+	}
+	if fsize != nil {
+		j.FileSize = *fsize
+	}
+	j.Worker, j.ErrorCode, j.ErrorMessage = str(worker), str(code), str(msg)
+	j.FileName, j.FileSHA256 = str(fname), str(fsha)
+	j.IdempotencyKey, j.RequestHash = str(key), str(rh)
+	j.CreatedBy, j.NotifyURL, j.ParentID = str(createdBy), str(notify), str(parent)
+	if warnings != nil {
+		if err := jsonUnmarshal(*warnings, &j.Warnings); err != nil {
+			return store.Job{}, fmt.Errorf("job %s warnings: %w", j.ID, err)
+		}
+	}
+	return j, nil
+}
+
+// queryJobs runs q and scans every row as a job.
+func (s *Store) queryJobs(ctx context.Context, q querier, sql string, args ...any) ([]store.Job, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func utc(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullString is s, or NULL when empty.
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// tx runs fn in one transaction and commits it.
+func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
