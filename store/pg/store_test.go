@@ -1,0 +1,163 @@
+package pg_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sheetq/store"
+	"sheetq/store/pg"
+)
+
+var ctx = context.Background()
+
+func openStore(t *testing.T, dsn string, opts pg.Options) *pg.Store {
+	t.Helper()
+	st, err := pg.Open(ctx, dsn, opts)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func enqueue(t *testing.T, st *pg.Store) store.Job {
+	t.Helper()
+	j, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "test", Args: json.RawMessage(`{}`), NotifyURL: "https://example.com/hook"})
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return j
+}
+
+// TestHeartbeatIsHOT: a heartbeat changes no indexed column, so PostgreSQL updates the
+// row in place on its page (a heap-only tuple) and writes no index entry. The counts come
+// from pg_stat_user_tables, which a backend reports when it exits: the store is closed,
+// then the test waits for the figures to arrive.
+func TestHeartbeatIsHOT(t *testing.T) {
+	dsn := freshSchema(t)
+	st, err := pg.Open(ctx, dsn, pg.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, st)
+	j, err := st.ClaimBatch(ctx, "w1", store.DefaultQueue, 1)
+	if err != nil || len(j) != 1 {
+		t.Fatalf("claim: %v, %v", j, err)
+	}
+	const beats = 20
+	for i := range beats {
+		if _, err := st.Heartbeat(ctx, j[0].ID, j[0].Attempt, int64(i), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// One update by the claim (it changes status, which the partial indexes name, so it
+	// cannot be HOT), then the heartbeats.
+	var upd, hot int64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		if _, err := conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+			WHERE relid = 'jobs'::regclass`).Scan(&upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		if upd >= 1+beats {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the statistics show %d updates of jobs, want %d", upd, 1+beats)
+		}
+	}
+	if hot != beats {
+		t.Fatalf("%d of %d updates were HOT, want the %d heartbeats", hot, upd, beats)
+	}
+}
+
+// TestFinishBatchPastSubtransactionCache: a batch larger than the 64 subtransactions
+// PostgreSQL caches per backend, with one end whose follow-up hook fails in the middle:
+// that end alone is refused and stays PROCESSING; every other end commits, and each
+// Publish ran once.
+func TestFinishBatchPastSubtransactionCache(t *testing.T) {
+	dsn := freshSchema(t)
+	var failFor string
+	hook := func(j store.Job) ([]store.FollowUp, error) {
+		if j.ID == failFor {
+			return nil, errors.New("hook refuses")
+		}
+		return nil, nil
+	}
+	st := openStore(t, dsn, pg.Options{FollowUps: hook})
+	const n = 100
+	for range n {
+		enqueue(t, st)
+	}
+	claimed, err := st.ClaimBatch(ctx, "w1", store.DefaultQueue, n)
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claim batch = %d jobs, %v", len(claimed), err)
+	}
+	failFor = claimed[n/2].ID
+	published := make([]int, n)
+	fs := make([]store.Finish, n)
+	for i, j := range claimed {
+		fs[i] = store.Finish{ID: j.ID, Attempt: j.Attempt, Outcome: store.Succeeded,
+			Publish: func() error { published[i]++; return nil }}
+	}
+	res := st.FinishBatch(ctx, fs)
+	for i, r := range res {
+		if i == n/2 {
+			if r.Err == nil {
+				t.Fatalf("end %d: committed although its hook failed", i)
+			}
+			continue
+		}
+		if r.Err != nil || r.Job.Status != store.StatusSucceeded {
+			t.Fatalf("end %d: %s, %v", i, r.Job.Status, r.Err)
+		}
+		if published[i] != 1 {
+			t.Fatalf("end %d published %d times", i, published[i])
+		}
+	}
+	if j, err := st.Get(ctx, failFor); err != nil || j.Status != store.StatusProcessing {
+		t.Fatalf("the refused end's job: %s, %v; want PROCESSING", j.Status, err)
+	}
+}
+
+// TestStampsAreTheDatabaseClock: without a test clock the store stamps with now() of
+// the database, whatever the node's clock says.
+func TestStampsAreTheDatabaseClock(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var before, after time.Time
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	j := enqueue(t, st)
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if j.CreatedAt.Before(before) || j.CreatedAt.After(after) || !j.RunAt.Equal(j.CreatedAt) {
+		t.Fatalf("created %v, run at %v; want the database's time, between %v and %v", j.CreatedAt, j.RunAt, before, after)
+	}
+}
