@@ -46,8 +46,9 @@ type Store interface {
 	// own: a Finish whose attempt no longer owns its job is answered store.ErrLeaseLost,
 	// and its Publish never runs (rule 3). Each Finish is what the method of its outcome
 	// does alone (store.Store's Succeed, Fail, FinishCanceled, Requeue; rules 6-9): a
-	// succeeded attempt's Publish runs inside the transaction after its fence matched, and
-	// its error commits nothing of that job. One Finish that fails never keeps another
+	// succeeded attempt's Publish runs at most once per Finish, inside a transaction after
+	// its fence matched (on PostgreSQL that transaction may be an earlier round of the
+	// batch, rolled back for another end's sake), and its error commits nothing of that job. One Finish that fails never keeps another
 	// from committing (how a store isolates them is its own: SQLite uses a SAVEPOINT per
 	// Finish; ARCHITECTURE.md, "Ready for a second store"); when the transaction fails as
 	// a whole, every Finish gets its error and nothing is committed. Each result is
