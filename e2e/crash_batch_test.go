@@ -106,23 +106,19 @@ func checkBatchCrash(t *testing.T, data string, l *ledger, want int) {
 	}
 }
 
-// countStatus counts the export jobs in status, read from the stopped server's file.
+// countStatus counts the export jobs in status, read from the server's file (WAL lets a
+// reader in beside a running server).
 func countStatus(t *testing.T, data, status string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, "sheetq.db")+"?mode=ro&_pragma=query_only(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM jobs WHERE kind = 'export' AND status = ?`, status).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return count(t, data, `SELECT COUNT(*) FROM jobs WHERE kind = 'export' AND status = ?`, status)
 }
 
-// countEventType counts the events of type typ in the stopped server's file.
+// countEventType counts the events of type typ.
 func countEventType(t *testing.T, data, typ string) int {
+	return count(t, data, `SELECT COUNT(*) FROM job_events WHERE type = ?`, typ)
+}
+
+// count runs a COUNT query on the data directory's database, read-only.
+func count(t *testing.T, data, query string, args ...any) int {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, "sheetq.db")+"?mode=ro&_pragma=query_only(1)")
 	if err != nil {
@@ -130,14 +126,13 @@ func countEventType(t *testing.T, data, typ string) int {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM job_events WHERE type = ?`, typ).Scan(&n); err != nil {
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-// allFinal reports whether no export job is PENDING or PROCESSING, read beside the
-// running server (WAL lets a reader in).
+// allFinal reports whether no export job is PENDING or PROCESSING.
 func allFinal(t *testing.T, data string) bool {
 	return countStatus(t, data, "PENDING")+countStatus(t, data, "PROCESSING") == 0
 }

@@ -196,18 +196,26 @@ func TestBatchedEndNeverPublishesAStaleAttempt(t *testing.T) {
 	if got := held.batchSizes(); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("end transactions carried %v; want [1 2] (the stale end beside the kept one)", got)
 	}
-	h.noFile(t, stale.ID)
-	got, err := h.st.Get(context.Background(), stale.ID)
+	h.wantAsRecovered(t, rec)
+	if parts := h.partFiles(t); len(parts) > 0 {
+		t.Fatalf("part files left: %v", parts)
+	}
+}
+
+// wantAsRecovered checks that the attempt that lost rec's job (taken away with Recover
+// on its first attempt) changed nothing after that: no file, the job PENDING as Recover
+// left it, and no event after "recovered".
+func (h *harness) wantAsRecovered(t *testing.T, rec store.Job) {
+	t.Helper()
+	h.noFile(t, rec.ID)
+	got, err := h.st.Get(context.Background(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != store.StatusPending || got.Attempt != 1 || !got.RunAt.Equal(rec.RunAt) {
-		t.Fatalf("stale job after the batch = %+v, want it as Recover left it", got)
+		t.Fatalf("job after the lost attempt = %+v, want it as Recover left it", got)
 	}
-	if types := eventTypes(h.events(t, stale.ID)); types[len(types)-1] != store.EventRecovered {
-		t.Fatalf("stale job's events = %v, want nothing after recovered", types)
-	}
-	if parts := h.partFiles(t); len(parts) > 0 {
-		t.Fatalf("part files left: %v", parts)
+	if types := eventTypes(h.events(t, rec.ID)); types[len(types)-1] != store.EventRecovered {
+		t.Fatalf("events = %v, want nothing after recovered", types)
 	}
 }

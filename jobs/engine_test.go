@@ -142,17 +142,7 @@ func TestLostLeaseDuringRun(t *testing.T) {
 			}
 			waitFor(t, "the attempt to end", func() bool { return e.Running() == 0 })
 
-			h.noFile(t, j.ID)
-			got, err := h.st.Get(context.Background(), j.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Status != store.StatusPending || got.Attempt != 1 || !got.RunAt.Equal(rec.RunAt) {
-				t.Fatalf("job after the lost attempt = %+v, want it as Recover left it", got)
-			}
-			if types := eventTypes(h.events(t, j.ID)); types[len(types)-1] != store.EventRecovered {
-				t.Fatalf("events = %v, want nothing after recovered", types)
-			}
+			h.wantAsRecovered(t, rec)
 			if c := calls.of(j.ID); len(c) != 1 {
 				t.Fatalf("handler calls = %v", c)
 			}
