@@ -14,8 +14,9 @@ import (
 // Event ids come from an identity column, and PostgreSQL hands sequence values out in
 // the order transactions ask, not the order they commit: a transaction that took id 7 may
 // commit after one that took id 8, so a reader that saw 8 and keeps "id > 8" as its
-// cursor never sees 7. EventsAfter reads by id all the same for now; a cursor that is
-// safe across commits (issue 17) is a later piece of this store.
+// cursor never sees 7 (ARCHITECTURE.md, "PostgreSQL"). EventsAfter reads by id all the
+// same, as the conformance suite's callers expect; a tailer shared by nodes reads with
+// EventsSince, whose cursor is safe across commits.
 
 const eventColumns = `id, job_id, at, type, status, attempt, data`
 
@@ -93,18 +94,9 @@ func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]store
 	defer rows.Close()
 	var out []store.Event
 	for rows.Next() {
-		var (
-			e      store.Event
-			at     time.Time
-			status string
-			data   *string
-		)
-		if err := rows.Scan(&e.ID, &e.JobID, &at, &e.Type, &status, &e.Attempt, &data); err != nil {
+		e, err := scanEvent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("events: %w", err)
-		}
-		e.At, e.Status = at.UTC(), store.Status(status)
-		if data != nil {
-			e.Data = json.RawMessage(*data)
 		}
 		out = append(out, e)
 	}
@@ -112,6 +104,24 @@ func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]store
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	return out, nil
+}
+
+// scanEvent reads eventColumns, then the extra columns into extra.
+func scanEvent(rows pgx.Rows, extra ...any) (store.Event, error) {
+	var (
+		e      store.Event
+		at     time.Time
+		status string
+		data   *string
+	)
+	if err := rows.Scan(append([]any{&e.ID, &e.JobID, &at, &e.Type, &status, &e.Attempt, &data}, extra...)...); err != nil {
+		return store.Event{}, err
+	}
+	e.At, e.Status = at.UTC(), store.Status(status)
+	if data != nil {
+		e.Data = json.RawMessage(*data)
+	}
+	return e, nil
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -1,0 +1,250 @@
+package pg_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"sheetq/store/pg"
+)
+
+// tail reads with EventsSince from cursor, limit at a time, until it holds want events.
+// Delivery waits until every older transaction in the cluster has ended, and another
+// process's transaction (autovacuum, another package's test) may hold that horizon back
+// for a moment: the read is repeated until the condition holds, and no time is asserted.
+// Reading more than want is a failure.
+func tail(t *testing.T, st *pg.Store, cursor string, want, limit int) ([]pg.CursorEvent, string) {
+	t.Helper()
+	var got []pg.CursorEvent
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		evs, next, err := st.EventsSince(ctx, cursor, limit)
+		if err != nil {
+			t.Fatalf("events since %q: %v", cursor, err)
+		}
+		got, cursor = append(got, evs...), next
+		if len(got) > want {
+			t.Fatalf("read %d events, want %d: %v", len(got), want, eventIDs(got))
+		}
+		if len(got) == want {
+			return got, cursor
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("read %d events in 30 s, want %d: %v", len(got), want, eventIDs(got))
+		}
+	}
+}
+
+func eventIDs(evs []pg.CursorEvent) []int64 {
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// lateTx opens a transaction on a connection of its own that appends an event to job id
+// and stays open, as a node whose transaction took an event id and has not committed.
+func lateTx(t *testing.T, dsn, jobID string) (pgx.Tx, int64) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	var id int64
+	if err := tx.QueryRow(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt)
+		VALUES ($1, now(), 'late', 'PENDING', 0) RETURNING id`, jobID).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return tx, id
+}
+
+// TestTailerSeesEventCommittedLate is issue 17's deterministic case: transaction A takes
+// an event id and stays open, B takes a later id and commits. Reading with id > cursor
+// (EventsAfter) delivers B, moves past A's id and never delivers A. The commit-safe
+// cursor delivers neither while A is open (A is below the horizon's xmin, B's xid is
+// above A's), then both once A commits, A first, each once.
+func TestTailerSeesEventCommittedLate(t *testing.T) {
+	t.Run("naive id cursor skips it", func(t *testing.T) {
+		dsn := freshSchema(t)
+		st := openStore(t, dsn, pg.Options{})
+		j := enqueue(t, st)
+		evs, err := st.EventsAfter(ctx, 0, 100)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("accepted: %v, %v", evs, err)
+		}
+		cursor := evs[0].ID
+
+		txA, idA := lateTx(t, dsn, j.ID)
+		if err := st.AppendEvent(ctx, j.ID, "b", nil); err != nil {
+			t.Fatal(err)
+		}
+		evs, err = st.EventsAfter(ctx, cursor, 100)
+		if err != nil || len(evs) != 1 || evs[0].ID <= idA {
+			t.Fatalf("B while A is open: %v, %v (A has id %d)", evs, err, idA)
+		}
+		cursor = evs[0].ID
+		if err := txA.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, err = st.EventsAfter(ctx, cursor, 100)
+		if err != nil || len(evs) != 0 {
+			t.Fatalf("after A committed: %v, %v", evs, err)
+		}
+		// A's event is in the log, behind the cursor: no later read returns it.
+		all, err := st.EventsAfter(ctx, 0, 100)
+		if err != nil || len(all) != 3 || all[1].ID != idA {
+			t.Fatalf("log: %v, %v", all, err)
+		}
+	})
+
+	t.Run("commit-safe cursor delivers both", func(t *testing.T) {
+		dsn := freshSchema(t)
+		st := openStore(t, dsn, pg.Options{})
+		j := enqueue(t, st)
+		got, cursor := tail(t, st, "", 1, 100)
+		if got[0].Type != "accepted" {
+			t.Fatalf("first event %+v, want accepted", got[0])
+		}
+
+		txA, idA := lateTx(t, dsn, j.ID)
+		if err := st.AppendEvent(ctx, j.ID, "b", nil); err != nil {
+			t.Fatal(err)
+		}
+		// While A is open, nothing after it is delivered and the cursor stays put.
+		evs, next, err := st.EventsSince(ctx, cursor, 100)
+		if err != nil || len(evs) != 0 || next != cursor {
+			t.Fatalf("while A is open: %v, %q, %v; want none and %q", eventIDs(evs), next, err, cursor)
+		}
+		if err := txA.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, cursor = tail(t, st, cursor, 2, 100)
+		if got[0].ID != idA || got[0].Type != "late" || got[1].Type != "b" {
+			t.Fatalf("after A committed: %+v, want A (id %d) then B", got, idA)
+		}
+		if evs, next, err := st.EventsSince(ctx, cursor, 100); err != nil || len(evs) != 0 || next != cursor {
+			t.Fatalf("again: %v, %q, %v; want none", eventIDs(evs), next, err)
+		}
+		// The order is stable: a reader from the start sees the same three.
+		all, _ := tail(t, st, "", 3, 1)
+		if !slices.Equal(eventIDs(all), []int64{1, idA, got[1].ID}) {
+			t.Fatalf("from the start: %v", eventIDs(all))
+		}
+	})
+
+	t.Run("an aborted transaction's event is never delivered", func(t *testing.T) {
+		dsn := freshSchema(t)
+		st := openStore(t, dsn, pg.Options{})
+		j := enqueue(t, st)
+		_, cursor := tail(t, st, "", 1, 100)
+		txA, _ := lateTx(t, dsn, j.ID)
+		if err := st.AppendEvent(ctx, j.ID, "b", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := txA.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := tail(t, st, cursor, 1, 100)
+		if got[0].Type != "b" {
+			t.Fatalf("after A rolled back: %+v, want B only", got)
+		}
+	})
+}
+
+// TestCursorResumesOnAnotherNode: a cursor handed out by one store (node 1), at a batch's
+// end or from any event, resumes on another store of the same database (node 2) with no
+// gap and no duplicate, also across a transaction that commits late, as Last-Event-ID
+// taken from one node and sent to another.
+func TestCursorResumesOnAnotherNode(t *testing.T) {
+	dsn := freshSchema(t)
+	node1 := openStore(t, dsn, pg.Options{})
+	node2 := openStore(t, dsn, pg.Options{})
+	j := enqueue(t, node1)
+	enqueue(t, node2)
+	enqueue(t, node1)
+
+	// Node 1 reads two of the three, a batch smaller than the log.
+	first, cursor := tail(t, node1, "", 2, 2)
+	txA, idA := lateTx(t, dsn, j.ID)
+	if err := node2.AppendEvent(ctx, j.ID, "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, node1)
+	// Node 1 reads what it may: the third accept; the rest waits behind A.
+	more, cursor := tail(t, node1, cursor, 1, 100)
+	first = append(first, more...)
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Node 2 goes on from node 1's cursor: A's event, B's, the last accept.
+	rest, _ := tail(t, node2, cursor, 3, 1)
+	if rest[0].ID != idA {
+		t.Fatalf("node 2 first read %+v, want A's event %d", rest[0], idA)
+	}
+	delivered := append(slices.Clone(first), rest...)
+	all, _ := tail(t, node1, "", 6, 100)
+	if !slices.Equal(eventIDs(delivered), eventIDs(all)) {
+		t.Fatalf("node 1 then node 2 delivered %v, the log from the start is %v", eventIDs(delivered), eventIDs(all))
+	}
+	ids := eventIDs(all)
+	slices.Sort(ids)
+	if !slices.Equal(ids, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("delivered ids %v, want each of 1..6 once", ids)
+	}
+
+	// Each event's own cursor resumes just after it, on either node.
+	for i, e := range all {
+		got, _ := tail(t, node2, e.Cursor, len(all)-1-i, 100)
+		if !slices.Equal(eventIDs(got), eventIDs(all[i+1:])) {
+			t.Fatalf("after event %d's cursor: %v, want %v", e.ID, eventIDs(got), eventIDs(all[i+1:]))
+		}
+	}
+}
+
+// TestEventsSinceCursors: an empty cursor is the start; one EventsSince did not hand out
+// is ErrBadCursor, so a caller can tell a client to start over.
+func TestEventsSinceCursors(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	enqueue(t, st)
+	got, next := tail(t, st, "", 1, 100)
+	if got[0].Cursor != next || next == "" {
+		t.Fatalf("cursor %q, next %q", got[0].Cursor, next)
+	}
+	for _, bad := range []string{"1", "x.1", "1.x", "1.-1", "-1.1", "+1.1", "01.1", "1.01", "1.2.3", "1.", ".1", " 1.1", "18446744073709551616.1"} {
+		if _, _, err := st.EventsSince(ctx, bad, 10); !errors.Is(err, pg.ErrBadCursor) {
+			t.Errorf("cursor %q: %v, want ErrBadCursor", bad, err)
+		}
+	}
+
+	// Transaction ids compare as numbers: rows written with xids 10 then 9 (long ended)
+	// come back 9 first.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt, xid)
+		VALUES ($1, now(), 'ten', 'PENDING', 0, '10'), ($1, now(), 'nine', 'PENDING', 0, '9')`, got[0].JobID); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := tail(t, st, "", 3, 1)
+	if all[0].Type != "nine" || all[1].Type != "ten" || all[0].Cursor != "9.3" || all[1].Cursor != "10.2" {
+		t.Fatalf("order %+v, want nine (9.3) then ten (10.2), then accepted", all)
+	}
+}
