@@ -55,18 +55,13 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 		if err != nil {
 			return err
 		}
-		type ranked struct {
-			rowid int64
-			job   Job
-		}
-		var got []ranked
 		for rows.Next() {
-			var r ranked
-			if r.job, err = scanJob(rowidFirst{rows, &r.rowid}); err != nil {
+			j, err := scanJob(rows)
+			if err != nil {
 				rows.Close()
 				return err
 			}
-			got = append(got, r)
+			claimed = append(claimed, j)
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -75,14 +70,13 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 			return err
 		}
 		// RETURNING gives rows in no promised order: put them back in claim order.
-		slices.SortFunc(got, func(a, b ranked) int {
-			return cmp.Or(cmp.Compare(a.job.Priority, b.job.Priority), a.job.RunAt.Compare(b.job.RunAt), cmp.Compare(a.rowid, b.rowid))
+		slices.SortFunc(claimed, func(a, b Job) int {
+			return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.Seq, b.Seq))
 		})
-		for _, r := range got {
-			if err := s.addEvent(ctx, tx, r.job.ID, EventStarted, StatusProcessing, r.job.Attempt, StartedData{Worker: worker}); err != nil {
+		for _, j := range claimed {
+			if err := s.addEvent(ctx, tx, j.ID, EventStarted, StatusProcessing, j.Attempt, StartedData{Worker: worker}); err != nil {
 				return err
 			}
-			claimed = append(claimed, r.job)
 		}
 		return nil
 	})
@@ -90,16 +84,6 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return claimed, nil
-}
-
-// rowidFirst scans a row of rowid followed by jobColumns into scanJob's destinations.
-type rowidFirst struct {
-	rows  *sql.Rows
-	rowid *int64
-}
-
-func (r rowidFirst) Scan(dest ...any) error {
-	return r.rows.Scan(append([]any{r.rowid}, dest...)...)
 }
 
 // Outcome is how a running attempt ends, in a Finish.
@@ -344,7 +328,7 @@ const (
 		error_code = NULL, error_message = NULL
 		WHERE rowid IN (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
 			ORDER BY priority, run_at, rowid LIMIT ?)
-		RETURNING rowid, ` + jobColumns
+		RETURNING ` + jobColumns
 	finishSQL = `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
 		progress_total = CASE WHEN ? > 0 THEN ? ELSE progress_total END,
