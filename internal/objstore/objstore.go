@@ -1,0 +1,362 @@
+// Package objstore is a small client for one prefix of an S3-compatible bucket: the
+// operations a file store for published exports needs (a put that never overwrites, open,
+// stat, delete, list, presigned downloads, and the clean-up of abandoned multipart uploads).
+//
+// It uses minio-go v7 rather than aws-sdk-go-v2: minio-go is written for S3-compatible
+// servers as much as for AWS, it is one module with few dependencies where the AWS SDK is a
+// dozen, and it sends no flexible-checksum headers unless asked, whereas aws-sdk-go-v2's
+// default checksum settings (since service/s3 v1.73) break servers that do not know them
+// (aws/aws-sdk-go-v2#3007).
+package objstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+)
+
+// ErrExists is returned by PutIfAbsent when the key already holds an object; that object
+// is left as it was.
+var ErrExists = errors.New("object already exists")
+
+// ErrNotFound is returned when the key holds no object.
+var ErrNotFound = errors.New("object not found")
+
+// DefaultRegion is the region used when the URL names none. S3-compatible servers mostly
+// accept any region, and naming one saves minio-go a GetBucketLocation request.
+const DefaultRegion = "us-east-1"
+
+// metaSHA256 is the user metadata (x-amz-meta-sha256) that carries an object's sha256, so
+// that Stat can tell a reader the file's hash without reading the file.
+const metaSHA256 = "Sha256"
+
+// Config says which bucket and prefix to use and how to reach them.
+type Config struct {
+	// Bucket is the bucket's name.
+	Bucket string
+	// Prefix is put in front of every key; empty, or ending in "/".
+	Prefix string
+	// Endpoint is the server's URL (http://host:port or https://host); empty means AWS.
+	// With an endpoint, buckets are addressed by path (http://host:port/bucket/key), which
+	// every S3-compatible server understands and which needs no wildcard DNS.
+	Endpoint string
+	// Region signs the requests; default DefaultRegion.
+	Region string
+	// AccessKey and SecretKey are the credentials; when both are empty they come from
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).
+	AccessKey, SecretKey string
+	// Transport, when set, carries the requests (tests; a proxy); default: minio-go's.
+	Transport http.RoundTripper
+}
+
+// ParseURL reads s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION. The prefix
+// and both parameters are optional; credentials are not part of the URL.
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("file store URL: %w", err)
+	}
+	if u.Scheme != "s3" {
+		return Config{}, fmt.Errorf("file store URL %q: the scheme must be s3://", raw)
+	}
+	if u.User != nil {
+		// Keys in a URL end up in logs and process lists.
+		return Config{}, fmt.Errorf("file store URL: put credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, not in the URL")
+	}
+	cfg := Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
+		return Config{}, fmt.Errorf("file store URL %q: bucket: %w", raw, err)
+	}
+	if cfg.Prefix != "" {
+		cfg.Prefix += "/"
+	}
+	q := u.Query()
+	for name, vals := range q {
+		switch name {
+		case "endpoint", "region":
+			if len(vals) != 1 {
+				return Config{}, fmt.Errorf("file store URL: %s given %d times", name, len(vals))
+			}
+		default:
+			// A misspelt parameter would otherwise silently send the files to AWS.
+			return Config{}, fmt.Errorf("file store URL: unknown parameter %q (known: endpoint, region)", name)
+		}
+	}
+	cfg.Endpoint = q.Get("endpoint")
+	cfg.Region = q.Get("region")
+	if cfg.Endpoint != "" {
+		if _, _, err := parseEndpoint(cfg.Endpoint); err != nil {
+			return Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// parseEndpoint splits http://host:port into what minio.New takes.
+func parseEndpoint(endpoint string) (host string, secure bool, err error) {
+	e, err := url.Parse(endpoint)
+	if err != nil {
+		return "", false, fmt.Errorf("file store endpoint: %w", err)
+	}
+	if (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+		return "", false, fmt.Errorf("file store endpoint %q: want http://host:port or https://host", endpoint)
+	}
+	if strings.Trim(e.Path, "/") != "" || e.RawQuery != "" || e.User != nil {
+		return "", false, fmt.Errorf("file store endpoint %q: want only a scheme, host and port", endpoint)
+	}
+	return e.Host, e.Scheme == "https", nil
+}
+
+// Store is one prefix of one bucket. It is safe for concurrent use.
+type Store struct {
+	client *minio.Client
+	bucket string
+	prefix string
+}
+
+// New returns a Store for cfg. It sends no request: a wrong endpoint or key shows on the
+// first operation.
+func New(cfg Config) (*Store, error) {
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
+		return nil, fmt.Errorf("file store bucket: %w", err)
+	}
+	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("file store prefix %q must end in /", cfg.Prefix)
+	}
+	var creds *credentials.Credentials
+	switch {
+	case cfg.AccessKey != "" && cfg.SecretKey != "":
+		creds = credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, "")
+	case cfg.AccessKey != "" || cfg.SecretKey != "":
+		return nil, errors.New("file store: give both the access key and the secret key")
+	case os.Getenv("AWS_ACCESS_KEY_ID") != "" && os.Getenv("AWS_SECRET_ACCESS_KEY") != "":
+		creds = credentials.NewStaticV4(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN"))
+	default:
+		return nil, errors.New("file store: no credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	}
+	opts := &minio.Options{
+		Creds:     creds,
+		Region:    cmp.Or(cfg.Region, DefaultRegion),
+		Transport: cfg.Transport,
+	}
+	host := "s3.amazonaws.com"
+	opts.Secure = true
+	if cfg.Endpoint != "" {
+		var err error
+		host, opts.Secure, err = parseEndpoint(cfg.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		opts.BucketLookup = minio.BucketLookupPath
+	}
+	client, err := minio.New(host, opts)
+	if err != nil {
+		return nil, fmt.Errorf("file store client: %w", err)
+	}
+	return &Store{client: client, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
+}
+
+// Bucket returns the bucket's name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// name turns a key into the object's name in the bucket.
+func (s *Store) name(key string) (string, error) {
+	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") {
+		return "", fmt.Errorf("object key %q: want a relative name like exports/123/1.xlsx", key)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("object key %q: empty, . or .. segment", key)
+		}
+	}
+	return s.prefix + key, nil
+}
+
+// Info describes a stored object.
+type Info struct {
+	// Key is the object's key, without the store's prefix.
+	Key string
+	// Size is in bytes.
+	Size int64
+	// SHA256 is the hex sha256 that PutIfAbsent recorded; List leaves it empty (a listing
+	// does not carry user metadata).
+	SHA256 string
+	// Modified is the server's time of the write.
+	Modified time.Time
+}
+
+// PutIfAbsent stores size bytes from r under key, unless the key already holds an object:
+// then it returns ErrExists and the object stays as it was (the request carries
+// If-None-Match: *, so the server decides, atomically). sha256hex is the hash of the bytes;
+// it is recorded with the object (Stat returns it), and a reader whose bytes do not match
+// it is an error, after which the object is deleted so that nothing trusts it.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64, sha256hex string) error {
+	name, err := s.name(key)
+	if err != nil {
+		return err
+	}
+	want, err := hex.DecodeString(sha256hex)
+	if err != nil || len(want) != sha256.Size {
+		return fmt.Errorf("put %s: sha256 %q is not 64 hex digits", key, sha256hex)
+	}
+	opts := minio.PutObjectOptions{
+		ContentType:  "application/octet-stream",
+		UserMetadata: map[string]string{metaSHA256: strings.ToLower(sha256hex)},
+	}
+	opts.SetMatchETagExcept("*")
+	h := sha256.New()
+	info, err := s.client.PutObject(ctx, s.bucket, name, io.TeeReader(r, h), size, opts)
+	if err != nil {
+		if isPreconditionFailed(err) {
+			return fmt.Errorf("put %s: %w", key, ErrExists)
+		}
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if info.Size != size || !bytes.Equal(h.Sum(nil), want) {
+		// The bytes are stored, but not the ones the caller hashed (a file changed under
+		// it); the key is this attempt's own, so deleting it races with no one.
+		derr := s.client.RemoveObject(context.WithoutCancel(ctx), s.bucket, name, minio.RemoveObjectOptions{})
+		return errors.Join(fmt.Errorf("put %s: the bytes sent (%d) do not match the size %d and sha256 given", key, info.Size, size), derr)
+	}
+	return nil
+}
+
+// Open returns the object's bytes and size; the caller closes the reader. A missing key is
+// ErrNotFound.
+func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	name, err := s.name(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	obj, err := s.client.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("open %s: %w", key, mapErr(err))
+	}
+	// GetObject sends nothing until the first read or Stat; Stat makes a missing key an
+	// error here rather than at the caller's first Read.
+	st, err := obj.Stat()
+	if err != nil {
+		obj.Close()
+		return nil, 0, fmt.Errorf("open %s: %w", key, mapErr(err))
+	}
+	return obj, st.Size, nil
+}
+
+// Stat describes the object under key; a missing key is ErrNotFound.
+func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
+	name, err := s.name(key)
+	if err != nil {
+		return Info{}, err
+	}
+	st, err := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{})
+	if err != nil {
+		return Info{}, fmt.Errorf("stat %s: %w", key, mapErr(err))
+	}
+	return Info{Key: key, Size: st.Size, SHA256: st.UserMetadata[metaSHA256], Modified: st.LastModified}, nil
+}
+
+// Delete removes the object under key. Deleting a missing key is not an error (S3 answers
+// 204 either way), so a janitor may repeat itself.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	name, err := s.name(key)
+	if err != nil {
+		return err
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, name, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete %s: %w", key, mapErr(err))
+	}
+	return nil
+}
+
+// List returns the objects whose keys start with prefix (relative to the store's prefix;
+// "" lists them all), in key order.
+func (s *Store) List(ctx context.Context, prefix string) ([]Info, error) {
+	var out []Info
+	for obj := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, mapErr(obj.Err))
+		}
+		out = append(out, Info{Key: strings.TrimPrefix(obj.Key, s.prefix), Size: obj.Size, Modified: obj.LastModified})
+	}
+	return out, nil
+}
+
+// PresignGet returns a URL that downloads the object without credentials for ttl (at most
+// 7 days, S3's limit). The server answers it with Content-Disposition: attachment and
+// downloadName, so that a browser saves the file under that name rather than the key.
+// Signing is local: the URL is made even for a missing key, which then answers 404.
+func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, downloadName string) (string, error) {
+	name, err := s.name(key)
+	if err != nil {
+		return "", err
+	}
+	params := url.Values{}
+	if downloadName != "" {
+		// FormatMediaType quotes the name and switches to RFC 2231's filename* for
+		// names that are not plain ASCII.
+		params.Set("response-content-disposition", mime.FormatMediaType("attachment", map[string]string{"filename": downloadName}))
+	}
+	u, err := s.client.PresignedGetObject(ctx, s.bucket, name, ttl, params)
+	if err != nil {
+		return "", fmt.Errorf("presign %s: %w", key, err)
+	}
+	return u.String(), nil
+}
+
+// AbortStaleUploads aborts the multipart uploads under the store's prefix that were
+// started more than olderThan ago (by the server's clock against this node's, so leave a
+// margin far above any upload's length and any clock skew), and returns how many it
+// aborted. A process killed mid-upload leaves its parts behind, invisible to List and
+// billed as storage, until this runs.
+func (s *Store) AbortStaleUploads(ctx context.Context, olderThan time.Duration) (int, error) {
+	cutoff := time.Now().Add(-olderThan)
+	core := minio.Core{Client: s.client}
+	n := 0
+	for up := range s.client.ListIncompleteUploads(ctx, s.bucket, s.prefix, true) {
+		if up.Err != nil {
+			return n, fmt.Errorf("list incomplete uploads: %w", up.Err)
+		}
+		if up.Initiated.After(cutoff) {
+			continue
+		}
+		// By upload id, not by key: a fresh upload to the same key must survive.
+		if err := core.AbortMultipartUpload(ctx, s.bucket, up.Key, up.UploadID); err != nil && !isNoSuchUpload(err) {
+			return n, fmt.Errorf("abort upload %s of %s: %w", up.UploadID, up.Key, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// mapErr turns the server's "no such key" into ErrNotFound, keeping the original text.
+func mapErr(err error) error {
+	resp := minio.ToErrorResponse(err)
+	if resp.Code == minio.NoSuchKey || (resp.StatusCode == http.StatusNotFound && resp.Code != minio.NoSuchBucket) {
+		return fmt.Errorf("%w (%v)", ErrNotFound, err)
+	}
+	return err
+}
+
+func isPreconditionFailed(err error) bool {
+	resp := minio.ToErrorResponse(err)
+	return resp.Code == minio.PreconditionFailed || resp.StatusCode == http.StatusPreconditionFailed
+}
+
+func isNoSuchUpload(err error) bool {
+	return minio.ToErrorResponse(err).Code == minio.NoSuchUpload
+}
