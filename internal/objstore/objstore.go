@@ -127,6 +127,9 @@ type Store struct {
 	client *minio.Client
 	bucket string
 	prefix string
+	// partSize is the multipart part size; 0 means defaultPartSize. Tests lower it to
+	// send a small object in parts.
+	partSize uint64
 }
 
 // New returns a Store for cfg. It sends no request: a wrong endpoint or key shows on the
@@ -201,10 +204,15 @@ type Info struct {
 }
 
 // PutIfAbsent stores size bytes from r under key, unless the key already holds an object:
-// then it returns ErrExists and the object stays as it was (the request carries
-// If-None-Match: *, so the server decides, atomically). sha256hex is the hash of the bytes;
-// it is recorded with the object (Stat returns it), and a reader whose bytes do not match
-// it is an error, after which the object is deleted so that nothing trusts it.
+// then it returns ErrExists and the object stays as it was (the request that makes the
+// object visible carries If-None-Match: *, so the server decides, atomically). sha256hex is
+// the hash of the bytes; it is recorded with the object (Stat returns it), and a reader
+// whose bytes do not match it is an error, after which the object is deleted so that
+// nothing trusts it.
+//
+// An object larger than one part goes up in parts of partSize, read one at a time into
+// memory; a failed upload is aborted, and one cut short by a crash is left for
+// AbortStaleUploads.
 func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64, sha256hex string) error {
 	name, err := s.name(key)
 	if err != nil {
@@ -214,26 +222,92 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 	if err != nil || len(want) != sha256.Size {
 		return fmt.Errorf("put %s: sha256 %q is not 64 hex digits", key, sha256hex)
 	}
+	if size < 0 {
+		return fmt.Errorf("put %s: size %d", key, size)
+	}
 	opts := minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",
 		UserMetadata: map[string]string{metaSHA256: strings.ToLower(sha256hex)},
+		// minio-go's own multipart path sends If-None-Match on the request that starts
+		// the upload but drops it from the one that completes it, where S3 checks it
+		// (TestPutIfAbsentMultipart caught a second put overwriting the first), so this
+		// package does multipart itself and minio-go only single PUTs.
+		DisableMultipart: true,
 	}
 	opts.SetMatchETagExcept("*")
 	h := sha256.New()
-	info, err := s.client.PutObject(ctx, s.bucket, name, io.TeeReader(r, h), size, opts)
+	body := io.TeeReader(r, h)
+	var sent int64
+	if size <= int64(s.partBytes()) {
+		var info minio.UploadInfo
+		info, err = s.client.PutObject(ctx, s.bucket, name, body, size, opts)
+		sent = info.Size
+	} else {
+		sent, err = s.putParts(ctx, name, body, size, opts)
+	}
 	if err != nil {
 		if isPreconditionFailed(err) {
 			return fmt.Errorf("put %s: %w", key, ErrExists)
 		}
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if info.Size != size || !bytes.Equal(h.Sum(nil), want) {
+	if sent != size || !bytes.Equal(h.Sum(nil), want) {
 		// The bytes are stored, but not the ones the caller hashed (a file changed under
 		// it); the key is this attempt's own, so deleting it races with no one.
 		derr := s.client.RemoveObject(context.WithoutCancel(ctx), s.bucket, name, minio.RemoveObjectOptions{})
-		return errors.Join(fmt.Errorf("put %s: the bytes sent (%d) do not match the size %d and sha256 given", key, info.Size, size), derr)
+		return errors.Join(fmt.Errorf("put %s: the bytes sent (%d) do not match the size %d and sha256 given", key, sent, size), derr)
 	}
 	return nil
+}
+
+// defaultPartSize is the part size of large uploads: 10,000 parts (S3's limit) of 16 MiB
+// reach 156 GiB, far beyond any export, and one part is the memory an upload holds.
+const defaultPartSize = 16 << 20
+
+func (s *Store) partBytes() uint64 {
+	if s.partSize > 0 {
+		return s.partSize
+	}
+	return defaultPartSize
+}
+
+// putParts uploads size bytes from r as a multipart upload and completes it with opts's
+// If-None-Match; on any failure it aborts the upload, so that no parts stay behind.
+func (s *Store) putParts(ctx context.Context, name string, r io.Reader, size int64, opts minio.PutObjectOptions) (sent int64, err error) {
+	core := minio.Core{Client: s.client}
+	start := opts
+	start.DisableMultipart = false
+	id, err := core.NewMultipartUpload(ctx, s.bucket, name, start)
+	if err != nil {
+		return 0, fmt.Errorf("start upload: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			if aerr := core.AbortMultipartUpload(context.WithoutCancel(ctx), s.bucket, name, id); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("abort upload %s: %w", id, aerr))
+			}
+		}
+	}()
+	buf := make([]byte, s.partBytes())
+	var parts []minio.CompletePart
+	for n := 1; sent < size; n++ {
+		chunk := buf[:min(int64(len(buf)), size-sent)]
+		if _, err := io.ReadFull(r, chunk); err != nil {
+			return sent, fmt.Errorf("read part %d: %w", n, err)
+		}
+		sum := sha256.Sum256(chunk)
+		part, err := core.PutObjectPart(ctx, s.bucket, name, id, n, bytes.NewReader(chunk), int64(len(chunk)),
+			minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(sum[:])})
+		if err != nil {
+			return sent, fmt.Errorf("upload part %d: %w", n, err)
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: n, ETag: part.ETag})
+		sent += int64(len(chunk))
+	}
+	if _, err := core.CompleteMultipartUpload(ctx, s.bucket, name, id, parts, opts); err != nil {
+		return sent, err
+	}
+	return sent, nil
 }
 
 // Open returns the object's bytes and size; the caller closes the reader. A missing key is

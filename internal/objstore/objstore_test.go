@@ -157,6 +157,30 @@ func TestPutIfAbsentRefusesSecondPut(t *testing.T) {
 	}
 }
 
+// An object larger than a part goes up as a multipart upload, where If-None-Match rides
+// on the completing request.
+func TestPutIfAbsentMultipart(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	s.partSize = 5 << 20 // S3's smallest part
+	first, firstSum := randomBytes(t, 6<<20)
+	second, secondSum := randomBytes(t, 6<<20)
+	mustPut(t, s, "exports/6/1.xlsx", first, firstSum)
+	err := s.PutIfAbsent(t.Context(), "exports/6/1.xlsx", bytes.NewReader(second), int64(len(second)), secondSum)
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("second multipart PutIfAbsent: %v; want ErrExists", err)
+	}
+	if got := mustRead(t, s, "exports/6/1.xlsx"); !bytes.Equal(got, first) {
+		t.Fatal("the second multipart put changed the object")
+	}
+	for up := range s.client.ListIncompleteUploads(t.Context(), s.bucket, "", true) {
+		t.Fatalf("the refused put left its upload behind: %+v", up)
+	}
+	if info, err := s.Stat(t.Context(), "exports/6/1.xlsx"); err != nil || info.SHA256 != firstSum || info.Size != int64(len(first)) {
+		t.Fatalf("Stat = %+v, %v; want the first put's size and sha256", info, err)
+	}
+}
+
 func TestPutIfAbsentChecksTheHash(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
