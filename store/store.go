@@ -12,7 +12,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,34 +231,56 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.r.PingContext(ctx)
 }
 
-// migrate applies each embedded migration not yet recorded, one transaction each.
-func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+// Migration is one numbered schema change, NNNN_name.sql, of a store's embedded folder.
+type Migration struct {
+	Version int
+	Name    string // the file's base name
+	SQL     string
+}
+
+// ReadMigrations reads the migrations/*.sql files of fsys in order of their numbers, and
+// refuses a name without a number or two files with one number (the second would be
+// taken as applied and skipped). Every store applies its own folder this way.
+func ReadMigrations(fsys fs.FS) ([]Migration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return nil, err
 	}
-	sort.Strings(names)
+	var ms []Migration
 	seen := map[int]string{}
 	for _, name := range names {
 		base := path.Base(name)
 		num, _, ok := strings.Cut(base, "_")
 		version, err := strconv.Atoi(num)
 		if !ok || err != nil {
-			return fmt.Errorf("migrate: bad migration name %q", base)
+			return nil, fmt.Errorf("bad migration name %q", base)
 		}
-		// Two files with one number: the second would be taken as applied and skipped.
 		if other, dup := seen[version]; dup {
-			return fmt.Errorf("migrate: %s and %s have the same number", other, base)
+			return nil, fmt.Errorf("%s and %s have the same number", other, base)
 		}
 		seen[version] = base
-		body, err := migrationFS.ReadFile(name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
+			return nil, err
 		}
+		ms = append(ms, Migration{Version: version, Name: base, SQL: string(body)})
+	}
+	slices.SortFunc(ms, func(a, b Migration) int { return a.Version - b.Version })
+	return ms, nil
+}
+
+// migrate applies each embedded migration not yet recorded, one transaction each.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	ms, err := ReadMigrations(migrationFS)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range ms {
+		version, base, body := m.Version, m.Name, m.SQL
 		if err := s.tx(ctx, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
@@ -267,7 +289,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			if n > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			if _, err := tx.ExecContext(ctx, body); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,

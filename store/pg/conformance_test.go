@@ -117,24 +117,7 @@ func TestConformance(t *testing.T) {
 			}
 			return st
 		}
-		st := open(t)
-		t.Cleanup(func() {
-			if err := st.Close(); err != nil {
-				t.Errorf("close store: %v", err)
-			}
-		})
-		return conformance.Harness{
-			Store:   st,
-			Now:     clk.Now,
-			Advance: clk.Advance,
-			Reopen: func(t *testing.T) conformance.Store {
-				if err := st.Close(); err != nil {
-					t.Fatalf("close store: %v", err)
-				}
-				st = open(t)
-				return st
-			},
-		}
+		return conformance.Reopening(t, open, clk.Now, clk.Advance)
 	})
 }
 

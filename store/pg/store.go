@@ -13,11 +13,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,35 +91,9 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // database wait for the first one and then find every migration applied. The lock's key
 // names the schema, so that stores on other schemas of the database do not wait.
 func (s *Store) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	ms, err := store.ReadMigrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
-	}
-	sort.Strings(names)
-	type migration struct {
-		version int
-		name    string
-		body    string
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return fmt.Errorf("migrate: bad migration name %q", base)
-		}
-		// Two files with one number: the second would be taken as applied and skipped.
-		if other, dup := seen[version]; dup {
-			return fmt.Errorf("migrate: %s and %s have the same number", other, base)
-		}
-		seen[version] = base
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		ms = append(ms, migration{version, base, string(body)})
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sheetq migrate ' || current_schema(), 0))`); err != nil {
@@ -136,17 +105,17 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		for _, m := range ms {
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.version).Scan(&n); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, m.Version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.body); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
 		}
 		return nil

@@ -41,6 +41,36 @@ type Harness struct {
 	Reopen func(t *testing.T) Store
 }
 
+// Closer is a Store that can be closed, as every real one can.
+type Closer interface {
+	Store
+	Close() error
+}
+
+// Reopening is the Harness of the store open makes, on the clock now and advance read and
+// move: the store is closed when the test ends, and Reopen closes it and opens another on
+// the same database, as a new process would.
+func Reopening[S Closer](t *testing.T, open func(t *testing.T) S, now func() time.Time, advance func(time.Duration)) Harness {
+	st := open(t)
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return Harness{
+		Store:   st,
+		Now:     now,
+		Advance: advance,
+		Reopen: func(t *testing.T) Store {
+			if err := st.Close(); err != nil {
+				t.Fatalf("close store: %v", err)
+			}
+			st = open(t)
+			return st
+		},
+	}
+}
+
 // Run runs every case, each on a store of its own from open, made with o.
 func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	cases := []struct {
