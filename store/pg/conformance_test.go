@@ -15,6 +15,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store/pg"
+	"sheetq/store/storetest"
 	"sheetq/store/storetest/conformance"
 )
 
@@ -80,27 +81,10 @@ func withSearchPath(t *testing.T, dsn, schema string) string {
 	return u.String()
 }
 
-// clock is the store's test clock: it stands still unless moved, as the suite needs.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock {
-	// Whole milliseconds, as the suite compares stamps after truncating to them.
-	return &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newClock is the store's test clock: it stands still unless moved, as the suite needs,
+// at whole milliseconds, as the suite compares stamps after truncating to them.
+func newClock() *storetest.Clock {
+	return storetest.ClockAt(time.Now().UTC().Truncate(time.Millisecond))
 }
 
 // TestConformance runs the store suite, which every implementation must pass, against
