@@ -151,14 +151,14 @@ func (s *Store) FinishBatch(ctx context.Context, fs []Finish) []Finished {
 	if len(fs) == 0 {
 		return out
 	}
-	single := len(fs) == 1
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if len(fs) == 1 {
+			// The transaction is this end's alone: its failure needs no savepoint.
+			job, err := s.finishOneTx(ctx, tx, fs[0])
+			out[0] = Finished{Job: job, Err: err}
+			return err
+		}
 		for i, f := range fs {
-			if single {
-				job, err := s.finishOneTx(ctx, tx, f)
-				out[i] = Finished{Job: job, Err: err}
-				return err
-			}
 			if _, err := tx.StmtContext(ctx, s.stmts.savepoint).ExecContext(ctx); err != nil {
 				return err
 			}
