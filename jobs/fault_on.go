@@ -44,6 +44,7 @@ func init() {
 		rng  = rand.New(rand.NewPCG(seed, seed^0x5eed))
 		hits = map[string]int{}
 	)
+	faultsArmed = true
 	faultPoint = func(name string) {
 		a, ok := arms[name]
 		if !ok {

@@ -83,7 +83,7 @@ func (fz *finisher) run() {
 		for i, c := range batch {
 			fs[i] = c.f
 		}
-		if n > 1 && fs[1].Outcome == store.Succeeded {
+		if faultsArmed && n > 1 && fs[1].Outcome == store.Succeeded {
 			// For crash tests: the first end of the batch is written (and, for a success,
 			// published), the transaction is not yet committed.
 			publish := fs[1].Publish
