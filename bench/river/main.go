@@ -45,12 +45,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"sheetq/internal/cpuprofile"
 )
 
 // variant is one engine under test; each method works on a fresh database in dir.
@@ -98,17 +99,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuprofile.Start(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if *n < 1 || *rounds < 1 || *pickups < 1 {
 		return fmt.Errorf("-n, -rounds and -pickups must be at least 1")
 	}

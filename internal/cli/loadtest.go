@@ -12,13 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"sheetq/internal/client"
+	"sheetq/internal/cpuprofile"
 )
 
 // loadPhase is one stretch of a profile: requests at a fixed rate for a while.
@@ -156,17 +156,11 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		cfg.Params[k] = v
 	}
 
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuprofile.Start(cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	lt := newLoadTest(cfg)
 	res, err := lt.run(ctx, stderr)
 	if err != nil {

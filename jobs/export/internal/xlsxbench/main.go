@@ -35,6 +35,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sheetq/internal/cpuprofile"
 )
 
 func main() {
@@ -209,17 +211,11 @@ func runChild(ctx context.Context, mode, db string, n int64, cpuprof, memprof st
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if cpuprof != "" {
-		f, err := os.Create(cpuprof)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := cpuprofile.Start(cpuprof)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	query := fmt.Sprintf("SELECT %s FROM orders WHERE id <= %d ORDER BY id", strings.Join(columnNames, ", "), n)
 	start := time.Now()
 	var res result
