@@ -51,7 +51,7 @@ var metricKinds = []string{export.Name, webhook.Name}
 // Gauges of the queue are read from the store at scrape time.
 type Metrics struct {
 	reg *prometheus.Registry
-	st  *store.Store
+	st  Store
 	log *slog.Logger
 
 	mu     sync.Mutex // serialises catching up with the event log
@@ -75,7 +75,7 @@ type Metrics struct {
 // New builds the registry with the Go and process collectors and the job and HTTP
 // metrics. Call WatchQueue once the engine exists to add the queue gauges, and Start
 // before the engine starts.
-func New(st *store.Store, log *slog.Logger) *Metrics {
+func New(st Store, log *slog.Logger) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), st: st, log: log, stopping: make(chan struct{})}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sheetq", Name: name, Help: help + ", by kind."},
@@ -406,7 +406,7 @@ func methodLabel(m string) string {
 
 // queueCollector reads the queue's gauges from the store and the engine at scrape time.
 type queueCollector struct {
-	st    *store.Store
+	st    Store
 	eng   *jobs.Engine
 	log   *slog.Logger
 	kinds []string // always reported, at zero when they have no job

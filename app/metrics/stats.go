@@ -45,7 +45,7 @@ type Queue struct {
 // ReadQueues reads every lane of eng, the exports lane first, then by name. A queue
 // that has PENDING jobs but no lane (a lane removed from the config) follows with 0
 // workers: nothing runs its jobs, and the figures should show it.
-func ReadQueues(ctx context.Context, st *store.Store, eng *jobs.Engine) ([]Queue, error) {
+func ReadQueues(ctx context.Context, st Store, eng *jobs.Engine) ([]Queue, error) {
 	pending, err := st.PendingByQueue(ctx)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ const maxStalledListed = 20
 // ReadStats reads the queue's figures, for GET /api/v1/stats and the queue page.
 // Everything but the workers is about exports: webhook deliveries, jobs too, have their
 // own timeline.
-func ReadStats(ctx context.Context, st *store.Store, eng *jobs.Engine) (Stats, error) {
+func ReadStats(ctx context.Context, st Store, eng *jobs.Engine) (Stats, error) {
 	cfg := eng.Config()
 	now := st.Now()
 	late := lateAfter(cfg)
