@@ -56,7 +56,7 @@ type Config struct {
 type API struct {
 	cfg     Config
 	exports *exports.Service
-	store   *store.Store
+	store   exports.Store
 	engine  *jobs.Engine
 }
 

@@ -33,7 +33,7 @@ type Deduper interface{ Dedup() }
 
 // Service accepts, loads and retries exports for the API and the pages.
 type Service struct {
-	Store  *store.Store
+	Store  Store
 	Engine *jobs.Engine
 	Kind   *export.Kind
 	// MaxAttempts is each new or retried export's attempt budget.

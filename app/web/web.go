@@ -24,7 +24,6 @@ import (
 	"sheetq/app/problem"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
-	"sheetq/store"
 	"sheetq/ui"
 )
 
@@ -52,7 +51,7 @@ type Config struct {
 type Pages struct {
 	cfg     Config
 	exports *exports.Service
-	store   *store.Store
+	store   exports.Store
 	engine  *jobs.Engine
 }
 
