@@ -34,7 +34,28 @@ type Options struct {
 	// the database's now(), so that a test can stop and move the store's clock (the
 	// conformance suite compares stamps to its clock exactly). Production leaves it nil.
 	TestClock func() time.Time
+	// MaxConns caps the pool (0: pgxpool's default, max(4, CPUs)). PoolSize gives the
+	// size a node needs for its workers and its API. A Listener's connection is not
+	// taken from the pool (notify.go).
+	MaxConns int32
+	// PollOnly is for a connection pooler in transaction mode (PgBouncer's
+	// pool_mode=transaction), where a server connection serves one transaction and then
+	// another client: statements go as unnamed prepared statements in one round trip
+	// (pgx.QueryExecModeExec) instead of pgx's default per-connection cache of named ones,
+	// which would meet "prepared statement does not exist" on the next server connection.
+	// Such a pooler cannot carry LISTEN either: start no Listener, and let the engine's
+	// poll find other nodes' jobs (jobs.Config.PollInterval).
+	PollOnly bool
 }
+
+// PoolSize is the pool a node needs (Options.MaxConns): one connection per worker slot
+// of every lane, since a slot makes at most one call at a time (its claim, a heartbeat
+// or its end), plus two for the reaper and the janitor and four for the API (accepting,
+// listings and pages, the event hub, metrics). A request that finds every connection
+// in use waits for one (pgxpool), it does not fail. The Listener's connection is one
+// more per node, outside the pool: the server's max_connections must exceed
+// nodes x (PoolSize + 1).
+func PoolSize(workers int) int32 { return int32(max(workers, 1) + 2 + 4) }
 
 // Store is the job store on one PostgreSQL database (the schema the DSN's search_path
 // names): a pgx pool.
@@ -50,6 +71,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.PollOnly {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
