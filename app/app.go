@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"sheetq/app/events"
 	"sheetq/app/middleware"
@@ -81,6 +82,24 @@ type Config struct {
 	// middleware.RequestBodyTimeout).
 	BodyTimeout time.Duration
 
+	// Several nodes (README, "Several nodes"). Each falls back to the config file's
+	// [store] and [files] tables; all empty is the single-node install: the data
+	// directory's SQLite file and exports/ folder.
+
+	// StoreURL is the job store: "" for the data directory's SQLite file, or a
+	// postgres:// URL (or env:NAME naming a variable that holds one) that any number of
+	// nodes share (--store, SHEETQ_STORE, [store] url).
+	StoreURL string
+	// FilesURL is where published files go: "" for the data directory's exports/, or
+	// s3://BUCKET/PREFIX?endpoint=URL&region=REGION (--files, SHEETQ_FILES, [files] url).
+	FilesURL string
+	// Node names this node in the jobs it runs (their worker) and in its logs (--node,
+	// SHEETQ_NODE; default host/pid).
+	Node string
+	// PollOnly makes a PostgreSQL node find work by polling alone, without a LISTEN
+	// connection, for PgBouncer in transaction mode (--poll-only).
+	PollOnly bool
+
 	// The knobs below are for tests; the command line leaves them zero.
 
 	// Now, if set, is the clock of the store and the engine.
@@ -137,10 +156,17 @@ func (c *Config) validate() error {
 	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 {
 		return fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)
 	}
+	if len(c.Node) > 64 || strings.IndexFunc(c.Node, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
+		return fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
+	if c.Node != "" {
+		// Several nodes' logs end up side by side: each line says whose it is.
+		c.Logger = c.Logger.With("node", c.Node)
+	}
 	return nil
 }
 

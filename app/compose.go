@@ -34,7 +34,8 @@ type App struct {
 	log *slog.Logger
 
 	lock     *datadir.Lock
-	store    *store.Store
+	store    backend
+	sqlite   *store.Store // the same store when it is the data directory's SQLite file; nil on PostgreSQL
 	kind     exportKind
 	hub      *events.Hub
 	metrics  *metrics.Metrics
@@ -80,21 +81,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.closers = append(a.closers, func() { a.lock.Unlock() })
 
-	st, err := store.Open(ctx, dir.DB(), store.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout,
-		// A job's end and the webhook delivery that announces it commit together (rule 19).
-		FollowUps: webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps})
+	st, sqlite, err := a.openStore(ctx)
 	if err != nil {
-		return nil, openStoreError(dir, err)
+		return nil, err
 	}
-	a.store = st
+	a.store, a.sqlite = st, sqlite
 	a.closers = append(a.closers, func() {
 		if err := st.Close(); err != nil {
 			log.Warn("close store", "err", err)
 		}
 	})
-	if err := st.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
-		log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
-			"data", dir.Root, "err", err)
+	if sqlite != nil {
+		if err := sqlite.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
+			log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
+				"data", dir.Root, "err", err)
+		}
 	}
 
 	kind, cleanup, err := openExports(ctx, cfg, dir)
@@ -104,13 +105,20 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.kind = kind
 	a.closers = append(a.closers, cleanup)
 
-	problems := problem.Reporter{Store: st, Log: log}
+	problems := problem.Reporter{Log: log}
+	if sqlite != nil {
+		// Readiness follows the faults requests meet on the file (a full disk).
+		problems.Store = sqlite
+	}
 	a.hub = events.New(st, cfg.Events, log, problems)
 	a.metrics = metrics.New(st, log)
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
 	if cfg.Now != nil {
 		ecfg.Now = cfg.Now
+	}
+	if cfg.Node != "" {
+		ecfg.WorkerID = cfg.Node
 	}
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
 	// One gate for the handlers that accept exports and the workers that yield to them.
@@ -168,7 +176,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 			a.stop()
 		}
 	}()
-	a.stops = append(a.stops, checkInBackground(ctx, a.store, a.dir, a.log))
+	if a.sqlite != nil {
+		a.stops = append(a.stops, checkInBackground(ctx, a.sqlite, a.dir, a.log))
+	}
 	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor} {
 		if svc == service(a.engine) && a.cfg.Idle {
 			continue

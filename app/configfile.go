@@ -31,6 +31,26 @@ type FileConfig struct {
 	// Queues are the lanes and their sizes ([queues.heavy] workers = 1): the exports lane
 	// (--workers), the webhooks lane and any a report names with "-- queue: NAME".
 	Queues map[string]QueueConfig `toml:"queues"`
+	// Store is the shared job store ([store] url = "postgres://..."), for several nodes.
+	Store StoreConfig `toml:"store"`
+	// Files is the shared file store ([files] url = "s3://..."), for several nodes.
+	Files FilesConfig `toml:"files"`
+}
+
+// StoreConfig is the [store] table.
+type StoreConfig struct {
+	// URL is a postgres:// URL or env:NAME; --store and SHEETQ_STORE beat it.
+	URL string `toml:"url"`
+}
+
+// FilesConfig is the [files] table.
+type FilesConfig struct {
+	// URL is s3://BUCKET/PREFIX?endpoint=...&region=...; --files and SHEETQ_FILES beat it.
+	URL string `toml:"url"`
+	// AccessKey and SecretKey are the bucket's credentials (each may be env:NAME or
+	// file:PATH); unset, the standard AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are used.
+	AccessKey string `toml:"access_key"`
+	SecretKey string `toml:"secret_key"`
 }
 
 // QueueConfig is one [queues.NAME] table.

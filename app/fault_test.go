@@ -73,7 +73,7 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	if got := ts.jobCount(); got != n+1 {
 		t.Errorf("%d jobs after the retry, want %d", got, n+1)
 	}
-	if err := ts.store.Check(context.Background()); err != nil {
+	if err := ts.sqlite.Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 	if l := logs.String(); strings.Count(l, "claims wait") != 1 || strings.Contains(l, "claim failed") {
@@ -230,7 +230,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 			t.Errorf("%s not empty after the failure: %v", d, left)
 		}
 	}
-	if err := ts.store.Check(context.Background()); err != nil {
+	if err := ts.sqlite.Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 

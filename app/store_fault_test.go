@@ -94,7 +94,7 @@ func TestDiskFullAnswers507(t *testing.T) {
 	if res := ts.request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("retry after space returned: %d %s", res.StatusCode, res.body)
 	}
-	if err := ts.store.Check(context.Background()); err != nil {
+	if err := ts.sqlite.Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"log/slog"
 
 	"sheetq/jobs/webhook"
-	"sheetq/store"
 )
 
 // openWebhooks builds the webhook delivery kind from the config file's [webhooks]
 // table, or from override when set (tests). Without a secret it is still registered, so
 // that deliveries queued under an earlier config fail with a clear error instead of an
 // unknown kind.
-func openWebhooks(settings webhook.Settings, override *webhook.Config, log *slog.Logger, st *store.Store) (*webhook.Handler, error) {
+func openWebhooks(settings webhook.Settings, override *webhook.Config, log *slog.Logger, rec webhook.Recorder) (*webhook.Handler, error) {
 	var wc webhook.Config
 	if override != nil {
 		wc = *override
@@ -21,6 +20,6 @@ func openWebhooks(settings webhook.Settings, override *webhook.Config, log *slog
 			return nil, err
 		}
 	}
-	wc.Recorder, wc.Logger = st, log
+	wc.Recorder, wc.Logger = rec, log
 	return webhook.New(wc)
 }

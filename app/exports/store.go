@@ -18,6 +18,7 @@ type Store interface {
 	metrics.Store
 	Get(ctx context.Context, id string) (store.Job, error)
 	List(ctx context.Context, o store.ListOptions) ([]store.Job, error)
+	Counts(ctx context.Context) (map[store.Status]int, error)
 	Events(ctx context.Context, jobID string) ([]store.Event, error)
 	EventRange(ctx context.Context) (first, last int64, err error)
 	// Ping says the store answers (GET /healthz).

@@ -1,0 +1,98 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"sheetq/app/events"
+	"sheetq/app/exports"
+	"sheetq/internal/envref"
+	"sheetq/jobs/export"
+	"sheetq/jobs/webhook"
+	"sheetq/store"
+	"sheetq/store/pg"
+)
+
+// backend is everything the app does with its job store: the API's and pages'
+// (exports.Store, which includes the engine's jobs.Store and the metrics'), the event
+// hub's log, the webhook deliveries' timeline, and closing it.
+type backend interface {
+	exports.Store
+	events.Log
+	webhook.Recorder
+	Close() error
+}
+
+// storeURL is the job store the node uses: --store, else the config file's [store] url,
+// with env:NAME read from the environment; "" is the data directory's SQLite file.
+func (c *Config) storeURL() (string, error) {
+	u := cmp.Or(c.StoreURL, c.File.Store.URL)
+	if strings.HasPrefix(u, "env:") {
+		v, err := envref.Resolve(u)
+		if err != nil {
+			return "", fmt.Errorf("--store: %w", err)
+		}
+		u = v
+	}
+	if u == "" {
+		return "", nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
+		// The URL may hold a password: name the scheme, never echo the value.
+		return "", fmt.Errorf("--store: want a postgres://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
+	}
+	return u, nil
+}
+
+func schemeOf(u string) string {
+	if i := strings.Index(u, "://"); i > 0 {
+		return u[:i]
+	}
+	return ""
+}
+
+// RedactURL is u without its password, for logs and messages.
+func RedactURL(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return schemeOf(u) + "://(unparsable)"
+	}
+	return pu.Redacted()
+}
+
+// openStore opens the job store that cfg names: the data directory's SQLite file (sqlite
+// is then that store too, for what only SQLite has: its file checks, disk health and
+// backup), or a PostgreSQL database shared with other nodes (sqlite is nil).
+func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, err error) {
+	cfg := a.cfg
+	// A job's end and the webhook delivery that announces it commit together (rule 19).
+	followUps := webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps
+	dsn, err := cfg.storeURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	if dsn == "" {
+		s, err := store.Open(ctx, a.dir.DB(), store.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout, FollowUps: followUps})
+		if err != nil {
+			return nil, nil, openStoreError(a.dir, err)
+		}
+		return s, s, nil
+	}
+	p, err := pg.Open(ctx, dsn, pg.Options{FollowUps: followUps, TestClock: cfg.Now})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
+	}
+	a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn))
+	// TODO(issue 17): a plain return once *pg.Store has every read exports.Store names.
+	var any_ any = p
+	full, ok := any_.(backend)
+	if !ok {
+		p.Close()
+		return nil, nil, fmt.Errorf("open the job store %s: the PostgreSQL store cannot serve the API yet", RedactURL(dsn))
+	}
+	return full, nil, nil
+}
