@@ -24,7 +24,7 @@ var _ jobs.Store = (*pg.Store)(nil)
 
 // testDSN returns the test server's DSN, skipping the test without one, except in CI,
 // where .ci/databases has started the server and a missing DSN is a broken setup.
-func testDSN(t *testing.T) string {
+func testDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv("SHEETQ_TEST_POSTGRES_DSN")
 	if dsn == "" {
@@ -39,7 +39,7 @@ func testDSN(t *testing.T) string {
 // freshSchema creates a schema no other test uses, drops it with everything in it when
 // the test ends, and returns a DSN whose search_path (a run-time parameter of every
 // connection) points at it, so that tests never share rows.
-func freshSchema(t *testing.T) string {
+func freshSchema(t testing.TB) string {
 	t.Helper()
 	dsn := testDSN(t)
 	name := "sheetq_test_" + strings.ToLower(rand.Text()[:12])
@@ -66,7 +66,7 @@ func freshSchema(t *testing.T) string {
 }
 
 // withSearchPath adds search_path to a URL or a keyword/value DSN.
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return dsn + " search_path=" + schema
