@@ -310,25 +310,27 @@ func (s *Store) putParts(ctx context.Context, name string, r io.Reader, size int
 	return sent, nil
 }
 
-// Open returns the object's bytes and size; the caller closes the reader. A missing key is
-// ErrNotFound.
-func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+// Open returns the object's bytes and what Stat would say of it; the caller closes the
+// reader. A missing key is ErrNotFound. The reader seeks: a read after a seek asks the
+// server for the rest of the object from there, so an HTTP Range request is served
+// without fetching what comes before it.
+func (s *Store) Open(ctx context.Context, key string) (io.ReadSeekCloser, Info, error) {
 	name, err := s.name(key)
 	if err != nil {
-		return nil, 0, err
+		return nil, Info{}, err
 	}
 	obj, err := s.client.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, 0, fmt.Errorf("open %s: %w", key, mapErr(err))
+		return nil, Info{}, fmt.Errorf("open %s: %w", key, mapErr(err))
 	}
 	// GetObject sends nothing until the first read or Stat; Stat makes a missing key an
 	// error here rather than at the caller's first Read.
 	st, err := obj.Stat()
 	if err != nil {
 		obj.Close()
-		return nil, 0, fmt.Errorf("open %s: %w", key, mapErr(err))
+		return nil, Info{}, fmt.Errorf("open %s: %w", key, mapErr(err))
 	}
-	return obj, st.Size, nil
+	return obj, Info{Key: key, Size: st.Size, SHA256: st.UserMetadata[metaSHA256], Modified: st.LastModified}, nil
 }
 
 // Stat describes the object under key; a missing key is ErrNotFound.
@@ -372,9 +374,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Info, error) {
 
 // PresignGet returns a URL that downloads the object without credentials for ttl (at most
 // 7 days, S3's limit). The server answers it with Content-Disposition: attachment and
-// downloadName, so that a browser saves the file under that name rather than the key.
+// downloadName, so that a browser saves the file under that name rather than the key, and
+// with contentType when it is given (objects are stored as application/octet-stream).
+// Both are signed: a link whose name or type was changed is refused.
 // Signing is local: the URL is made even for a missing key, which then answers 404.
-func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, downloadName string) (string, error) {
+func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, downloadName, contentType string) (string, error) {
 	name, err := s.name(key)
 	if err != nil {
 		return "", err
@@ -384,6 +388,9 @@ func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, d
 		// FormatMediaType quotes the name and switches to RFC 2231's filename* for
 		// names that are not plain ASCII.
 		params.Set("response-content-disposition", mime.FormatMediaType("attachment", map[string]string{"filename": downloadName}))
+	}
+	if contentType != "" {
+		params.Set("response-content-type", contentType)
 	}
 	u, err := s.client.PresignedGetObject(ctx, s.bucket, name, ttl, params)
 	if err != nil {

@@ -2,8 +2,6 @@ package objstore
 
 import (
 	"bytes"
-	"cmp"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,71 +10,26 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+
+	"sheetq/internal/objstore/objstoretest"
 )
 
-// testEnv returns the S3 server's settings from SHEETQ_TEST_S3_*, skipping the test
-// without them, except in CI, where .ci/s3 has started the server and a missing variable
-// is a broken setup.
-func testEnv(t *testing.T) Config {
-	t.Helper()
-	cfg := Config{
-		Endpoint:  os.Getenv("SHEETQ_TEST_S3_ENDPOINT"),
-		AccessKey: os.Getenv("SHEETQ_TEST_S3_ACCESS_KEY"),
-		SecretKey: os.Getenv("SHEETQ_TEST_S3_SECRET_KEY"),
-		Region:    os.Getenv("SHEETQ_TEST_S3_REGION"),
-	}
-	if cfg.Endpoint == "" || cfg.AccessKey == "" || cfg.SecretKey == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SHEETQ_TEST_S3_ENDPOINT, _ACCESS_KEY or _SECRET_KEY is not set; CI runs .ci/s3 first")
-		}
-		t.Skip(`SHEETQ_TEST_S3_* is not set; s3env=$(bash .ci/s3) && eval "$s3env" to run this test`)
-	}
-	return cfg
-}
-
-// newTestStore returns a Store on a bucket of its own (a random name, so that runs can
-// share a server) under the prefix "p/", and removes the bucket and everything in it when
-// the test ends.
+// newTestStore returns a Store on a bucket of its own (objstoretest.Bucket: a random
+// name, removed with everything in it when the test ends) under the prefix "p/".
 func newTestStore(t *testing.T) *Store {
 	t.Helper()
-	cfg := testEnv(t)
-	cfg.Bucket = "sheetq-test-" + strings.ToLower(rand.Text()[:16])
-	cfg.Prefix = "p/"
-	s, err := New(cfg)
+	env := objstoretest.Bucket(t)
+	s, err := New(Config{Bucket: env.Bucket, Prefix: "p/", Endpoint: env.Endpoint, Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.MakeBucket(t.Context(), cfg.Bucket, minio.MakeBucketOptions{Region: cmp.Or(cfg.Region, DefaultRegion)}); err != nil {
-		t.Fatalf("make bucket: %v", err)
-	}
-	t.Cleanup(func() {
-		// t.Context is already cancelled when cleanups run.
-		ctx := context.Background()
-		for obj := range s.client.ListObjectsIter(ctx, cfg.Bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if obj.Err != nil {
-				t.Errorf("cleanup: list: %v", obj.Err)
-				break
-			}
-			if err := s.client.RemoveObject(ctx, cfg.Bucket, obj.Key, minio.RemoveObjectOptions{}); err != nil {
-				t.Errorf("cleanup: remove %s: %v", obj.Key, err)
-			}
-		}
-		for up := range s.client.ListIncompleteUploads(ctx, cfg.Bucket, "", true) {
-			if up.Err == nil {
-				_ = s.client.RemoveIncompleteUpload(ctx, cfg.Bucket, up.Key)
-			}
-		}
-		if err := s.client.RemoveBucket(ctx, cfg.Bucket); err != nil {
-			t.Errorf("cleanup: remove bucket: %v", err)
-		}
-	})
 	return s
 }
 
@@ -97,10 +50,11 @@ func mustPut(t *testing.T, s *Store, key string, data []byte, sum string) {
 
 func mustRead(t *testing.T, s *Store, key string) []byte {
 	t.Helper()
-	rc, size, err := s.Open(t.Context(), key)
+	rc, info, err := s.Open(t.Context(), key)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", key, err)
 	}
+	size := info.Size
 	defer rc.Close()
 	got, err := io.ReadAll(rc)
 	if err != nil {
@@ -135,6 +89,23 @@ func TestPutOpenRoundTrip(t *testing.T) {
 	// The prefix is the store's: the object sits under p/ in the bucket.
 	if _, err := s.client.StatObject(t.Context(), s.bucket, "p/exports/1/1.xlsx", minio.StatObjectOptions{}); err != nil {
 		t.Fatalf("object not under the prefix: %v", err)
+	}
+
+	// Open says what Stat says, and its reader seeks, as an HTTP Range request needs.
+	rc, oinfo, err := s.Open(t.Context(), "exports/1/1.xlsx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if oinfo.Size != info.Size || oinfo.SHA256 != sum || oinfo.Modified.IsZero() {
+		t.Fatalf("Open's info = %+v; want %+v", oinfo, info)
+	}
+	if _, err := rc.Seek(1000, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	tail := make([]byte, 500)
+	if _, err := io.ReadFull(rc, tail); err != nil || !bytes.Equal(tail, data[1000:1500]) {
+		t.Fatalf("read after Seek(1000): %v; the bytes differ from the object's", err)
 	}
 }
 
@@ -205,8 +176,9 @@ func TestPresignGet(t *testing.T) {
 	mustPut(t, s, "exports/9/1.xlsx", data, sum)
 	mustPut(t, s, "exports/9/2.xlsx", other, otherSum)
 	const name = `Sales "Q1" März.xlsx`
+	const xlsx = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
-	link, err := s.PresignGet(t.Context(), "exports/9/1.xlsx", 10*time.Minute, name)
+	link, err := s.PresignGet(t.Context(), "exports/9/1.xlsx", 10*time.Minute, name, xlsx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +189,9 @@ func TestPresignGet(t *testing.T) {
 	disp, params, err := mime.ParseMediaType(resp.header.Get("Content-Disposition"))
 	if err != nil || disp != "attachment" || params["filename"] != name {
 		t.Fatalf("Content-Disposition %q (%v); want attachment with filename %q", resp.header.Get("Content-Disposition"), err, name)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != xlsx {
+		t.Fatalf("Content-Type %q; want %q", ct, xlsx)
 	}
 
 	t.Run("tampered signature", func(t *testing.T) {
@@ -253,6 +228,15 @@ func TestPresignGet(t *testing.T) {
 		u.RawQuery = q.Encode()
 		if resp := get(t, u.String()); resp.status != http.StatusForbidden {
 			t.Fatalf("tampered Content-Disposition: %d; want 403", resp.status)
+		}
+	})
+	t.Run("tampered content type", func(t *testing.T) {
+		u, _ := url.Parse(link)
+		q := u.Query()
+		q.Set("response-content-type", "text/html")
+		u.RawQuery = q.Encode()
+		if resp := get(t, u.String()); resp.status != http.StatusForbidden {
+			t.Fatalf("tampered Content-Type: %d; want 403", resp.status)
 		}
 	})
 }
