@@ -117,6 +117,7 @@ func (e *Engine) register(l *lane, job store.Job) (*execution, context.Context) 
 		lane:   l,
 		run:    newRun(e.cfg.TmpDir, job.ID, job.Kind, job.Args, job.Attempt, job.MaxAttempts),
 		cancel: cancel,
+		beat:   make(chan struct{}, 1),
 	}
 	x.run.onProgress = e.cfg.OnProgress
 	x.run.gate = e.cfg.Gate

@@ -221,6 +221,8 @@ type execution struct {
 	handler atomic.Int32
 	// stampedRows is the row count of the last heartbeat the store took.
 	stampedRows atomic.Int64
+	// beat asks the heartbeat to renew now (CheckCancel); capacity 1.
+	beat chan struct{}
 }
 
 const (
@@ -424,6 +426,36 @@ func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool,
 func (e *Engine) Wake() {
 	for _, l := range e.lanes {
 		l.wakeUp()
+	}
+}
+
+// WakeQueue makes the dispatcher of queue's lane look for work now: another node made a
+// job of queue PENDING (a store's notification; store/pg's Listener). "" wakes every
+// lane, and a queue without a lane here is not this engine's. It never blocks.
+func (e *Engine) WakeQueue(queue string) {
+	if queue == "" {
+		e.Wake()
+		return
+	}
+	if l := e.laneOf[queue]; l != nil {
+		l.wakeUp()
+	}
+}
+
+// CheckCancel makes the running attempts of job id renew their heartbeat now instead of
+// at the next tick: another node asked to cancel it (a store's notification), and the
+// heartbeat's fenced answer says whether this attempt must stop (rule 4), so a stale or
+// stray notification cancels nothing. "" checks every running attempt. It never blocks.
+func (e *Engine) CheckCancel(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for x := range e.running {
+		if id == "" || x.job.ID == id {
+			select {
+			case x.beat <- struct{}{}:
+			default: // a check is pending already
+			}
+		}
 	}
 }
 

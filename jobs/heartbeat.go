@@ -27,8 +27,8 @@ func (e *Engine) renew(ctx context.Context, x *execution) error {
 	return nil
 }
 
-// heartbeat renews the lease every interval (renew). A lost lease, a cancel request or
-// a stall cancels the execution's context with that cause.
+// heartbeat renews the lease every interval (renew), and at once when CheckCancel asks. A
+// lost lease, a cancel request or a stall cancels the execution's context with that cause.
 func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct{}) {
 	t := time.NewTicker(e.cfg.Heartbeat)
 	defer t.Stop()
@@ -41,6 +41,7 @@ func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-x.beat:
 		}
 		if err := e.renew(ctx, x); err != nil {
 			// A failed stamp is not a lost lease: this process's own reaper never takes
