@@ -56,6 +56,11 @@ type Config struct {
 	TmpDir, ExportsDir string
 	// WorkerID names this process in the worker column (default host/pid).
 	WorkerID string
+	// Shared says other processes run jobs from the same store (several nodes on
+	// PostgreSQL). Then a PROCESSING job at start may be another node's live attempt,
+	// so the start-up sweep takes back only attempts whose heartbeat is already stale,
+	// as the reaper does later, instead of every one (ARCHITECTURE.md, rule 5).
+	Shared bool
 	// Now is the clock for the stall guard and pauses (default time.Now). Staleness and
 	// backoff are durations the store measures with its own clock.
 	Now func() time.Time
@@ -293,7 +298,11 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.log.WarnContext(ctx, "remove stale part file", "path", p, "err", err)
 		}
 	}
-	if err := e.reap(ctx, 0); err != nil {
+	sweep := time.Duration(0) // one process owns the store: every PROCESSING job is an orphan
+	if e.cfg.Shared {
+		sweep = e.cfg.StaleAfter
+	}
+	if err := e.reap(ctx, sweep); err != nil {
 		return fmt.Errorf("start engine: recover orphans: %w", err)
 	}
 	e.runCtx, e.cancelRuns = context.WithCancelCause(context.WithoutCancel(ctx))
