@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -54,6 +53,9 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// TmpDir holds part files and ExportsDir published files; both are created if missing.
 	TmpDir, ExportsDir string
+	// Files is where attempts publish their files (OpenFiles); nil is ExportsDir
+	// (LocalFiles), the single-node install.
+	Files Files
 	// WorkerID names this process in the worker column (default host/pid).
 	WorkerID string
 	// Shared says other processes run jobs from the same store (several nodes on
@@ -118,6 +120,7 @@ func (c Config) withDefaults() Config {
 	if c.Gate == nil {
 		c.Gate = NewGate(nil, nil)
 	}
+	c.Files = filesOr(c.Files, c.ExportsDir)
 	return c
 }
 
@@ -510,7 +513,8 @@ func (e *Engine) Retry(ctx context.Context, id string, budget int) (store.Job, e
 // Delete removes a finished job, its events and then its file (rule 21), and tells
 // OnDelete. It returns store.ErrNotFound, or store.ErrNotFinished with the job for one
 // that is still PENDING or PROCESSING. The file goes after the row, so a crash in
-// between leaves an orphan file (sheetq doctor lists it), never a row without its file;
+// between leaves an orphan file (sheetq doctor lists it; the janitor removes an orphan
+// object from a bucket), never a row without its file;
 // a file that cannot be removed is logged, and the job is deleted all the same.
 func (e *Engine) Delete(ctx context.Context, id string) (store.Job, error) {
 	job, err := e.st.Delete(ctx, id)
@@ -522,8 +526,9 @@ func (e *Engine) Delete(ctx context.Context, id string) (store.Job, error) {
 	}
 	// Deleting asks a running webhook delivery of the job to stop: that is a change too.
 	e.notify()
-	if path := FilePath(e.cfg.ExportsDir, job.FileName); path != "" {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if job.FileName != "" {
+		// The row is gone: a client that hangs up now must not leave its file behind.
+		if _, err := e.cfg.Files.Delete(context.WithoutCancel(ctx), job.FileName); err != nil {
 			e.log.WarnContext(ctx, "remove file of deleted job", "job_id", job.ID, "err", err)
 		}
 	}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"time"
 
-	"sheetq/internal/durable"
 	"sheetq/store"
 )
 
@@ -107,8 +105,9 @@ func (e *Engine) fail(ctx context.Context, log *slog.Logger, x *execution, ae st
 	}
 }
 
-// publishError is a failed rename or directory sync while publishing: a file system
-// fault that another try of the same commit does not cure.
+// publishError is a failed rename or directory sync while publishing into the local
+// directory (LocalFiles): a file system fault that another try of the same commit does
+// not cure.
 type publishError struct{ err error }
 
 func (p publishError) Error() string { return p.err.Error() }
@@ -116,41 +115,41 @@ func (p publishError) Unwrap() error { return p.err }
 
 func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, began time.Time) {
 	job, run := x.job, x.run
+	// The part file has been renamed into exports/ or uploaded, or is of no use any more.
+	defer run.removePart()
 	rows, _ := run.progress()
 	res := store.FileResult{Rows: rows, Warnings: run.Warnings()}
 	var publish func() error
 	if run.hash != nil {
-		res.Name, res.Size, res.SHA256 = fileName(e.handlers[job.Kind], job.ID), run.hash.size, run.hash.sum()
-		final := FilePath(e.cfg.ExportsDir, res.Name)
-		// A commit can fail after the rename (a full disk): the next try finds the file
-		// already in place and commits it. The transaction holds the fence throughout.
-		renamed := false
-		publish = func() error {
-			if !renamed {
-				faultPoint("after-fsync")
-				if err := os.Rename(run.partPath, final); err != nil {
-					return publishError{err}
-				}
-				renamed = true
-			}
-			if err := durable.SyncDir(e.cfg.ExportsDir); err != nil {
-				return publishError{err}
-			}
-			faultPoint("after-rename")
-			return nil
-		}
-		// Commit the final row count before the rename: a crash between the rename and
+		res.Size, res.SHA256 = run.hash.size, run.hash.sum()
+		res.Name = e.cfg.Files.Key(job.ID, job.Attempt, fileName(e.handlers[job.Kind], job.ID))
+		// Commit the final row count before publishing: a crash between the publish and
 		// the commit leaves a job that recovery completes from its file (rule 5), with
 		// the rows of its last stamp. The fenced stamp also renews the lease right
 		// before publishing, and tells an attempt that lost it to stop here.
 		if rows != x.stampedRows.Load() {
 			if _, err := e.st.Heartbeat(ctx, job.ID, job.Attempt, rows, rows); errors.Is(err, store.ErrLeaseLost) {
-				run.removePart()
 				log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", "success")
 				return
 			}
 			// Another error is the store's; Succeed below meets it again and retries.
 		}
+		var err error
+		publish, err = e.put(ctx, x, res)
+		switch {
+		case errors.Is(err, errLeaseLost):
+			// What was uploaded stays: another node's reaper may have completed the job
+			// from it. If none did, no job references it and the janitor removes it.
+			log.InfoContext(ctx, "outcome not recorded: the attempt lost the job while publishing", "outcome", "success")
+			return
+		case err != nil:
+			log.ErrorContext(ctx, "publish failed", "key", res.Name, "err", err)
+			e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: err.Error()}, e.backoffFor(job.Kind, job.Attempt))
+			return
+		}
+		// For crash tests: the file is in the file store (uploaded to a bucket; for the
+		// local directory, ready to be renamed), SUCCEEDED is not committed.
+		faultPoint("after-upload")
 	}
 	e.cfg.Gate.Await()
 	_, err := e.record(ctx, log, "success", func() (store.Job, error) {
@@ -159,22 +158,59 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	var pe publishError
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
-		run.removePart() // nothing was published: the fence refused before the rename
+		// Nothing was published locally: the fence refused before the rename. An upload
+		// stays, as above.
 		return
 	case errors.As(err, &pe):
-		run.removePart()
 		log.ErrorContext(ctx, "publish failed", "err", err)
 		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job.Kind, job.Attempt))
 		return
 	case err != nil:
 		// Shutdown while the store refused the commit: the job stays PROCESSING and the
-		// next start recovers it, or completes it from its file if the rename happened.
-		run.removePart()
+		// next start recovers it, or completes it from its file if it was published.
 		return
 	}
 	faultPoint("after-commit")
 	e.notify()
 	log.InfoContext(ctx, "job succeeded", "rows", rows, "size", res.Size, "took", e.cfg.Now().Sub(began).Round(time.Millisecond))
+}
+
+// put hands the attempt's part file to the file store (Files.Put) while it keeps the
+// lease: the handler's heartbeat has stopped, and an upload that outlasts StaleAfter
+// would otherwise let a reaper take the job back and run it again. It stamps the
+// heartbeat, fenced, every Heartbeat; a lost lease cancels the upload and is returned as
+// errLeaseLost, also when the upload finished first.
+func (e *Engine) put(ctx context.Context, x *execution, res store.FileResult) (func() error, error) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(e.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			_, err := e.st.Heartbeat(pctx, x.job.ID, x.job.Attempt, res.Rows, res.Rows)
+			if errors.Is(err, store.ErrLeaseLost) {
+				cancel(errLeaseLost)
+				return
+			}
+			if err != nil && pctx.Err() == nil {
+				e.log.WarnContext(ctx, "heartbeat failed while publishing", "job_id", x.job.ID, "err", err)
+			}
+		}
+	}()
+	publish, err := e.cfg.Files.Put(pctx, res.Name, x.run.partPath, res.Size, res.SHA256)
+	close(done)
+	<-stopped
+	if errors.Is(context.Cause(pctx), errLeaseLost) {
+		return nil, errLeaseLost
+	}
+	return publish, err
 }
 
 // Bounds of the delay between tries to record an attempt's outcome.

@@ -29,8 +29,8 @@ func (e *Engine) reaper() {
 }
 
 // reap recovers PROCESSING jobs whose heartbeat is older than staleAfter by the store's
-// clock (all of them when staleAfter is zero). A job whose file is already published is
-// completed from it (rule 5).
+// clock (all of them when staleAfter is zero). A job whose file is already published (in
+// the file store, under its attempt's key) is completed from it (rule 5), not run again.
 func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 	e.claimMu.Lock()
 	stale, err := e.st.Stale(ctx, staleAfter)
@@ -57,16 +57,24 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 			}
 			continue
 		}
-		name := fileName(e.handlers[j.Kind], j.ID)
-		if size, sum, herr := HashFile(FilePath(e.cfg.ExportsDir, name)); herr == nil {
+		key := e.cfg.Files.Key(j.ID, j.Attempt, fileName(e.handlers[j.Kind], j.ID))
+		fi, ferr := e.cfg.Files.Stat(ctx, key)
+		if ferr == nil {
 			_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
-				Name: name, Size: size, SHA256: sum, Rows: j.ProgressRows})
+				Name: key, Size: fi.Size, SHA256: fi.SHA256, Rows: j.ProgressRows})
 			if err == nil {
-				log.InfoContext(ctx, "orphan completed from its published file")
+				log.InfoContext(ctx, "orphan completed from its published file", "key", key)
 				e.notify()
 			} else if !errors.Is(err, store.ErrLeaseLost) {
 				return err
 			}
+			continue
+		}
+		if !notPublished(ferr) {
+			// The bucket did not answer: the file may be there. Running the job again
+			// would be safe (the next attempt has a key of its own) but wasted; the next
+			// pass asks again.
+			log.WarnContext(ctx, "orphan left for the next pass: cannot tell whether its file was published", "key", key, "err", ferr)
 			continue
 		}
 		last := "never"
