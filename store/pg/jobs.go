@@ -1,7 +1,6 @@
 package pg
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,65 +11,25 @@ import (
 	"sheetq/store"
 )
 
-// enqueueSQL inserts the job and its "accepted" event in one statement. The unique index
-// on idempotency_key decides (rule 11): a key that has a job already inserts nothing and
-// returns no row (ON CONFLICT DO NOTHING waits for a concurrent insert of the same key to
-// commit or roll back, so two callers never both insert), and the event goes only with
-// a row that was inserted. An id in use is a unique violation of the primary key.
-const enqueueSQL = `WITH j AS (
-	INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at,
-		idempotency_key, request_hash, notify_url, created_by, queue)
-	VALUES ($2, $3, $4::json, 'PENDING', $5, coalesce($6::timestamptz, ` + nowSQL + `), $7, ` + nowSQL + `,
-		$8, $9, $10, $11, $12)
-	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING ` + jobColumns + `
-), e AS (
-	INSERT INTO job_events (job_id, at, type, status, attempt, data)
-	SELECT id, ` + nowSQL + `, 'accepted', 'PENDING', 0, NULL FROM j
-)
-SELECT ` + jobColumns + ` FROM j`
-
-// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1), in one
-// statement that commits on its own. A known idempotency key returns its job with
+// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1). Concurrent
+// calls share one statement (batch.go). A known idempotency key returns its job with
 // existed=true, or store.ErrIdempotencyMismatch (and the job) when the request hash
 // differs; an id in use is store.ErrConflict.
 func (s *Store) Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error) {
-	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
-		return store.Job{}, false, errors.New("enqueue: id, kind and args are required")
+	if err := checkNewJob(nj); err != nil {
+		return store.Job{}, false, err
 	}
 	if nj.MaxAttempts <= 0 {
 		nj.MaxAttempts = store.DefaultMaxAttempts
 	}
-	var runAt *time.Time
-	if !nj.RunAt.IsZero() {
-		runAt = &nj.RunAt
-	}
-	// The key's job can be deleted between the insert that met it and the read: then
-	// the insert goes again, a bounded number of times.
-	for range 3 {
-		job, err = scanJob(s.pool.QueryRow(ctx, enqueueSQL, s.now(), nj.ID, nj.Kind, string(nj.Args), nj.Priority, runAt,
-			nj.MaxAttempts, nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL),
-			nullString(nj.CreatedBy), cmp.Or(nj.Queue, store.DefaultQueue)))
-		switch {
-		case err == nil:
-			return job, false, nil
-		case isUnique(err):
-			return store.Job{}, false, fmt.Errorf("enqueue: %w: %w", store.ErrConflict, err)
-		case !errors.Is(err, store.ErrNotFound):
-			return store.Job{}, false, fmt.Errorf("enqueue: %w", err)
+	if s.unbatched {
+		c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
+		for !c.answered {
+			s.insertRound(ctx, []*enqueueCall{c})
 		}
-		// No row: the key has a job.
-		job, err = scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = $1`, nj.IdempotencyKey))
-		switch {
-		case err == nil && job.RequestHash != nj.RequestHash:
-			return job, true, store.ErrIdempotencyMismatch
-		case err == nil:
-			return job, true, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return store.Job{}, false, fmt.Errorf("enqueue: %w", err)
-		}
+		return c.job, c.existed, c.err
 	}
-	return store.Job{}, false, fmt.Errorf("enqueue: idempotency key %q: %w", nj.IdempotencyKey, store.ErrConflict)
+	return s.batch.enqueue(ctx, s, nj)
 }
 
 // fence is the condition every update of a running execution carries (rule 3), with

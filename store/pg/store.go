@@ -46,6 +46,9 @@ type Options struct {
 	// Such a pooler cannot carry LISTEN either: start no Listener, and let the engine's
 	// poll find other nodes' jobs (jobs.Config.PollInterval).
 	PollOnly bool
+	// Unbatched sends every Enqueue alone instead of grouping concurrent ones into one
+	// statement (batch.go); benchmarks compare the two.
+	Unbatched bool
 }
 
 // PoolSize is the pool a node needs (Options.MaxConns): one connection per worker slot
@@ -63,6 +66,8 @@ type Store struct {
 	pool      *pgxpool.Pool
 	followUps store.FollowUpFunc
 	testClock func() time.Time
+	batch     batcher // group commit of concurrent Enqueues (batch.go)
+	unbatched bool
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string; search_path picks the
@@ -82,7 +87,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock}
+	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock, unbatched: opts.Unbatched}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -92,6 +97,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close closes the pool, waiting for connections in use to be released.
 func (s *Store) Close() error {
+	s.batch.close() // answers the Enqueues already taken; later ones get store.ErrClosed
 	s.pool.Close()
 	return nil
 }

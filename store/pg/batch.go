@@ -1,0 +1,346 @@
+package pg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"sheetq/store"
+)
+
+// Group commit for Enqueue on PostgreSQL (ARCHITECTURE.md, "PostgreSQL"; issue 17).
+//
+// Enqueues that arrive while an insert is in flight wait for it and then go together
+// into the next one: one multi-row INSERT, with the "accepted" events in the same
+// statement, that commits on its own. One statement is one round trip and one WAL
+// flush for the whole group, where a transaction per job paid both per job.
+//
+// No SAVEPOINT per job: past 64 subtransactions in one transaction a backend's
+// subtransaction cache overflows, and every session that checks row visibility slows
+// down. A job that would break a unique index is not an error here but a row the INSERT
+// skips (ON CONFLICT DO NOTHING, with no conflict target, so that the primary key is an
+// arbiter as well as the idempotency key: naming only the key would let one id in use
+// abort the statement and so the whole group). Every row the INSERT skipped is then
+// looked up: its key's job answers it (existed, or store.ErrIdempotencyMismatch by the
+// request hash, rule 11); else its id's job makes it store.ErrConflict. Two calls with
+// the same key in one group give one job, the first's (the rows go in in call order,
+// and the second meets the first's row); two with the same id never share a statement:
+// the second waits for the next one, so that a returned row names one call.
+//
+// A statement the server refuses (bad data in one job: arguments that are not JSON, a
+// NUL byte in a string; a deadlock with another node's group over the same keys)
+// commits nothing; its calls then go again one statement each, so that the bad one
+// fails alone and the others commit.
+//
+// Durability (rule 1): a caller is answered only after the statement that holds its
+// row has committed. Nothing is answered early, so a crash loses only calls that were
+// never answered. There is no timer: an Enqueue on an idle store goes at once, and
+// groups form only while an insert is in flight.
+
+// enqueueCall is one waiting Enqueue.
+type enqueueCall struct {
+	ctx   context.Context
+	nj    store.NewJob
+	done  chan struct{} // closed once answered
+	tries int           // lookups that found neither its key's job nor its id's
+
+	answered bool
+	job      store.Job
+	existed  bool
+	err      error
+}
+
+// answer sets c's result and wakes its caller.
+func (c *enqueueCall) answer(job store.Job, existed bool, err error) {
+	c.job, c.existed, c.err, c.answered = job, existed, err, true
+	close(c.done)
+}
+
+// batcher queues Enqueue calls and inserts them in groups. A committer goroutine runs
+// while there is work and exits when the queue is empty, so an idle store holds none.
+type batcher struct {
+	mu         sync.Mutex
+	queue      []*enqueueCall
+	committing bool           // a committer goroutine is running
+	closed     bool           // Close has begun: no more calls are taken
+	running    sync.WaitGroup // the committer goroutine, for close
+
+	// Counters for tests and benchmarks: insert statements run and the calls taken.
+	commits, calls atomic.Int64
+}
+
+// maxBatch bounds the calls in one statement: 128 jobs are 13 arrays of 128 values,
+// far below any protocol limit, and a bigger group gains little once the round trip
+// and the flush are shared.
+const maxBatch = 128
+
+// batchTimeout bounds one group's statements. A caller waits for its group's outcome
+// even when its own context ends, so that an error never hides a committed job; only
+// a database that stops answering for this long leaves that outcome unknown, as any
+// statement on a lost connection does (the client retries with its idempotency key).
+const batchTimeout = 30 * time.Second
+
+// enqueue queues nj and waits for the statement that holds it. If ctx ends while nj is
+// still queued it is dropped and ctx's error returned; once taken, the caller waits for
+// the real outcome.
+func (b *batcher) enqueue(ctx context.Context, s *Store, nj store.NewJob) (store.Job, bool, error) {
+	c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return store.Job{}, false, store.ErrClosed
+	}
+	b.queue = append(b.queue, c)
+	if !b.committing {
+		b.committing = true
+		b.running.Add(1)
+		go b.run(s)
+	}
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.job, c.existed, c.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	for i, q := range b.queue {
+		if q == c {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			b.mu.Unlock()
+			return store.Job{}, false, ctx.Err()
+		}
+	}
+	b.mu.Unlock()
+	<-c.done // already taken into a group
+	return c.job, c.existed, c.err
+}
+
+// close refuses new calls and waits for the committer to answer the calls it has.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.running.Wait()
+}
+
+// run commits groups until the queue is empty.
+func (b *batcher) run(s *Store) {
+	defer b.running.Done()
+	for {
+		b.mu.Lock()
+		n := min(len(b.queue), maxBatch)
+		if n == 0 {
+			b.committing = false
+			b.mu.Unlock()
+			return
+		}
+		group := make([]*enqueueCall, n)
+		copy(group, b.queue)
+		// Shift rather than reslice so the backing array does not grow without bound.
+		b.queue = append(b.queue[:0], b.queue[n:]...)
+		b.mu.Unlock()
+		b.commit(s, group)
+	}
+}
+
+// commit inserts group and answers every call, in as few statements as the calls allow:
+// one, unless two calls share an id, a key's job vanished between the insert and the
+// lookup, or the server refused the statement.
+func (b *batcher) commit(s *Store, group []*enqueueCall) {
+	b.calls.Add(int64(len(group)))
+	// The statements outlive any one caller: a caller that gives up must not cancel the
+	// others' rows, so they run on a context no caller can cancel.
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	for {
+		var round []*enqueueCall
+		ids := map[string]bool{}
+		for _, c := range group {
+			switch {
+			case c.answered:
+			case c.ctx.Err() != nil:
+				// Gave up before its turn: skip it rather than commit a job nobody
+				// will be told about.
+				c.answer(store.Job{}, false, c.ctx.Err())
+			case ids[c.nj.ID]:
+				// Same id as a call in this round: it goes in the next one, where it
+				// meets the committed row and is answered by its key or ErrConflict.
+			default:
+				ids[c.nj.ID] = true
+				round = append(round, c)
+			}
+		}
+		if len(round) == 0 {
+			return
+		}
+		b.commits.Add(1)
+		s.insertRound(ctx, round)
+	}
+}
+
+// insertRound inserts calls (distinct ids) in one statement and answers each one it can
+// settle; a call whose key's job vanished before the lookup is left for another round,
+// at most three times.
+func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
+	inserted, err := s.insertJobs(ctx, calls)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && len(calls) > 1 {
+			// The server refused the statement: nothing of it committed. Each call goes
+			// alone, so that one bad job fails by itself.
+			for _, c := range calls {
+				s.insertRound(ctx, []*enqueueCall{c})
+			}
+			return
+		}
+		for _, c := range calls {
+			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", err))
+		}
+		return
+	}
+	var missed []*enqueueCall
+	for _, c := range calls {
+		if j, ok := inserted[c.nj.ID]; ok {
+			c.answer(j, false, nil)
+		} else {
+			missed = append(missed, c)
+		}
+	}
+	if len(missed) == 0 {
+		return
+	}
+	byKey, byID, err := s.conflicting(ctx, missed)
+	if err != nil {
+		for _, c := range missed {
+			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", err))
+		}
+		return
+	}
+	for _, c := range missed {
+		key := c.nj.IdempotencyKey
+		if j, ok := byKey[key]; ok && key != "" {
+			if j.RequestHash != c.nj.RequestHash {
+				c.answer(j, true, store.ErrIdempotencyMismatch)
+			} else {
+				c.answer(j, true, nil)
+			}
+			continue
+		}
+		if _, ok := byID[c.nj.ID]; ok {
+			c.answer(store.Job{}, false, fmt.Errorf("enqueue: job %s: %w", c.nj.ID, store.ErrConflict))
+			continue
+		}
+		// The row that stopped the insert was deleted before the lookup: insert again,
+		// a bounded number of times.
+		if c.tries++; c.tries >= 3 {
+			c.answer(store.Job{}, false, fmt.Errorf("enqueue: idempotency key %q: %w", key, store.ErrConflict))
+		}
+	}
+}
+
+// insertJobsSQL inserts a group of jobs and their "accepted" events in one statement.
+// The jobs come as one array per column, in call order ($2 to $12), and go in in that
+// order (WITH ORDINALITY), so that seq and the unique indexes see the calls as they
+// came. A row that breaks a unique index (the id or the idempotency key, of a committed
+// job, of one in flight, which the insert waits for, or of an earlier row of the group)
+// is skipped and not returned; its event is not written.
+const insertJobsSQL = `WITH j AS (
+	INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at,
+		idempotency_key, request_hash, notify_url, created_by, queue)
+	SELECT id, kind, args::json, 'PENDING', priority, coalesce(run_at, ` + nowSQL + `), max_attempts, ` + nowSQL + `,
+		key, hash, notify, created_by, queue
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::integer[], $6::timestamptz[], $7::integer[],
+		$8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+		WITH ORDINALITY AS t(id, kind, args, priority, run_at, max_attempts, key, hash, notify, created_by, queue, n)
+	ORDER BY n
+	ON CONFLICT DO NOTHING
+	RETURNING ` + jobColumns + `
+), e AS (
+	INSERT INTO job_events (job_id, at, type, status, attempt, data)
+	SELECT id, ` + nowSQL + `, 'accepted', 'PENDING', 0, NULL FROM j ORDER BY seq
+)
+SELECT ` + jobColumns + ` FROM j`
+
+// insertJobs runs insertJobsSQL for calls and returns the jobs it inserted by id. The
+// rows are read to the end before anything is answered: the statement commits only
+// when it completes.
+func (s *Store) insertJobs(ctx context.Context, calls []*enqueueCall) (map[string]store.Job, error) {
+	n := len(calls)
+	var (
+		ids, kinds, args, queues           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prios, maxAttempts                 = make([]int32, n), make([]int32, n)
+		runAts                             = make([]*time.Time, n)
+		keys, hashes, notifies, createdBys = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	)
+	for i, c := range calls {
+		nj := c.nj
+		ids[i], kinds[i], args[i], queues[i] = nj.ID, nj.Kind, string(nj.Args), cmp.Or(nj.Queue, store.DefaultQueue)
+		prios[i], maxAttempts[i] = int32(nj.Priority), int32(nj.MaxAttempts) // checked by checkNewJob
+		if !nj.RunAt.IsZero() {
+			runAts[i] = &nj.RunAt
+		}
+		keys[i], hashes[i] = nullString(nj.IdempotencyKey), nullString(nj.RequestHash)
+		notifies[i], createdBys[i] = nullString(nj.NotifyURL), nullString(nj.CreatedBy)
+	}
+	jobs, err := s.queryJobs(ctx, s.pool, insertJobsSQL, s.now(), ids, kinds, args, prios, runAts, maxAttempts,
+		keys, hashes, notifies, createdBys, queues)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Job, len(jobs))
+	for _, j := range jobs {
+		out[j.ID] = j
+	}
+	return out, nil
+}
+
+// conflicting reads the jobs that hold the keys and the ids of calls whose rows the
+// insert skipped, by key and by id.
+func (s *Store) conflicting(ctx context.Context, calls []*enqueueCall) (byKey, byID map[string]store.Job, err error) {
+	var keys, ids []string
+	for _, c := range calls {
+		if c.nj.IdempotencyKey != "" {
+			keys = append(keys, c.nj.IdempotencyKey)
+		}
+		ids = append(ids, c.nj.ID)
+	}
+	jobs, err := s.queryJobs(ctx, s.pool, `SELECT `+jobColumns+` FROM jobs WHERE idempotency_key = ANY($1) OR id = ANY($2)`, keys, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	byKey, byID = map[string]store.Job{}, map[string]store.Job{}
+	for _, j := range jobs {
+		if j.IdempotencyKey != "" {
+			byKey[j.IdempotencyKey] = j
+		}
+		byID[j.ID] = j
+	}
+	return byKey, byID, nil
+}
+
+// checkNewJob refuses a job the insert could not take, before it joins a group.
+func checkNewJob(nj store.NewJob) error {
+	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
+		return errors.New("enqueue: id, kind and args are required")
+	}
+	if nj.Priority < math.MinInt32 || nj.Priority > math.MaxInt32 || nj.MaxAttempts > math.MaxInt32 {
+		return fmt.Errorf("enqueue: priority %d or max attempts %d out of range", nj.Priority, nj.MaxAttempts)
+	}
+	return nil
+}
+
+// BatchStats reports how Enqueue calls have been grouped into statements (Commits: insert
+// statements run; Calls: the Enqueue calls they took; Waiting: calls queued for the next).
+func (s *Store) BatchStats() store.BatchStats {
+	s.batch.mu.Lock()
+	waiting := len(s.batch.queue)
+	s.batch.mu.Unlock()
+	return store.BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: waiting}
+}
