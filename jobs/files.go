@@ -47,6 +47,8 @@ type Files interface {
 type FileInfo struct {
 	// Key is the file's name in its store (Files.Key).
 	Key string
+	// Path names the file in log lines: the local path, or the key in a bucket.
+	Path string
 	// Size is in bytes.
 	Size int64
 	// SHA256 is the hex sha256 of the bytes; Open and List may leave it empty where

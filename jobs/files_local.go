@@ -69,7 +69,7 @@ func (l *LocalFiles) Stat(ctx context.Context, key string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, err
 	}
-	return FileInfo{Key: key, Size: size, SHA256: sum}, nil
+	return FileInfo{Key: key, Path: path, Size: size, SHA256: sum}, nil
 }
 
 // Open opens the published file for serving. It serves only a regular file reached
@@ -121,7 +121,7 @@ func (l *LocalFiles) Open(ctx context.Context, key string) (io.ReadSeekCloser, F
 		f.Close()
 		return refuse("it was replaced while being opened")
 	}
-	return f, FileInfo{Key: key, Size: after.Size(), Modified: after.ModTime()}, nil
+	return f, FileInfo{Key: key, Path: path, Size: after.Size(), Modified: after.ModTime()}, nil
 }
 
 // Delete removes the file; a missing file, or no name (a job that published no file), is

@@ -141,5 +141,5 @@ func (s *S3Files) mapErr(err error) error {
 }
 
 func fileInfo(i objstore.Info) FileInfo {
-	return FileInfo{Key: i.Key, Size: i.Size, SHA256: i.SHA256, Modified: i.Modified}
+	return FileInfo{Key: i.Key, Path: i.Key, Size: i.Size, SHA256: i.SHA256, Modified: i.Modified}
 }
