@@ -13,19 +13,31 @@ import (
 // The SQLite store is the engine's store.
 var _ jobs.Store = (*store.Store)(nil)
 
+// The SQLite store serves the app's reads.
+var _ conformance.Reads = (*store.Store)(nil)
+
 // TestConformance runs the store suite, which every implementation must pass, against
 // SQLite: a migrated file in t.TempDir on a clock the suite moves.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
-		clk := newClock()
-		path := filepath.Join(t.TempDir(), "sheetq.db")
-		open := func(t *testing.T) *store.Store {
-			st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now, FollowUps: o.FollowUps})
-			if err != nil {
-				t.Fatalf("open store: %v", err)
-			}
-			return st
+	conformance.Run(t, conformanceHarness)
+}
+
+// TestConformanceReads runs the suite's read cases, which the PostgreSQL store passes
+// too, against SQLite.
+func TestConformanceReads(t *testing.T) {
+	conformance.RunReads(t, conformanceHarness)
+}
+
+// conformanceHarness is a store on a fresh file in t.TempDir, on a clock the suite moves.
+func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "sheetq.db")
+	open := func(t *testing.T) *store.Store {
+		st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now, FollowUps: o.FollowUps})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
 		}
-		return conformance.Reopening(t, open, clk.Now, clk.Advance)
-	})
+		return st
+	}
+	return conformance.Reopening(t, open, clk.Now, clk.Advance)
 }

@@ -87,22 +87,36 @@ func newClock() *storetest.Clock {
 	return storetest.ClockAt(time.Now().UTC().Truncate(time.Millisecond))
 }
 
+// The PostgreSQL store serves the app's reads.
+var _ conformance.Reads = (*pg.Store)(nil)
+
 // TestConformance runs the store suite, which every implementation must pass, against
 // PostgreSQL: each case on a migrated schema of its own, on a clock the suite moves.
 func TestConformance(t *testing.T) {
 	testDSN(t)
-	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
-		clk := newClock()
-		dsn := freshSchema(t)
-		open := func(t *testing.T) *pg.Store {
-			st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps})
-			if err != nil {
-				t.Fatalf("open store: %v", err)
-			}
-			return st
+	conformance.Run(t, conformanceHarness)
+}
+
+// TestConformanceReads runs the suite's read cases, the SQLite store's assertions,
+// against PostgreSQL.
+func TestConformanceReads(t *testing.T) {
+	testDSN(t)
+	conformance.RunReads(t, conformanceHarness)
+}
+
+// conformanceHarness is a store on a migrated schema of its own, on a clock the suite
+// moves.
+func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness {
+	clk := newClock()
+	dsn := freshSchema(t)
+	open := func(t *testing.T) *pg.Store {
+		st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps})
+		if err != nil {
+			t.Fatalf("open store: %v", err)
 		}
-		return conformance.Reopening(t, open, clk.Now, clk.Advance)
-	})
+		return st
+	}
+	return conformance.Reopening(t, open, clk.Now, clk.Advance)
 }
 
 // TestNodesStartingTogetherMigrateOnce: stores opened at once on a fresh schema, as

@@ -1,0 +1,4 @@
+package pg
+
+// ListQuery is List's statement and arguments, for the plan checks of pg_test.
+var ListQuery = listQuery
