@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -362,59 +361,5 @@ func TestExpire(t *testing.T) {
 	}
 	if _, err := st.Expire(ctx, "nosuch"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("expire of an unknown job: err = %v, want ErrNotFound", err)
-	}
-}
-
-// TestListByReport: the report filter combines with status and the cursor, and uses the
-// expression index.
-func TestListByReport(t *testing.T) {
-	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
-	ctx := context.Background()
-	var demo []string // newest first
-	for i := range 6 {
-		report := "demo"
-		if i%2 == 1 {
-			report = "orders"
-		}
-		j := enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"report":"` + report + `","params":{}}`)})
-		if report == "demo" {
-			demo = slices.Insert(demo, 0, j.ID)
-		}
-		clk.Advance(time.Second)
-	}
-	enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"other":"demo"}`)}) // no report at all
-	if _, err := st.Cancel(ctx, demo[0]); err != nil {
-		t.Fatal(err)
-	}
-
-	ids := func(o store.ListOptions) []string {
-		t.Helper()
-		js, err := st.List(ctx, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]string, len(js))
-		for i, j := range js {
-			out[i] = j.ID
-		}
-		return out
-	}
-	if got := ids(store.ListOptions{Report: "demo"}); !slices.Equal(got, demo) {
-		t.Errorf("report demo = %v, want %v", got, demo)
-	}
-	if got := ids(store.ListOptions{Report: "demo", Status: store.StatusPending}); !slices.Equal(got, demo[1:]) {
-		t.Errorf("report demo, PENDING = %v, want %v", got, demo[1:])
-	}
-	first, err := st.List(ctx, store.ListOptions{Report: "demo", Limit: 1})
-	if err != nil || len(first) != 1 {
-		t.Fatalf("first page: %v, %d jobs", err, len(first))
-	}
-	rest := ids(store.ListOptions{Report: "demo", Before: first[0].Seq})
-	if !slices.Equal(rest, demo[1:]) {
-		t.Errorf("second page = %v, want %v", rest, demo[1:])
-	}
-	if got := ids(store.ListOptions{Report: "nosuch"}); len(got) != 0 {
-		t.Errorf("unknown report lists %v", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"sheetq/store"
 )
@@ -102,44 +101,5 @@ func TestEventsAfterTailsTheLog(t *testing.T) {
 	c := enqueue(t, st, store.NewJob{})
 	if evs, err := st.EventsAfter(ctx, 0, 10); err != nil || len(evs) != 1 || evs[0].ID != all[3].ID+1 || evs[0].JobID != c.ID {
 		t.Fatalf("after pruning all and one more job: %+v, %v", evs, err)
-	}
-}
-
-// TestUnfinishedAndJobsByID: Unfinished lists only PENDING and PROCESSING jobs, oldest
-// first; JobsByID finds the jobs that exist and skips the rest.
-func TestUnfinishedAndJobsByID(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
-	var ids []string
-	for range 4 {
-		ids = append(ids, enqueue(t, st, store.NewJob{}).ID)
-		clk.Advance(time.Millisecond)
-	}
-	claim(t, st, "w") // ids[0] PROCESSING
-	if _, err := st.Cancel(ctx, ids[1]); err != nil {
-		t.Fatal(err)
-	}
-	un, err := st.Unfinished(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, j := range un {
-		got = append(got, j.ID)
-	}
-	if want := []string{ids[0], ids[2], ids[3]}; !slices.Equal(got, want) {
-		t.Fatalf("unfinished %v, want %v", got, want)
-	}
-
-	m, err := st.JobsByID(ctx, []string{ids[1], ids[3], "nope", ids[1]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m) != 2 || m[ids[1]].Status != store.StatusCanceled || m[ids[3]].Status != store.StatusPending {
-		t.Fatalf("JobsByID: %+v", m)
-	}
-	if m, err := st.JobsByID(ctx, nil); err != nil || len(m) != 0 {
-		t.Fatalf("JobsByID(nil) = %v, %v", m, err)
 	}
 }
