@@ -120,6 +120,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Node != "" {
 		ecfg.WorkerID = cfg.Node
 	}
+	// Other nodes run jobs from a PostgreSQL store: a PROCESSING job at start may be theirs.
+	ecfg.Shared = sqlite == nil
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)

@@ -82,7 +82,17 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 		}
 		return s, s, nil
 	}
-	p, err := pg.Open(ctx, dsn, pg.Options{FollowUps: followUps, TestClock: cfg.Now})
+	opts := pg.Options{FollowUps: followUps, TestClock: cfg.Now, PollOnly: cfg.PollOnly}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// A connection per worker slot of every lane, and a few for the API; the DSN's
+		// own pool_max_conns wins.
+		workers := cfg.Engine.Workers
+		for _, n := range cfg.Engine.Queues {
+			workers += n
+		}
+		opts.MaxConns = pg.PoolSize(workers)
+	}
+	p, err := pg.Open(ctx, dsn, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 	}
