@@ -26,6 +26,12 @@ type backend interface {
 	Close() error
 }
 
+// Both stores serve every read and write the app makes.
+var (
+	_ backend = (*store.Store)(nil)
+	_ backend = (*pg.Store)(nil)
+)
+
 // storeURL is the job store the node uses: --store, else the config file's [store] url,
 // with env:NAME read from the environment; "" is the data directory's SQLite file.
 func (c *Config) storeURL() (string, error) {
@@ -97,12 +103,5 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 	}
 	a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn))
-	// TODO(issue 17): a plain return once *pg.Store has every read exports.Store names.
-	var any_ any = p
-	full, ok := any_.(backend)
-	if !ok {
-		p.Close()
-		return nil, nil, fmt.Errorf("open the job store %s: the PostgreSQL store cannot serve the API yet", RedactURL(dsn))
-	}
-	return full, nil, nil
+	return p, nil, nil
 }
