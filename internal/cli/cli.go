@@ -30,6 +30,8 @@ func Run(ctx context.Context, version string, args []string, stdout, stderr io.W
 		return backupCmd(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], stdout, stderr)
+	case "store":
+		return storeCmd(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		return loadtestCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
@@ -54,6 +56,9 @@ Usage:
                          copy the database to FILE, safe while the server runs
   sheetq doctor [--data DIR] [--json] [--fix]
                          check the data directory: database, stray files, missing files, disk space
+                         (or the PostgreSQL store and bucket that --store and --files name)
+  sheetq store copy --to postgres://... [--files s3://...] [--data DIR]
+                         move a stopped server's queue into PostgreSQL, and its files into a bucket
   sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|cancel|retry

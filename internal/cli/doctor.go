@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"sheetq/app"
 	"sheetq/internal/datadir"
 	"sheetq/internal/filekind"
 	"sheetq/jobs"
@@ -23,7 +24,7 @@ import (
 
 // doctorProblem is one finding of `sheetq doctor`.
 type doctorProblem struct {
-	// Check is the check that found it: database, link, not_regular, part_file,
+	// Check is the check that found it: database, bucket, link, not_regular, part_file,
 	// orphan_file, missing_file, file_size, file_sha256 or disk_space.
 	Check   string `json:"check"`
 	Message string `json:"message"`
@@ -35,10 +36,14 @@ type doctorProblem struct {
 
 // doctorReport is what `sheetq doctor --json` prints.
 type doctorReport struct {
-	Data      string          `json:"data"`
+	Data string `json:"data"`
+	// Store and Files name the PostgreSQL store and the bucket checked (passwords
+	// left out); empty for the data directory's own.
+	Store     string          `json:"store,omitempty"`
+	Files     string          `json:"files_store,omitempty"`
 	Running   bool            `json:"server_running"`
 	Jobs      int             `json:"jobs"`
-	Files     int             `json:"files"`
+	Published int             `json:"files"`
 	FreeBytes uint64          `json:"free_bytes"`
 	Healthy   bool            `json:"healthy"`
 	Problems  []doctorProblem `json:"problems"`
@@ -54,6 +59,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fix := fs.Bool("fix", false, "remove orphan part files (the only problem doctor repairs)")
 	deep := fs.Bool("deep", false, "also compare each published file's sha256 with the record (reads every file)")
 	minFree := fs.Int64("min-free-mb", 512, "report a problem when less than this many `MiB` are free")
+	sf := addStoreFlags(fs, true, true)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: sheetq doctor [--data DIR] [--json] [--fix] [--deep]
 
@@ -62,6 +68,11 @@ in exports/ and tmp/, part files no running export owns, published files no expo
 owns, finished exports whose file is missing or not of the recorded size (and, with
 --deep, sha256), and free disk space. Safe while the server runs (the database is
 opened read-only).
+With a PostgreSQL store (--store, SHEETQ_STORE or the config file's [store] url) it
+checks that database instead of the SQLite file: the connection, the schema version and
+a write that is rolled back. With a bucket (--files, SHEETQ_FILES or [files] url) it
+checks the bucket instead of the exports folder: a write and delete of a probe object,
+and each finished export's object.
 Exit status: 0 healthy, 1 problems found (one line each), 2 bad command line.
 
 Flags:
@@ -78,7 +89,11 @@ Flags:
 	if err != nil {
 		return err
 	}
-	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(max(*minFree, 0)) << 20}
+	st, err := sf.resolve(root)
+	if err != nil {
+		return err
+	}
+	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(max(*minFree, 0)) << 20, Stores: st}
 	rep, err := diagnose(ctx, datadir.Dir{Root: root}, opts)
 	if err != nil {
 		return err
@@ -98,7 +113,13 @@ Flags:
 			fmt.Fprintln(stdout, line)
 		}
 		if rep.Healthy {
-			fmt.Fprintf(stdout, "ok: %s (%d exports, %d files, %s free)\n", rep.Data, rep.Jobs, rep.Files, ui.Size(int64(rep.FreeBytes)))
+			where := rep.Data
+			for _, s := range []string{rep.Store, rep.Files} {
+				if s != "" {
+					where += ", " + s
+				}
+			}
+			fmt.Fprintf(stdout, "ok: %s (%d exports, %d files, %s free)\n", where, rep.Jobs, rep.Published, ui.Size(int64(rep.FreeBytes)))
 		}
 	}
 	if !rep.Healthy {
@@ -121,6 +142,9 @@ type doctorOptions struct {
 	Deep bool
 	// MinFree is the free space in bytes under which disk_space is reported.
 	MinFree uint64
+	// Stores are the job store and file store to check in place of the data
+	// directory's SQLite file and exports folder.
+	Stores stores
 }
 
 // diagnose runs every check. Only an unreadable directory or database is an error;
@@ -136,21 +160,28 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 	add := func(p doctorProblem) { rep.Problems = append(rep.Problems, p) }
 
 	byID := map[string]store.JobFile{}
-	st, err := store.Open(ctx, dir.DB(), store.Options{ReadOnly: true})
-	if err != nil {
-		return rep, fmt.Errorf("doctor: %w", err)
-	}
-	defer st.Close()
-	findings, err := st.IntegrityCheck(ctx)
-	if err != nil {
-		add(doctorProblem{Check: "database", Path: dir.DB(), Message: fmt.Sprintf("%s: %v", dir.DB(), err)})
-	}
-	for _, f := range findings {
-		add(doctorProblem{Check: "database", Path: dir.DB(), Message: dir.DB() + ": " + f})
-	}
-	jobFiles, err := st.JobFiles(ctx)
-	if err != nil {
-		add(doctorProblem{Check: "database", Path: dir.DB(), Message: fmt.Sprintf("%s: cannot list jobs: %v", dir.DB(), err)})
+	var jobFiles []store.JobFile
+	jobsRead := true
+	if dsn := opts.Stores.DSN; dsn != "" {
+		rep.Store = app.RedactURL(dsn)
+		jobFiles, jobsRead = diagnosePostgres(ctx, dsn, add)
+	} else {
+		st, err := store.Open(ctx, dir.DB(), store.Options{ReadOnly: true})
+		if err != nil {
+			return rep, fmt.Errorf("doctor: %w", err)
+		}
+		defer st.Close()
+		findings, err := st.IntegrityCheck(ctx)
+		if err != nil {
+			add(doctorProblem{Check: "database", Path: dir.DB(), Message: fmt.Sprintf("%s: %v", dir.DB(), err)})
+		}
+		for _, f := range findings {
+			add(doctorProblem{Check: "database", Path: dir.DB(), Message: dir.DB() + ": " + f})
+		}
+		jobFiles, err = st.JobFiles(ctx)
+		if err != nil {
+			add(doctorProblem{Check: "database", Path: dir.DB(), Message: fmt.Sprintf("%s: cannot list jobs: %v", dir.DB(), err)})
+		}
 	}
 	for _, j := range jobFiles {
 		byID[j.ID] = j
@@ -164,8 +195,12 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 	odd := oddEntries(dir, add)
 
 	// Part files: tmp/<id>.<attempt>.part belongs to the running attempt of a job, and
-	// only while a server runs (it removes them all at start).
+	// only while a server runs (it removes them all at start). Without the jobs every
+	// file would look like an orphan: the database's problem is the one to report.
 	parts, _ := filepath.Glob(filepath.Join(dir.Tmp(), jobs.PartGlob))
+	if !jobsRead {
+		parts = nil
+	}
 	for _, path := range parts {
 		if odd[path] {
 			continue
@@ -197,8 +232,18 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 	// Published files: exports/<id>.xlsx (the export kind's name, export.Kind.FileName)
 	// must belong to an export that has (or, while it is being published or recovered,
 	// is about to have) a file.
-	files, _ := filepath.Glob(filepath.Join(dir.Exports(), "*"+export.FileExt))
-	rep.Files = len(files)
+	var files []string
+	switch {
+	case opts.Stores.Files != nil:
+		rep.Files = app.RedactURL(opts.Stores.FilesURL)
+		if jobsRead {
+			rep.Published = checkBucket(ctx, *opts.Stores.Files, opts.Stores.FilesURL, jobFiles, opts.Deep, add)
+		}
+		jobFiles = nil // their files are in the bucket, not in exports/
+	case jobsRead:
+		files, _ = filepath.Glob(filepath.Join(dir.Exports(), "*"+export.FileExt))
+		rep.Published = len(files)
+	}
 	onDisk := map[string]bool{}
 	for _, path := range files {
 		id := strings.TrimSuffix(filepath.Base(path), export.FileExt)

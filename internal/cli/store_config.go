@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"sheetq/app"
+	"sheetq/internal/datadir"
+	"sheetq/internal/envref"
+	"sheetq/internal/objstore"
+)
+
+// stores is the job store and file store a tool command (doctor, backup, store copy)
+// works on: the same ones `sheetq serve` would use with the same flags, SHEETQ_STORE /
+// SHEETQ_FILES and config file (README, "Several nodes").
+type stores struct {
+	// DSN is the PostgreSQL job store's URL, env:NAME already read; "" is the data
+	// directory's SQLite file.
+	DSN string
+	// Files is the bucket's settings; nil is the data directory's exports/ folder.
+	Files *objstore.Config
+	// FilesURL is the s3:// URL Files came from, for messages ("" with Files nil).
+	FilesURL string
+}
+
+// storeFlags are the flags that choose the stores, shared by doctor and backup.
+type storeFlags struct {
+	store, files, config *string
+}
+
+// addStoreFlags defines --config on fs, and --store and --files when asked for.
+func addStoreFlags(fs *flag.FlagSet, store, files bool) storeFlags {
+	f := storeFlags{
+		store:  new(string),
+		config: fs.String("config", "", "config `file` whose [store] and [files] tables to read (default <data>/sheetq.toml)"),
+	}
+	if store {
+		f.store = fs.String("store", "", "job store: a postgres:// `URL`, or env:NAME naming a variable that holds one (default: the config file's [store] url, else the data directory's SQLite file)")
+	}
+	if files {
+		f.files = fs.String("files", "", "file store: an s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION `URL` (default: the config file's [files] url, else the data directory's exports folder)")
+	} else {
+		f.files = new(string)
+	}
+	return f
+}
+
+// resolve reads the flags (which parseWithEnv has filled from SHEETQ_STORE and
+// SHEETQ_FILES), then the config file for what they left empty, as serve does: flags
+// beat the environment, which beats the file.
+func (f storeFlags) resolve(root string) (stores, error) {
+	path := *f.config
+	if path == "" {
+		path = datadir.Dir{Root: root}.Config()
+	}
+	fc, err := app.LoadFileConfig(path, *f.config == "")
+	if err != nil {
+		return stores{}, err
+	}
+	var s stores
+	if s.DSN, err = postgresURL("--store", cmp.Or(*f.store, fc.Store.URL)); err != nil {
+		return stores{}, err
+	}
+	if s.FilesURL = cmp.Or(*f.files, fc.Files.URL); s.FilesURL != "" {
+		cfg, err := bucketConfig(s.FilesURL, fc.Files)
+		if err != nil {
+			return stores{}, err
+		}
+		s.Files = &cfg
+	}
+	return s, nil
+}
+
+// postgresURL reads v (a postgres:// URL, or env:NAME naming a variable that holds one)
+// for the flag name; "" stays "".
+func postgresURL(name, v string) (string, error) {
+	u, err := envref.Resolve(v)
+	if err != nil {
+		return "", usageError{fmt.Errorf("%s: %w", name, err)}
+	}
+	if u == "" {
+		return "", nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
+		// The value may hold a password: never echo it.
+		return "", usageError{fmt.Errorf("%s: want a postgres://user:password@host:port/database URL, or env:NAME naming a variable that holds one", name)}
+	}
+	return u, nil
+}
+
+// bucketConfig parses an s3:// URL, with the keys of the config file's [files] table
+// (each may be env:NAME or file:PATH); without them objstore reads AWS_ACCESS_KEY_ID
+// and AWS_SECRET_ACCESS_KEY.
+func bucketConfig(raw string, fc app.FilesConfig) (objstore.Config, error) {
+	cfg, err := objstore.ParseURL(raw)
+	if err != nil {
+		return objstore.Config{}, usageError{err}
+	}
+	if cfg.AccessKey, err = secretValue(fc.AccessKey); err != nil {
+		return objstore.Config{}, fmt.Errorf("config: [files] access_key: %w", err)
+	}
+	if cfg.SecretKey, err = secretValue(fc.SecretKey); err != nil {
+		return objstore.Config{}, fmt.Errorf("config: [files] secret_key: %w", err)
+	}
+	return cfg, nil
+}
+
+// secretValue reads a config file secret: env:NAME, file:PATH or the value itself.
+func secretValue(v string) (string, error) {
+	path, ok := strings.CutPrefix(v, "file:")
+	if !ok {
+		return envref.Resolve(v)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", errors.New(path + " is empty")
+	}
+	return s, nil
+}
+
+// flatten puts a multi-line error message on one line (pgx lists each address it tried
+// on a line of its own): a tool says what failed in one line.
+func flatten(msg string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
+}
