@@ -35,6 +35,7 @@ type App struct {
 
 	lock     *datadir.Lock
 	store    backend
+	files    jobs.Files
 	sqlite   *store.Store // the same store when it is the data directory's SQLite file; nil on PostgreSQL
 	kind     exportKind
 	hub      *events.Hub
@@ -114,6 +115,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics = metrics.New(st, log)
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
+	if a.files, err = a.openFiles(ctx); err != nil {
+		return nil, err
+	}
+	ecfg.Files = a.files
 	if cfg.Now != nil {
 		ecfg.Now = cfg.Now
 	}
@@ -137,7 +142,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.engine.Register(webhook.Name, a.webhooks)
 	a.janitor = jobs.NewJanitor(st, jobs.JanitorConfig{
-		Retention: cfg.Retention, ExportsDir: dir.Exports(), Logger: log, OnChange: a.engine.Config().OnChange,
+		Retention: cfg.Retention, ExportsDir: dir.Exports(), Files: a.files, Logger: log, OnChange: a.engine.Config().OnChange,
 	})
 
 	var key []byte

@@ -10,6 +10,7 @@ import (
 	"sheetq/app/events"
 	"sheetq/app/exports"
 	"sheetq/internal/envref"
+	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -104,4 +105,32 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 	}
 	a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn))
 	return p, nil, nil
+}
+
+// openFiles opens the file store that cfg names: the data directory's exports/ folder, or
+// a bucket shared with other nodes (--files, [files] url, with [files] access_key and
+// secret_key, each may be env:NAME or file:PATH).
+func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
+	fc := a.cfg.File.Files
+	u := cmp.Or(a.cfg.FilesURL, fc.URL)
+	if u == "" {
+		if a.sqlite == nil {
+			a.log.WarnContext(ctx, "the job store is shared but the files are in this node's data directory: other nodes cannot serve this node's files, nor this node theirs; give every node the same --files s3://... bucket")
+		}
+		return jobs.OpenFiles("", a.dir.Exports(), "", "", a.log)
+	}
+	access, err := resolveSecret(fc.AccessKey)
+	if err != nil {
+		return nil, fmt.Errorf("config: [files] access_key: %w", err)
+	}
+	secret, err := resolveSecret(fc.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("config: [files] secret_key: %w", err)
+	}
+	f, err := jobs.OpenFiles(u, a.dir.Exports(), access, secret, a.log)
+	if err != nil {
+		return nil, fmt.Errorf("--files: %w", err)
+	}
+	a.log.InfoContext(ctx, "file store", "files", RedactURL(u))
+	return f, nil
 }
