@@ -1,19 +1,59 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Reading job_events by id is how the SSE hub tails the log. It relies on ids being
 // assigned in commit order, which holds because every write goes through the one writer
 // connection inside BEGIN IMMEDIATE: a row with a lower id is never committed after a
-// row with a higher one, so "id > cursor" misses nothing.
+// row with a higher one, so "id > cursor" misses nothing. The cursor a reader holds is
+// therefore the decimal id of the last event it saw: the SSE ids SQLite users' clients
+// have always held stay valid (ARCHITECTURE.md, "PostgreSQL", for the other store).
 
 const eventColumns = `id, job_id, at, type, status, attempt, data`
+
+// ErrBadCursor is the error for an event cursor that the store did not hand out.
+var ErrBadCursor = errors.New("malformed event cursor")
+
+// CursorEvent is an event and the cursor that resumes just after it: its SSE id.
+type CursorEvent struct {
+	Event
+	// Cursor is opaque to clients: they pass it back to the store that handed it out,
+	// or to any store of the same database.
+	Cursor string
+}
+
+// CompareCursors orders two cursors handed out by one store (-1, 0, +1), as the reads
+// deliver their events. Every store writes a cursor as decimal numbers without leading
+// zeros, joined by dots (SQLite: the event id; PostgreSQL: its transaction id, then the
+// event id), and orders cursors by those numbers, first number first; "" is the start.
+// So the hub can tell whether an event is behind a client's position without knowing
+// which store it reads, while clients still treat the cursor as opaque text.
+func CompareCursors(a, b string) int {
+	for a != "" || b != "" {
+		var x, y string
+		x, a, _ = strings.Cut(a, ".")
+		y, b, _ = strings.Cut(b, ".")
+		// Without leading zeros, the longer number is the larger one, and numbers of one
+		// length compare as text: no parsing, no allocation on the stream's hot path.
+		if c := cmp.Compare(len(x), len(y)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x, y); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
 
 // EventsAfter returns up to limit events with an id greater than afterID, in id order.
 func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]Event, error) {
@@ -21,11 +61,84 @@ func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]Ev
 		afterID, eventLimit(limit))
 }
 
-// JobEventsAfter returns up to limit events of one job with an id greater than afterID,
-// in id order.
-func (s *Store) JobEventsAfter(ctx context.Context, jobID string, afterID int64, limit int) ([]Event, error) {
-	return s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?`,
-		jobID, afterID, eventLimit(limit))
+// EventsSince returns up to limit events after cursor, in order, each with its own
+// cursor, and the cursor after the last one (cursor itself, written canonically, when
+// there is none). "" is the start; a cursor that is not an event id is ErrBadCursor.
+func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]CursorEvent, string, error) {
+	after, err := parseEventID(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	evs, err := s.EventsAfter(ctx, after, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := withCursors(evs, after)
+	return out, next, nil
+}
+
+// JobEventsSince is EventsSince for the events of one job.
+func (s *Store) JobEventsSince(ctx context.Context, jobID, cursor string, limit int) ([]CursorEvent, string, error) {
+	after, err := parseEventID(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	evs, err := s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?`,
+		jobID, after, eventLimit(limit))
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := withCursors(evs, after)
+	return out, next, nil
+}
+
+// EventHead returns the cursor of the present: every event committed so far is behind
+// it, every later one after it. It is the newest id ever assigned (see EventRange).
+func (s *Store) EventHead(ctx context.Context) (string, error) {
+	_, last, err := s.EventRange(ctx)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(last, 10), nil
+}
+
+// EventsKept reports whether the log still holds every event after cursor: false when
+// retention pruned events the cursor's holder has not seen, or when the cursor is ahead
+// of every id assigned (it is not from this log). A cursor that is not an event id is
+// ErrBadCursor.
+func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
+	n, err := parseEventID(cursor)
+	if err != nil {
+		return false, err
+	}
+	first, last, err := s.EventRange(ctx)
+	if err != nil {
+		return false, err
+	}
+	return n >= first-1 && n <= last, nil
+}
+
+// parseEventID reads a cursor: a non-negative decimal event id, as strconv.ParseInt
+// reads it (the SSE ids a client sent before cursors were opaque); "" is 0, the start.
+func parseEventID(cursor string) (int64, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+	}
+	return n, nil
+}
+
+// withCursors gives each event its id as its cursor, and returns the cursor after them.
+func withCursors(evs []Event, after int64) ([]CursorEvent, string) {
+	out := make([]CursorEvent, len(evs))
+	for i, e := range evs {
+		out[i] = CursorEvent{Event: e, Cursor: strconv.FormatInt(e.ID, 10)}
+		after = e.ID
+	}
+	return out, strconv.FormatInt(after, 10)
 }
 
 func eventLimit(limit int) int {

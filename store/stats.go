@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -334,19 +335,27 @@ type Transition struct {
 	Code string
 }
 
-// LastEventID returns the id of the newest job event, 0 when there is none.
-func (s *Store) LastEventID(ctx context.Context) (int64, error) {
-	var id sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT max(id) FROM job_events`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("last event id: %w", err)
+// TransitionsSince returns up to limit job events after cursor (as EventsSince reads
+// it), with their jobs' times, and the cursor after the last one. Event ids grow in
+// commit order (one writer), so a reader that keeps the cursor misses none and sees none
+// twice.
+func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) ([]Transition, string, error) {
+	after, err := parseEventID(cursor)
+	if err != nil {
+		return nil, "", err
 	}
-	return id.Int64, nil
+	ts, err := s.transitionsAfter(ctx, after, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(ts) > 0 {
+		after = ts[len(ts)-1].EventID
+	}
+	return ts, strconv.FormatInt(after, 10), nil
 }
 
-// TransitionsAfter returns up to limit job events with an id above after, in id order.
-// Event ids grow in commit order (one writer), so a reader that remembers the last id it
-// saw misses none and sees none twice.
-func (s *Store) TransitionsAfter(ctx context.Context, after int64, limit int) ([]Transition, error) {
+// transitionsAfter returns up to limit job events with an id above after, in id order.
+func (s *Store) transitionsAfter(ctx context.Context, after int64, limit int) ([]Transition, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT e.id, e.job_id, e.type, e.status, e.attempt, e.at, e.data,
 			j.kind, j.created_at, j.started_at
 		FROM job_events e JOIN jobs j ON j.id = e.job_id

@@ -2,23 +2,26 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"sheetq/store"
 )
 
-func TestTransitionsAfter(t *testing.T) {
+// TestTransitionsSince: the metrics' tail reads the events after its cursor with their
+// jobs' times, from EventHead on.
+func TestTransitionsSince(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	st, _ := openStore(t, store.Options{Now: clk.Now})
-	if id, err := st.LastEventID(ctx); err != nil || id != 0 {
-		t.Fatalf("last event id of an empty store = %d, %v", id, err)
+	if head, err := st.EventHead(ctx); err != nil || head != "0" {
+		t.Fatalf("head of an empty store = %q, %v", head, err)
 	}
 	j := enqueue(t, st, store.NewJob{Kind: "report"})
-	after, err := st.LastEventID(ctx)
-	if err != nil || after == 0 {
-		t.Fatalf("last event id = %d, %v", after, err)
+	after, err := st.EventHead(ctx)
+	if err != nil || after == "0" {
+		t.Fatalf("head = %q, %v", after, err)
 	}
 	clk.Advance(time.Second)
 	claim(t, st, "w")
@@ -26,7 +29,7 @@ func TestTransitionsAfter(t *testing.T) {
 	if _, err := st.Fail(ctx, j.ID, 1, store.AttemptError{Code: "upstream", Message: "boom"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := st.TransitionsAfter(ctx, after, 10)
+	ts, next, err := st.TransitionsSince(ctx, after, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,14 +38,23 @@ func TestTransitionsAfter(t *testing.T) {
 	}
 	started, failed := ts[0], ts[1]
 	if started.Type != store.EventStarted || started.Kind != "report" || started.JobID != j.ID || started.Attempt != 1 ||
-		!started.CreatedAt.Equal(j.CreatedAt) || started.At.Sub(started.CreatedAt) != time.Second || started.EventID <= after {
+		!started.CreatedAt.Equal(j.CreatedAt) || started.At.Sub(started.CreatedAt) != time.Second || store.CompareCursors(id(started.EventID), after) <= 0 {
 		t.Errorf("started = %+v", started)
 	}
 	if failed.Type != store.EventAttemptFailed || failed.Code != "upstream" || failed.Status != store.StatusPending ||
 		failed.EventID <= started.EventID || failed.StartedAt.Sub(j.CreatedAt) != time.Second {
 		t.Errorf("attempt_failed = %+v", failed)
 	}
-	if ts, err := st.TransitionsAfter(ctx, after, 1); err != nil || len(ts) != 1 || ts[0].Type != store.EventStarted {
-		t.Errorf("limit 1 = %+v, %v", ts, err)
+	if next != id(failed.EventID) {
+		t.Errorf("next = %q, want %d", next, failed.EventID)
+	}
+	if ts, next, err := st.TransitionsSince(ctx, after, 1); err != nil || len(ts) != 1 || ts[0].Type != store.EventStarted || next != id(ts[0].EventID) {
+		t.Errorf("limit 1 = %+v, %q, %v", ts, next, err)
+	}
+	if ts, again, err := st.TransitionsSince(ctx, next, 10); err != nil || len(ts) != 0 || again != next {
+		t.Errorf("after the last = %+v, %q, %v", ts, again, err)
+	}
+	if _, _, err := st.TransitionsSince(ctx, "x", 10); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("malformed cursor: %v", err)
 	}
 }

@@ -48,7 +48,7 @@ func (h *Hub) ChangeStream(subscribe func() (changed <-chan struct{}, unsubscrib
 			case <-keepAlive.C:
 				err = out.raw(": keep-alive\n\n")
 			case <-changed:
-				err = out.send(sseMessage{id: -1, event: "change", data: []byte("{}")})
+				err = out.send(sseMessage{event: "change", data: []byte("{}")})
 			}
 			if err != nil {
 				return

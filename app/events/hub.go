@@ -63,10 +63,10 @@ var errHubStopped = errors.New("event hub stopped")
 // sseMessage is one event ready to send; data is marshalled once and shared by every
 // client that receives it.
 type sseMessage struct {
-	id    int64  // the job_events row id; negative: no id line (progress)
-	job   string // the job it is about, for ?job=
-	event string
-	data  []byte
+	cursor string // the store's cursor just after the event, its SSE id; "": no id line (progress)
+	job    string // the job it is about, for ?job=
+	event  string
+	data   []byte
 }
 
 // subscriber is one open stream. The hub only ever sends to ch without blocking; when
@@ -80,19 +80,28 @@ type subscriber struct {
 // progressFigures are a running job's latest progress report.
 type progressFigures struct{ rows, total int64 }
 
-// Log is what the hub reads from the store: the event log and the jobs it is about.
-// *store.Store is one.
+// Log is what the hub reads from the store: the event log, by opaque cursors that any
+// node of the same database understands, and the jobs it is about. *store.Store
+// (SQLite) and *pg.Store (PostgreSQL) are both one.
 type Log interface {
-	EventRange(ctx context.Context) (first, last int64, err error)
-	EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error)
-	JobEventsAfter(ctx context.Context, jobID string, afterID int64, limit int) ([]store.Event, error)
+	// EventHead is the cursor of the present: live events come after it.
+	EventHead(ctx context.Context) (string, error)
+	// EventsKept says whether every event after cursor is still stored (false: pruned
+	// by retention, or not from this log); a cursor the store cannot read is
+	// store.ErrBadCursor.
+	EventsKept(ctx context.Context, cursor string) (bool, error)
+	// EventsSince and JobEventsSince read, in order, the events after cursor that can no
+	// longer be overtaken by one committing later, each with its own cursor, and return
+	// the cursor after the last.
+	EventsSince(ctx context.Context, cursor string, limit int) ([]store.CursorEvent, string, error)
+	JobEventsSince(ctx context.Context, jobID, cursor string, limit int) ([]store.CursorEvent, string, error)
 	JobsByID(ctx context.Context, ids []string) (map[string]store.Job, error)
 	Unfinished(ctx context.Context) ([]store.Job, error)
 	Get(ctx context.Context, id string) (store.Job, error)
 }
 
-// Hub fans job events out to SSE clients. One goroutine tails job_events by id (woken by
-// the engine, with a slow poll as a fallback) and emits coalesced progress; clients get
+// Hub fans job events out to SSE clients. One goroutine tails job_events by cursor (woken
+// by the engine, with a slow poll as a fallback) and emits coalesced progress; clients get
 // messages through bounded buffers, so a slow client never slows the engine or the
 // other clients: it is disconnected instead, and replays what it missed on reconnect.
 type Hub struct {
@@ -110,6 +119,7 @@ type Hub struct {
 	dropped  int64         // clients disconnected for falling behind
 
 	nsubs atomic.Int64 // len(subs), read by the Progress hook without a lock
+	reads atomic.Int64 // the tailer's reads of the log so far: tests wait on it
 
 	pmu     sync.Mutex
 	pending map[string]progressFigures // by job id; emptied on every progress tick
@@ -157,9 +167,9 @@ func (h *Hub) Wire(cfg *jobs.Config) {
 	}
 }
 
-// Start begins tailing job_events after the newest event stored now.
+// Start begins tailing job_events after the store's present position.
 func (h *Hub) Start(ctx context.Context) error {
-	_, last, err := h.st.EventRange(ctx)
+	head, err := h.st.EventHead(ctx)
 	if err != nil {
 		return fmt.Errorf("start event hub: %w", err)
 	}
@@ -167,7 +177,7 @@ func (h *Hub) Start(ctx context.Context) error {
 	h.done.Add(1)
 	go func() {
 		defer h.done.Done()
-		h.run(ctx, last)
+		h.run(ctx, head)
 	}()
 	return nil
 }
@@ -278,7 +288,9 @@ func (h *Hub) publish(msgs ...sseMessage) {
 // run is the tailer: it reads events after cursor when woken or polled, and sends the
 // coalesced progress figures on every progress tick. Both happen on this one goroutine,
 // so a job's last progress figures are never sent after the event that ended its attempt.
-func (h *Hub) run(ctx context.Context, cursor int64) {
+// It publishes events in the store's cursor order, which is what lets each stream skip
+// the ones it replayed by comparing cursors (stream.go).
+func (h *Hub) run(ctx context.Context, cursor string) {
 	poll := time.NewTicker(h.cfg.Poll)
 	defer poll.Stop()
 	prog := time.NewTicker(h.cfg.ProgressEvery)
@@ -304,16 +316,17 @@ func (h *Hub) run(ctx context.Context, cursor int64) {
 		last = time.Now()
 		next, err := h.tail(ctx, cursor)
 		if err != nil && ctx.Err() == nil {
-			h.log.ErrorContext(ctx, "tail job events", "after_id", cursor, "err", err)
+			h.log.ErrorContext(ctx, "tail job events", "cursor", cursor, "err", err)
 		}
 		cursor = next
+		h.reads.Add(1)
 	}
 }
 
 // tail publishes every event after cursor and returns the new cursor.
-func (h *Hub) tail(ctx context.Context, cursor int64) (int64, error) {
+func (h *Hub) tail(ctx context.Context, cursor string) (string, error) {
 	for {
-		evs, err := h.st.EventsAfter(ctx, cursor, tailPage)
+		evs, next, err := h.st.EventsSince(ctx, cursor, tailPage)
 		if err != nil || len(evs) == 0 {
 			return cursor, err
 		}
@@ -330,7 +343,7 @@ func (h *Hub) tail(ctx context.Context, cursor int64) (int64, error) {
 		}
 		h.pmu.Unlock()
 		h.publish(msgs...)
-		cursor = evs[len(evs)-1].ID
+		cursor = next
 		if len(evs) < tailPage {
 			return cursor, nil
 		}
@@ -357,7 +370,7 @@ func (h *Hub) flushProgress() {
 		if err != nil {
 			continue
 		}
-		msgs = append(msgs, sseMessage{id: -1, job: id, event: "progress", data: data})
+		msgs = append(msgs, sseMessage{job: id, event: "progress", data: data})
 	}
 	h.publish(msgs...)
 }
@@ -369,11 +382,11 @@ func (h *Hub) Deleted(jobID string) {
 	if err != nil {
 		return
 	}
-	h.publish(sseMessage{id: -1, job: jobID, event: "deleted", data: data})
+	h.publish(sseMessage{job: jobID, event: "deleted", data: data})
 }
 
 // eventMessages turns stored events into messages, with their jobs' current state.
-func eventMessages(ctx context.Context, st Log, evs []store.Event) ([]sseMessage, error) {
+func eventMessages(ctx context.Context, st Log, evs []store.CursorEvent) ([]sseMessage, error) {
 	ids := make([]string, 0, len(evs))
 	seen := map[string]bool{}
 	for _, e := range evs {
@@ -403,7 +416,7 @@ func eventMessages(ctx context.Context, st Log, evs []store.Event) ([]sseMessage
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.ID, err)
 		}
-		out = append(out, sseMessage{id: e.ID, job: e.JobID, event: e.Type, data: data})
+		out = append(out, sseMessage{cursor: e.Cursor, job: e.JobID, event: e.Type, data: data})
 	}
 	return out, nil
 }

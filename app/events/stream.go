@@ -15,16 +15,14 @@ import (
 )
 
 // ServeHTTP is GET /api/v1/events: job events as Server-Sent Events. Each event's id
-// is its job_events row id, so a reconnect with Last-Event-ID (or ?last_event_id=)
+// is the store's cursor just after it (opaque to clients: SQLite's is the job_events row
+// id, PostgreSQL's is commit-safe and valid on every node), so a reconnect with
+// Last-Event-ID (or ?last_event_id=), to this node or another of the same database,
 // replays exactly what was missed, in order, then continues live; when those events were
 // pruned it first sends a snapshot of the jobs instead. ?job= follows one job.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	since, resume, err := lastEventID(r)
-	if err != nil {
-		problem.Write(w, http.StatusBadRequest, "bad_last_event_id", err.Error())
-		return
-	}
+	since := lastEventID(r)
 	jobID := r.URL.Query().Get("job")
 	if jobID != "" {
 		if _, err := h.st.Get(ctx, jobID); errors.Is(err, store.ErrNotFound) {
@@ -35,19 +33,37 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// Subscribe before reading the log: every event committed after the read below then
-	// also reaches sub, and the replay below covers everything before it. Ids already
-	// sent are skipped, so the seam has neither a gap nor a duplicate.
+	// Subscribe before reading the log: every event the tailer reads from then on also
+	// reaches sub, and the replay below, which reads at least as far as the tailer had,
+	// covers everything before. Live events at or behind the stream's position are
+	// skipped, so the seam has neither a gap nor a duplicate, even when the client's
+	// position came from another node whose tailer is ahead of this one's.
 	sub, err := h.subscribe(jobID)
 	if err != nil {
 		problem.Write(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down; reconnect shortly")
 		return
 	}
 	defer h.unsubscribe(sub)
-	first, last, err := h.st.EventRange(ctx)
-	if err != nil {
-		h.report.Error(w, r, err)
-		return
+	// resume: replay after since; otherwise the stream starts at the head, after a
+	// snapshot when since was given but its events are gone.
+	resume := false
+	if since != "" {
+		resume, err = h.st.EventsKept(ctx, since)
+		if errors.Is(err, store.ErrBadCursor) {
+			problem.Write(w, http.StatusBadRequest, "bad_last_event_id", "Last-Event-ID must be the id of an event from this stream")
+			return
+		}
+		if err != nil {
+			h.report.Error(w, r, err)
+			return
+		}
+	}
+	var head string
+	if !resume {
+		if head, err = h.st.EventHead(ctx); err != nil {
+			h.report.Error(w, r, err)
+			return
+		}
 	}
 
 	rc := http.NewResponseController(w)
@@ -76,24 +92,23 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	out := sseWriter{w: w, rc: rc}
 	hint := "retry: " + strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10) + "\n"
-	var pos int64 // the id of the last event this client has (or need not have)
+	var pos string // the cursor of the last event this client has (or need not have)
 	switch {
-	case !resume:
+	case since == "":
 		// An id line without data sets the client's last event id without dispatching
 		// anything, so a reconnect before the first event still replays from here.
-		pos = last
-		err = out.raw(hint + "id: " + strconv.FormatInt(pos, 10) + "\n\n")
-	case since < first-1 || since > last:
+		pos = head
+		err = out.raw(hint + "id: " + pos + "\n\n")
+	case !resume:
 		// The events after since were pruned (or since is not from this log): the
-		// current state replaces them, and the stream goes on from the newest event.
-		pos = last
+		// current state replaces them, and the stream goes on from the head.
+		pos = head
 		if err = out.raw(hint + "\n"); err == nil {
 			err = h.sendSnapshot(ctx, out, jobID, pos)
 		}
 	default:
-		pos = since
 		if err = out.raw(hint + "\n"); err == nil {
-			pos, err = h.replay(ctx, out, jobID, pos)
+			pos, err = h.replay(ctx, out, jobID, since)
 		}
 	}
 	if err != nil {
@@ -103,6 +118,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	keepAlive := time.NewTicker(h.cfg.KeepAlive)
 	defer keepAlive.Stop()
+	// The tailer publishes in cursor order: once one live event is past pos, so is
+	// every later one, and cursors need no more comparing.
+	caughtUp := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,11 +130,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-keepAlive.C:
 			err = out.raw(": keep-alive\n\n")
 		case m := <-sub.ch:
-			if m.id >= 0 {
-				if m.id <= pos {
-					continue // replayed already
+			if m.cursor != "" && !caughtUp {
+				if store.CompareCursors(m.cursor, pos) <= 0 {
+					continue // replayed already, or the client had it
 				}
-				pos = m.id
+				caughtUp = true
 			}
 			err = out.send(m)
 		}
@@ -127,18 +145,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// replay sends the stored events after pos (of jobID, or all) and returns the id of the
-// last one sent.
-func (h *Hub) replay(ctx context.Context, out sseWriter, jobID string, pos int64) (int64, error) {
+// replay sends the stored events after pos (of jobID, or all) and returns the cursor
+// after the last one read, written as the store writes it.
+func (h *Hub) replay(ctx context.Context, out sseWriter, jobID, pos string) (string, error) {
 	for {
 		var (
-			evs []store.Event
-			err error
+			evs  []store.CursorEvent
+			next string
+			err  error
 		)
 		if jobID == "" {
-			evs, err = h.st.EventsAfter(ctx, pos, tailPage)
+			evs, next, err = h.st.EventsSince(ctx, pos, tailPage)
 		} else {
-			evs, err = h.st.JobEventsAfter(ctx, jobID, pos, tailPage)
+			evs, next, err = h.st.JobEventsSince(ctx, jobID, pos, tailPage)
 		}
 		if err != nil {
 			return pos, err
@@ -151,8 +170,9 @@ func (h *Hub) replay(ctx context.Context, out sseWriter, jobID string, pos int64
 			if err := out.send(m); err != nil {
 				return pos, err
 			}
-			pos = m.id
 		}
+		// Past the events skipped as well as those sent (a webhook job's).
+		pos = next
 		if len(evs) < tailPage {
 			return pos, nil
 		}
@@ -161,7 +181,7 @@ func (h *Hub) replay(ctx context.Context, out sseWriter, jobID string, pos int64
 
 // sendSnapshot sends the current state of every unfinished job (or of jobID, finished or
 // not) as one event whose id is pos.
-func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID string, pos int64) error {
+func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID, pos string) error {
 	var list []store.Job
 	if jobID == "" {
 		var err error
@@ -187,7 +207,7 @@ func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID string, pos
 	if err != nil {
 		return err
 	}
-	return out.send(sseMessage{id: pos, job: jobID, event: "snapshot", data: data})
+	return out.send(sseMessage{cursor: pos, job: jobID, event: "snapshot", data: data})
 }
 
 // streamEnded logs why a stream stopped early, unless the client simply went away.
@@ -198,22 +218,15 @@ func (h *Hub) streamEnded(ctx context.Context, err error) {
 	h.log.DebugContext(ctx, "event stream ended", "err", err)
 }
 
-// lastEventID reads where a reconnecting client left off: the Last-Event-ID header, or
-// ?last_event_id= for clients that cannot set headers. The header wins, since a browser
-// reconnecting to a URL that carries the parameter sends a newer id in it.
-func lastEventID(r *http.Request) (id int64, ok bool, err error) {
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("last_event_id")
+// lastEventID reads where a reconnecting client left off ("": nowhere): the
+// Last-Event-ID header, or ?last_event_id= for clients that cannot set headers. The
+// header wins, since a browser reconnecting to a URL that carries the parameter sends a
+// newer id in it. The store judges the cursor (EventsKept).
+func lastEventID(r *http.Request) string {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		return v
 	}
-	if v == "" {
-		return 0, false, nil
-	}
-	id, err = strconv.ParseInt(v, 10, 64)
-	if err != nil || id < 0 {
-		return 0, false, errors.New("Last-Event-ID must be the id of an event from this stream, a non-negative integer")
-	}
-	return id, true, nil
+	return r.URL.Query().Get("last_event_id")
 }
 
 // sseWriter writes Server-Sent Events and flushes each one.
@@ -224,10 +237,10 @@ type sseWriter struct {
 
 // send writes one event: its id line (unless it has none), type and data.
 func (o sseWriter) send(m sseMessage) error {
-	b := make([]byte, 0, len(m.event)+len(m.data)+40)
-	if m.id >= 0 {
+	b := make([]byte, 0, len(m.cursor)+len(m.event)+len(m.data)+32)
+	if m.cursor != "" {
 		b = append(b, "id: "...)
-		b = strconv.AppendInt(b, m.id, 10)
+		b = append(b, m.cursor...)
 		b = append(b, '\n')
 	}
 	b = append(b, "event: "...)

@@ -20,7 +20,6 @@ type Store interface {
 	List(ctx context.Context, o store.ListOptions) ([]store.Job, error)
 	Counts(ctx context.Context) (map[store.Status]int, error)
 	Events(ctx context.Context, jobID string) ([]store.Event, error)
-	EventRange(ctx context.Context) (first, last int64, err error)
 	// Ping says the store answers (GET /healthz).
 	Ping(ctx context.Context) error
 	// ProbeWrite says the store takes writes (GET /readyz).

@@ -55,7 +55,7 @@ type Metrics struct {
 	log *slog.Logger
 
 	mu     sync.Mutex // serialises catching up with the event log
-	cursor int64      // id of the last job event counted
+	cursor string     // the store's cursor after the last job event counted
 
 	pending  atomic.Bool    // a background catch-up is scheduled (onChange)
 	bg       sync.WaitGroup // background catch-ups
@@ -133,12 +133,12 @@ func New(st Store, log *slog.Logger) *Metrics {
 // not counted (one process owns a data directory, and counters start at zero with it).
 // Counting itself runs on OnChange and on each scrape, so Start spawns nothing.
 func (m *Metrics) Start(ctx context.Context) error {
-	last, err := m.st.LastEventID(ctx)
+	head, err := m.st.EventHead(ctx)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.cursor = last
+	m.cursor = head
 	m.mu.Unlock()
 	return nil
 }
@@ -272,15 +272,17 @@ func (m *Metrics) catchUp(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for {
-		ts, err := m.st.TransitionsAfter(ctx, m.cursor, batch)
+		// The store's cursor, not "id > last id": on PostgreSQL ids commit out of order,
+		// and a transition committed late would never be counted.
+		ts, next, err := m.st.TransitionsSince(ctx, m.cursor, batch)
 		if err != nil {
 			m.log.WarnContext(ctx, "metrics: read job events", "err", err)
 			return
 		}
 		for _, t := range ts {
 			m.count(t)
-			m.cursor = t.EventID
 		}
+		m.cursor = next
 		if len(ts) < batch {
 			return
 		}

@@ -17,6 +17,7 @@ type Store interface {
 	Throughput(ctx context.Context, kind string, now time.Time, width time.Duration, n int) ([]store.ThroughputBucket, error)
 	Durations(ctx context.Context, kind string, since time.Time) (store.DurationStats, error)
 	BatchStats() store.BatchStats
-	LastEventID(ctx context.Context) (int64, error)
-	TransitionsAfter(ctx context.Context, after int64, limit int) ([]store.Transition, error)
+	// EventHead and TransitionsSince tail the job event log by the store's cursor.
+	EventHead(ctx context.Context) (string, error)
+	TransitionsSince(ctx context.Context, cursor string, limit int) ([]store.Transition, string, error)
 }

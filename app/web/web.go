@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/a-h/templ"
@@ -132,9 +133,10 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 func (p *Pages) meta(ctx context.Context, page, job string) ui.Meta {
 	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events"}
 	// The stream starts after the newest event the page already reflects, so that an
-	// event committed between rendering and connecting is replayed, not lost.
-	if _, last, err := p.store.EventRange(ctx); err == nil {
-		m.Events += "?last_event_id=" + strconv.FormatInt(last, 10)
+	// event committed between rendering and connecting is replayed, not lost. The
+	// cursor is opaque (metrics.Store's EventHead, from either store).
+	if head, err := p.store.EventHead(ctx); err == nil {
+		m.Events += "?last_event_id=" + url.QueryEscape(head)
 		if job != "" {
 			m.Events += "&job=" + job
 		}

@@ -227,8 +227,9 @@
     var url = body.getAttribute("data-events");
     if (!url) return null;
     if (lastID != null) {
-      // After a closed stream the browser forgets the last id: it goes in the URL.
-      url = url.replace(/([?&])last_event_id=\d+&?/, "$1").replace(/[?&]$/, "");
+      // After a closed stream the browser forgets the last id: it goes in the URL. The
+      // id is the server's opaque cursor (digits and dots on PostgreSQL), never a number.
+      url = url.replace(/([?&])last_event_id=[^&]*&?/, "$1").replace(/[?&]$/, "");
       url += (url.indexOf("?") < 0 ? "?" : "&") + "last_event_id=" + encodeURIComponent(lastID);
     }
     return url;

@@ -2,10 +2,10 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"sheetq/store"
 )
@@ -30,23 +30,26 @@ import (
 // first and then waited on a row lock writes its events after the other's yet sorts
 // before them.
 
-// ErrBadCursor is the error for a cursor that EventsSince did not hand out.
-var ErrBadCursor = errors.New("malformed event cursor")
-
-// CursorEvent is an event and the cursor that resumes just after it (an SSE id).
-type CursorEvent struct {
-	store.Event
-	// Cursor is opaque to callers: pass it to EventsSince on any store of the database.
-	Cursor string
-}
-
 // EventsSince returns up to limit events after cursor (limit <= 0: 500, at most 10,000)
 // in a commit-safe order, each with its own cursor, and the cursor after the last one
 // (cursor itself when there is none yet). An empty cursor reads from the start; one that
-// EventsSince did not hand out is ErrBadCursor. Unlike EventsAfter, an event whose
+// the store did not hand out is store.ErrBadCursor. Unlike EventsAfter, an event whose
 // transaction commits after a later one's is never skipped: it is delivered only once no
 // earlier transaction can still be open (see above).
-func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]CursorEvent, string, error) {
+func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]store.CursorEvent, string, error) {
+	return s.eventsSince(ctx, "", cursor, limit)
+}
+
+// JobEventsSince is EventsSince for the events of one job, for a stream that follows it.
+func (s *Store) JobEventsSince(ctx context.Context, jobID, cursor string, limit int) ([]store.CursorEvent, string, error) {
+	if jobID == "" {
+		return nil, cursor, nil // no job has an empty id; "" must not read every job's
+	}
+	return s.eventsSince(ctx, jobID, cursor, limit)
+}
+
+// eventsSince reads the events after cursor, of jobID or ("") of every job.
+func (s *Store) eventsSince(ctx context.Context, jobID, cursor string, limit int) ([]store.CursorEvent, string, error) {
 	xid, id, err := parseCursor(cursor)
 	if err != nil {
 		return nil, "", err
@@ -59,15 +62,24 @@ func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]Cu
 	// transaction that commits while it runs is above that xmin and waits for the next read.
 	// ORDER BY names the table's columns: a bare "xid" would be the text output column
 	// (and "10" sorts before "9"). The range reads job_events_xid in order (checked with
-	// EXPLAIN: an index-only range scan, then the limit).
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+`, xid::text AS cursor_xid FROM job_events
+	// EXPLAIN: an index-only range scan, then the limit); one job's events come from
+	// job_events_job and are sorted, a handful of rows.
+	// Two statements rather than "$4 = '' OR job_id = $4": a cached generic plan of that
+	// would read one job's events by walking every job's.
+	q, args := `SELECT `+eventColumns+`, xid::text AS cursor_xid FROM job_events
 		WHERE (xid, id) > ($1::text::xid8, $2) AND xid < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY job_events.xid, job_events.id LIMIT $3`, strconv.FormatUint(xid, 10), id, limit)
+		ORDER BY job_events.xid, job_events.id LIMIT $3`, []any{strconv.FormatUint(xid, 10), id, limit}
+	if jobID != "" {
+		q, args = `SELECT `+eventColumns+`, xid::text AS cursor_xid FROM job_events
+		WHERE job_id = $4 AND (xid, id) > ($1::text::xid8, $2) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY job_events.xid, job_events.id LIMIT $3`, append(args, jobID)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("events since: %w", err)
 	}
 	defer rows.Close()
-	var out []CursorEvent
+	var out []store.CursorEvent
 	next := cursor
 	for rows.Next() {
 		var x string
@@ -76,7 +88,7 @@ func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]Cu
 			return nil, "", fmt.Errorf("events since: %w", err)
 		}
 		next = x + "." + strconv.FormatInt(e.ID, 10)
-		out = append(out, CursorEvent{Event: e, Cursor: next})
+		out = append(out, store.CursorEvent{Event: e, Cursor: next})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("events since: %w", err)
@@ -84,8 +96,122 @@ func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]Cu
 	return out, next, nil
 }
 
+// TransitionsSince returns up to limit job events after cursor, in EventsSince's order
+// and with its cursor, together with their jobs' kind and times, for the metrics' tail:
+// a transition that commits late is counted once it can no longer be skipped.
+func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) ([]store.Transition, string, error) {
+	xid, id, err := parseCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 500
+	}
+	limit = min(limit, 10_000)
+	rows, err := s.pool.Query(ctx, `SELECT e.id, e.job_id, e.type, e.status, e.attempt, e.at, e.data::text,
+			j.kind, j.created_at, j.started_at, e.xid::text
+		FROM job_events e JOIN jobs j ON j.id = e.job_id
+		WHERE (e.xid, e.id) > ($1::text::xid8, $2) AND e.xid < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY e.xid, e.id LIMIT $3`, strconv.FormatUint(xid, 10), id, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("transitions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Transition
+	next := cursor
+	for rows.Next() {
+		var (
+			t       store.Transition
+			status  string
+			data    *string
+			started *time.Time
+			x       string
+		)
+		if err := rows.Scan(&t.EventID, &t.JobID, &t.Type, &status, &t.Attempt, &t.At, &data,
+			&t.Kind, &t.CreatedAt, &started, &x); err != nil {
+			return nil, "", fmt.Errorf("transitions: %w", err)
+		}
+		t.Status, t.At, t.CreatedAt = store.Status(status), t.At.UTC(), t.CreatedAt.UTC()
+		if started != nil {
+			t.StartedAt = started.UTC()
+		}
+		if data != nil {
+			var d struct {
+				Code string `json:"code"`
+			}
+			if jsonUnmarshal(*data, &d) == nil {
+				t.Code = d.Code
+			}
+		}
+		next = x + "." + strconv.FormatInt(t.EventID, 10)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("transitions: %w", err)
+	}
+	return out, next, nil
+}
+
+// EventHead returns the cursor of the present: "<xmin-1>.<newest id assigned>", read in
+// one statement. Every transaction below the snapshot's xmin has ended and took its ids
+// before the sequence was read, so each of its events is at or behind that position, and
+// every event of a transaction still open or yet to start (xid >= xmin) is after it. It
+// names a position, not a row, so it stays valid in an empty or pruned log.
+func (s *Store) EventHead(ctx context.Context) (string, error) {
+	var xmin string
+	var last int64
+	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text,
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_events_id_seq)`).Scan(&xmin, &last); err != nil {
+		return "", fmt.Errorf("event head: %w", err)
+	}
+	x, err := strconv.ParseUint(xmin, 10, 64)
+	if err != nil || x == 0 {
+		return "", fmt.Errorf("event head: snapshot xmin %q", xmin)
+	}
+	return strconv.FormatUint(x-1, 10) + "." + strconv.FormatInt(last, 10), nil
+}
+
+// EventsKept reports whether the log still holds every event after cursor, as SQLite's
+// store judges it by event ids: false when the oldest stored event is more than one id
+// past the cursor's (retention pruned events its holder has not seen; ids that aborted
+// transactions took and never stored make this err towards false, which costs the
+// client a snapshot, never an event), and false for a cursor ahead of the log, or for a
+// bare decimal id, the cursor of a SQLite store (a queue copied from SQLite): neither is
+// a position in this log. Any other cursor this store did not hand out is
+// store.ErrBadCursor.
+func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err == nil {
+		return false, nil
+	}
+	xid, id, err := parseCursor(cursor)
+	if err != nil {
+		return false, err
+	}
+	var (
+		xmin   string
+		oldest *int64
+		last   int64
+	)
+	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text, (SELECT min(id) FROM job_events),
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_events_id_seq)`).Scan(&xmin, &oldest, &last); err != nil {
+		return false, fmt.Errorf("events kept: %w", err)
+	}
+	x, err := strconv.ParseUint(xmin, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("events kept: snapshot xmin %q", xmin)
+	}
+	first := last + 1
+	if oldest != nil {
+		first = *oldest
+	}
+	// Every cursor handed out has an xid below some earlier snapshot's xmin, which never
+	// decreases, and an id already assigned.
+	return xid < x && id <= last && id >= first-1, nil
+}
+
 // parseCursor reads "<xid>.<id>" in decimal, as EventsSince writes it, and nothing else
-// (no sign, no leading zeros), so that one position has one spelling; "" is the start.
+// (no sign, no leading zeros), so that one position has one spelling, as
+// store.CompareCursors requires; "" is the start.
 func parseCursor(c string) (xid uint64, id int64, err error) {
 	if c == "" {
 		return 0, 0, nil
@@ -98,7 +224,7 @@ func parseCursor(c string) (xid uint64, id int64, err error) {
 		id, err = strconv.ParseInt(is, 10, 64)
 	}
 	if !ok || err != nil || id < 0 || strconv.FormatUint(xid, 10)+"."+strconv.FormatInt(id, 10) != c {
-		return 0, 0, fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return 0, 0, fmt.Errorf("%w: %q", store.ErrBadCursor, c)
 	}
 	return xid, id, nil
 }

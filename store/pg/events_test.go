@@ -1,13 +1,16 @@
 package pg_test
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"sheetq/store"
 	"sheetq/store/pg"
 )
 
@@ -16,9 +19,9 @@ import (
 // process's transaction (autovacuum, another package's test) may hold that horizon back
 // for a moment: the read is repeated until the condition holds, and no time is asserted.
 // Reading more than want is a failure.
-func tail(t *testing.T, st *pg.Store, cursor string, want, limit int) ([]pg.CursorEvent, string) {
+func tail(t *testing.T, st *pg.Store, cursor string, want, limit int) ([]store.CursorEvent, string) {
 	t.Helper()
-	var got []pg.CursorEvent
+	var got []store.CursorEvent
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
@@ -42,7 +45,7 @@ func tail(t *testing.T, st *pg.Store, cursor string, want, limit int) ([]pg.Curs
 	}
 }
 
-func eventIDs(evs []pg.CursorEvent) []int64 {
+func eventIDs(evs []store.CursorEvent) []int64 {
 	ids := make([]int64, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
@@ -217,7 +220,7 @@ func TestCursorResumesOnAnotherNode(t *testing.T) {
 }
 
 // TestEventsSinceCursors: an empty cursor is the start; one EventsSince did not hand out
-// is ErrBadCursor, so a caller can tell a client to start over.
+// is store.ErrBadCursor, so a caller can tell a client to start over.
 func TestEventsSinceCursors(t *testing.T) {
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
@@ -227,7 +230,7 @@ func TestEventsSinceCursors(t *testing.T) {
 		t.Fatalf("cursor %q, next %q", got[0].Cursor, next)
 	}
 	for _, bad := range []string{"1", "x.1", "1.x", "1.-1", "-1.1", "+1.1", "01.1", "1.01", "1.2.3", "1.", ".1", " 1.1", "18446744073709551616.1"} {
-		if _, _, err := st.EventsSince(ctx, bad, 10); !errors.Is(err, pg.ErrBadCursor) {
+		if _, _, err := st.EventsSince(ctx, bad, 10); !errors.Is(err, store.ErrBadCursor) {
 			t.Errorf("cursor %q: %v, want ErrBadCursor", bad, err)
 		}
 	}
@@ -246,5 +249,158 @@ func TestEventsSinceCursors(t *testing.T) {
 	all, _ := tail(t, st, "", 3, 1)
 	if all[0].Type != "nine" || all[1].Type != "ten" || all[0].Cursor != "9.3" || all[1].Cursor != "10.2" {
 		t.Fatalf("order %+v, want nine (9.3) then ten (10.2), then accepted", all)
+	}
+}
+
+// TestEventHeadAndKept: the head is a position that every event of a transaction open
+// when it is read, or begun later, comes after; EventsKept accepts the head and every
+// event's cursor while nothing after them was pruned, and refuses a cursor from before a
+// pruned event, one ahead of the log, and a SQLite event id; other text is
+// store.ErrBadCursor.
+func TestEventHeadAndKept(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	empty, err := st.EventHead(ctx)
+	if err != nil || !strings.HasSuffix(empty, ".0") {
+		t.Fatalf("head of an empty log %q, %v; want <xid>.0", empty, err)
+	}
+	if kept, err := st.EventsKept(ctx, empty); err != nil || !kept {
+		t.Fatalf("empty log's head kept: %v, %v", kept, err)
+	}
+	j := enqueue(t, st)
+	txA, idA := lateTx(t, dsn, j.ID)
+	head, err := st.EventHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendEvent(ctx, j.ID, "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A was open when the head was read, and B began after: both come after it. The
+	// accept may too, when a transaction elsewhere in the cluster held xmin back.
+	var got []store.CursorEvent
+	for cursor := head; len(got) == 0 || got[len(got)-1].Type != "b"; {
+		var evs []store.CursorEvent
+		evs, cursor = tail(t, st, cursor, 1, 1)
+		got = append(got, evs...)
+	}
+	if types := eventTypes(got); !slices.Equal(types, []string{"late", "b"}) && !slices.Equal(types, []string{"accepted", "late", "b"}) {
+		t.Fatalf("after the head: %v, want [late b] (or the accept first)", types)
+	}
+	if got[len(got)-2].ID != idA {
+		t.Fatalf("late event %d, want A's %d", got[len(got)-2].ID, idA)
+	}
+	for _, e := range got {
+		if store.CompareCursors(e.Cursor, head) <= 0 {
+			t.Errorf("event %d's cursor %q is not after the head %q", e.ID, e.Cursor, head)
+		}
+	}
+	all, last := tail(t, st, "", 3, 100)
+	for _, c := range []string{empty, head, all[0].Cursor, all[1].Cursor, last} {
+		if kept, err := st.EventsKept(ctx, c); err != nil || !kept {
+			t.Errorf("cursor %q kept: %v, %v; want true", c, kept, err)
+		}
+	}
+	x, _, _ := strings.Cut(last, ".")
+	for _, c := range []string{"3", "0", "99999999999.1", x + ".99"} {
+		if kept, err := st.EventsKept(ctx, c); err != nil || kept {
+			t.Errorf("cursor %q kept: %v, %v; want false", c, kept, err)
+		}
+	}
+	if _, err := st.EventsKept(ctx, "1.x"); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("malformed cursor: %v, want ErrBadCursor", err)
+	}
+
+	// Retention takes the accept (id 1): a client at the start, or at the empty log's
+	// head, missed it; one that saw it missed nothing.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DELETE FROM job_events WHERE id = $1`, all[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[string]bool{"": false, empty: false, all[0].Cursor: true, last: true} {
+		if kept, err := st.EventsKept(ctx, c); err != nil || kept != want {
+			t.Errorf("after pruning the accept, cursor %q kept: %v, %v; want %v", c, kept, err, want)
+		}
+	}
+}
+
+func eventTypes(evs []store.CursorEvent) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// TestJobEventsSince: one job's events after a cursor, in the same commit-safe order;
+// a cursor from the all-jobs read resumes it.
+func TestJobEventsSince(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	a, b := enqueue(t, st), enqueue(t, st)
+	if err := st.AppendEvent(ctx, a.ID, "note", nil); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := tail(t, st, "", 3, 100)
+	evs, next, err := st.JobEventsSince(ctx, a.ID, "", 100)
+	if err != nil || !slices.Equal(eventIDs(evs), []int64{all[0].ID, all[2].ID}) || next != all[2].Cursor {
+		t.Fatalf("a's events: %v, %q, %v", eventIDs(evs), next, err)
+	}
+	// From b's accept (a cursor of the all-jobs read), a has one event left.
+	if evs, _, err := st.JobEventsSince(ctx, a.ID, all[1].Cursor, 100); err != nil || len(evs) != 1 || evs[0].Type != "note" {
+		t.Fatalf("a's events after b's accept: %+v, %v", evs, err)
+	}
+	if evs, next, err := st.JobEventsSince(ctx, b.ID, all[1].Cursor, 100); err != nil || len(evs) != 0 || next != all[1].Cursor {
+		t.Fatalf("b's events after its accept: %+v, %q, %v", evs, next, err)
+	}
+	if _, _, err := st.JobEventsSince(ctx, a.ID, "x", 1); !errors.Is(err, store.ErrBadCursor) {
+		t.Fatalf("malformed cursor: %v", err)
+	}
+}
+
+// TestTransitionsSinceCountsLateCommit: the metrics' tail waits for a transaction that
+// took its event id first and commits last, then reads both transitions in order with
+// their job's kind and times.
+func TestTransitionsSinceCountsLateCommit(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	j := enqueue(t, st)
+	_, cursor := tail(t, st, "", 1, 100)
+	txA, idA := lateTx(t, dsn, j.ID)
+	if err := st.AppendEvent(ctx, j.ID, "b", json.RawMessage(`{"code":"upstream"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if ts, next, err := st.TransitionsSince(ctx, cursor, 100); err != nil || len(ts) != 0 || next != cursor {
+		t.Fatalf("while A is open: %+v, %q, %v; want none", ts, next, err)
+	}
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ts []store.Transition
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(ts) < 2 {
+		more, next, err := st.TransitionsSince(ctx, cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, cursor = append(ts, more...), next
+		if len(ts) < 2 {
+			<-tick.C
+		}
+	}
+	if len(ts) != 2 || ts[0].EventID != idA || ts[0].Type != "late" || ts[1].Type != "b" || ts[1].Code != "upstream" ||
+		ts[1].Kind != "test" || !ts[1].CreatedAt.Equal(j.CreatedAt) || !ts[1].StartedAt.IsZero() || ts[1].JobID != j.ID {
+		t.Fatalf("transitions %+v, want A's late event, then b with its job's kind and times", ts)
+	}
+	if ts, next, err := st.TransitionsSince(ctx, cursor, 100); err != nil || len(ts) != 0 || next != cursor {
+		t.Fatalf("again: %+v, %q, %v; want none", ts, next, err)
 	}
 }
