@@ -439,3 +439,22 @@ func TestCopyFiles(t *testing.T) {
 		t.Fatalf("copy with a missing file: %v, want an error pointing at doctor", err)
 	}
 }
+
+// BenchmarkCopy copies a queue of 20,000 PENDING jobs (args of about 300 bytes) and
+// their events into a fresh schema per iteration; jobs/s is the figure to read.
+func BenchmarkCopy(b *testing.B) {
+	const n = 20_000
+	st := storetest.Open(b, filepath.Join(b.TempDir(), "sheetq.db"), store.Options{})
+	storetest.FillJobs(b, st, n)
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		dsn := pgtest.FreshSchema(b)
+		b.StartTimer()
+		res, err := pgcopy.Copy(ctx, st, dsn, pgcopy.Options{})
+		if err != nil || res.Jobs != n {
+			b.Fatalf("copy = %+v, %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
