@@ -31,6 +31,11 @@
 //     (the job is durable) to its handler starting, over -pickups rounds (p50 and p95);
 //     run at the first worker count only.
 //
+// With -pg DSN it runs the PostgreSQL variants instead (sheetq-pg, river-pg with
+// riverpgxv5, river-pg-tuned) and their scenarios: enqueue one by one and from -callers
+// goroutines, end to end on each of -nodes node counts, and idle pickup across nodes
+// (pg.go).
+//
 // "Completed" means committed as completed: the last job's finish is inside the clock.
 // Variants run interleaved within each round, so that a change in the machine's load
 // touches all of them alike. Nothing here asserts a time.
@@ -96,8 +101,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	riverPoll := fs.Duration("river-poll", 5*time.Millisecond, "FetchPollInterval of river-tuned")
 	dir := fs.String("dir", "", "parent of the per-run temp dirs (default: the system temp dir)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	pgDSN := fs.String("pg", "", "a PostgreSQL DSN: run the PostgreSQL variants and scenarios on it instead (each run on a schema of its own, dropped after)")
+	nodeList := fs.String("nodes", "1,3", "PostgreSQL e2e: comma-separated node counts")
+	callers := fs.Int("callers", 16, "PostgreSQL: goroutines enqueueing at once (enqueue-concurrent, e2e)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *pgDSN != "" {
+		if !set["variants"] {
+			*variants = "sheetq-pg,river-pg,river-pg-tuned"
+		}
+		if !set["scenarios"] {
+			*scenarios = "enqueue,enqueue-concurrent,e2e,pickup"
+		}
 	}
 	stopProfile, err := cpuprofile.Start(*cpuProfile)
 	if err != nil {
@@ -115,6 +133,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		workers = append(workers, k)
 	}
+	if *pgDSN != "" {
+		return runPGFlags(ctx, out, *pgDSN, *variants, *scenarios, *nodeList, workers[0], *riverPoll,
+			pgRun{n: *n, rounds: *rounds, pickups: *pickups, callers: *callers})
+	}
 	var vs []variant
 	for _, w := range workers {
 		all := map[string]variant{
@@ -124,6 +146,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		for v := range strings.SplitSeq(*variants, ",") {
 			vv, ok := all[v]
+			if !ok && (strings.HasSuffix(v, "-pg") || strings.HasPrefix(v, "river-pg")) {
+				return fmt.Errorf("variant %q: %w", v, errNoPG)
+			}
 			if !ok {
 				return fmt.Errorf("unknown variant %q", v)
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,35 @@ func TestRunRejectsUnknownVariant(t *testing.T) {
 	var out strings.Builder
 	if err := run(context.Background(), []string{"-variants", "sidekiq", "-dir", t.TempDir()}, &out); err == nil {
 		t.Fatal("run accepted an unknown variant")
+	}
+}
+
+// TestRunPGSmall runs every PostgreSQL variant and scenario on a few jobs against the
+// test server (SHEETQ_TEST_POSTGRES_DSN; skipped without it): each engine must complete
+// every job it was given, on one node and on two, and pick up across nodes. It checks
+// behaviour only, never a time.
+func TestRunPGSmall(t *testing.T) {
+	dsn := os.Getenv("SHEETQ_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip(`SHEETQ_TEST_POSTGRES_DSN is not set; eval "$(bash ../../.ci/databases)" to run this test`)
+	}
+	var out strings.Builder
+	err := run(context.Background(), []string{"-pg", dsn, "-n", "30", "-rounds", "1", "-pickups", "3",
+		"-nodes", "1,2", "-callers", "4", "-workers", "2"}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, v := range []string{"sheetq-pg", "river-pg", "river-pg-tuned", "sheetq-pg / variant", "e2e 2 node(s)"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("output does not name %s:\n%s", v, out.String())
+		}
+	}
+	t.Log(out.String())
+}
+
+func TestRunRejectsPGVariantWithoutDSN(t *testing.T) {
+	var out strings.Builder
+	if err := run(context.Background(), []string{"-variants", "river-pg", "-dir", t.TempDir()}, &out); !errors.Is(err, errNoPG) {
+		t.Fatalf("run: %v, want errNoPG", err)
 	}
 }
