@@ -1,0 +1,393 @@
+//go:build !windows
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// The cluster test's environment: an S3-compatible server of its own (so that it may
+// restart it), a PostgreSQL schema of its own, and what it needs to find one node's
+// database connections.
+
+// Throwaway root keys of the test's own versitygw, which listens on loopback only.
+const (
+	clusterS3Access = "sheetqcluster"
+	clusterS3Secret = "sheetq_cluster_s3_secret"
+	clusterS3Region = "us-east-1"
+)
+
+// s3Server is a versitygw process that the test owns, behind a reverse proxy that the
+// nodes talk to. The proxy keeps one address across restarts of the server (which comes
+// back on another port), and it sees each upload's body go by, so that the test can
+// restart the server while an upload is under way rather than at a moment that only
+// hopes to be one.
+type s3Server struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	proxy  *httptest.Server
+	target atomic.Pointer[url.URL]
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	log      bytes.Buffer
+	restarts int
+	// midUpload, when set, is closed by the proxy once an upload's body has started to
+	// flow and not finished (armMidUpload).
+	midUpload chan struct{}
+	puts      atomic.Int64 // PUT requests with a body seen by the proxy
+}
+
+// versitygwBinary is the server .ci/s3 builds: $SHEETQ_S3_ROOT/bin/versitygw-VERSION,
+// VERSION pinned in .ci/tools/s3/go.mod. Without it the test skips, except in CI.
+func versitygwBinary(t *testing.T) string {
+	t.Helper()
+	mod, err := os.ReadFile("../.ci/tools/s3/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := ""
+	for line := range strings.SplitSeq(string(mod), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "github.com/versity/versitygw" {
+			version = f[1]
+		}
+	}
+	if version == "" {
+		t.Fatal("no versitygw version in .ci/tools/s3/go.mod")
+	}
+	bin := filepath.Join(cmp.Or(os.Getenv("SHEETQ_S3_ROOT"), "/tmp/sheetq-s3"), "bin", "versitygw-"+version)
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s: %v; CI runs .ci/s3 first, which builds it", bin, err)
+		}
+		t.Skipf("%s is missing: run .ci/s3 once to build it", bin)
+	}
+	return bin
+}
+
+// startS3 starts the test's own versitygw (posix backend in a temporary directory) and
+// its proxy, and makes a bucket.
+func startS3(t *testing.T, bucket string) *s3Server {
+	t.Helper()
+	s := &s3Server{t: t, bin: versitygwBinary(t), dir: t.TempDir()}
+	s.proxy = httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			// The Host header stays the proxy's: the client signed it (SigV4), and the
+			// server checks the signature against the Host it receives.
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", s.target.Load().Host
+			if r.In.Method == http.MethodPut && r.In.ContentLength != 0 {
+				s.puts.Add(1)
+				r.Out.Body = &watchedBody{ReadCloser: r.Out.Body, s: s}
+			}
+		},
+		// A restart cuts requests in flight: the client gets the 502 a load balancer in
+		// front of a restarting server gives, and the test's log stays quiet about it.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	})
+	t.Cleanup(s.proxy.Close)
+	s.start()
+	t.Cleanup(s.kill)
+	if err := s.client().MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{Region: clusterS3Region}); err != nil {
+		t.Fatalf("make bucket: %v", err)
+	}
+	return s
+}
+
+// watchedBody closes the armed midUpload channel once part of an upload's body has been
+// read and the rest has not.
+type watchedBody struct {
+	io.ReadCloser
+	s    *s3Server
+	read int64
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if n > 0 && err == nil {
+		b.s.mu.Lock()
+		if c := b.s.midUpload; c != nil {
+			close(c)
+			b.s.midUpload = nil
+		}
+		b.s.mu.Unlock()
+	}
+	return n, err
+}
+
+// armMidUpload returns a channel closed when the next upload is under way.
+func (s *s3Server) armMidUpload() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{})
+	s.midUpload = c
+	return c
+}
+
+// endpoint is the URL the nodes and the checker use: the proxy's.
+func (s *s3Server) endpoint() string { return s.proxy.URL }
+
+// filesURL is the --files URL of prefix in bucket.
+func (s *s3Server) filesURL(bucket, prefix string) string {
+	q := url.Values{"endpoint": {s.endpoint()}, "region": {clusterS3Region}}
+	return "s3://" + bucket + "/" + prefix + "?" + q.Encode()
+}
+
+// env is what a node needs to sign its requests.
+func (s *s3Server) env() []string {
+	return []string{"AWS_ACCESS_KEY_ID=" + clusterS3Access, "AWS_SECRET_ACCESS_KEY=" + clusterS3Secret}
+}
+
+func (s *s3Server) client() *minio.Client {
+	s.t.Helper()
+	u, _ := url.Parse(s.endpoint())
+	c, err := minio.New(u.Host, &minio.Options{
+		Creds:        credentials.NewStaticV4(clusterS3Access, clusterS3Secret, ""),
+		Region:       clusterS3Region,
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// start runs versitygw on a free port over the same directory and waits until it answers.
+func (s *s3Server) start() {
+	t := s.t
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(s.bin, "--port", "127.0.0.1:"+port, "posix", s.dir)
+	// Keys through the environment, as .ci/s3 does, so that they stay out of ps.
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+clusterS3Access,
+		"ROOT_SECRET_ACCESS_KEY="+clusterS3Secret, "VGW_REGION="+clusterS3Region)
+	s.mu.Lock()
+	cmd.Stdout, cmd.Stderr = &lockedWriter{mu: &s.mu, w: &s.log}, &lockedWriter{mu: &s.mu, w: &s.log}
+	s.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	s.target.Store(&url.URL{Scheme: "http", Host: "127.0.0.1:" + port})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// Any HTTP answer means it listens: an anonymous request gets 403.
+		if res, err := http.Get("http://127.0.0.1:" + port + "/"); err == nil {
+			res.Body.Close()
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("versitygw exited at start:\n%s", s.logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw did not answer in time:\n%s", s.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill ends the server with SIGKILL: the state it keeps is its directory.
+func (s *s3Server) kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// restart kills the server and starts it again over the same data.
+func (s *s3Server) restart() {
+	s.kill()
+	s.start()
+	s.mu.Lock()
+	s.restarts++
+	s.mu.Unlock()
+}
+
+func (s *s3Server) logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// randomName is a lower-case name no other run uses (a bucket, a node's suffix).
+func randomName(prefix string) string { return prefix + strings.ToLower(rand.Text()[:12]) }
+
+// pgConnect opens one connection of the test's own (not a node's) to dsn.
+func pgConnect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// The LISTEN connection's application_name (store/pg/notify.go): the pool's connections
+// have none, so this is how the test tells the two apart.
+const listenAppName = "sheetq listen"
+
+// nodeBackends returns the PostgreSQL backend pids serving the process pid, found by the
+// process's own TCP sockets to the server: pg_stat_activity knows each backend's client
+// port, and /proc knows which local ports belong to which process. listenOnly keeps the
+// LISTEN connection alone.
+func nodeBackends(t *testing.T, db *pgx.Conn, pid int, pgPort int, listenOnly bool) []int {
+	t.Helper()
+	ports := processPortsTo(pid, pgPort)
+	if len(ports) == 0 {
+		return nil
+	}
+	q := `SELECT pid FROM pg_stat_activity WHERE client_port = ANY($1) AND client_addr IN ('127.0.0.1', '::1')`
+	if listenOnly {
+		q += ` AND application_name = '` + listenAppName + `'`
+	}
+	rows, err := db.Query(context.Background(), q, ports)
+	if err != nil {
+		t.Fatalf("pg_stat_activity: %v", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatalf("pg_stat_activity: %v", err)
+	}
+	out := make([]int, len(pids))
+	for i, p := range pids {
+		out[i] = int(p)
+	}
+	return out
+}
+
+// terminate ends the backends with pg_terminate_backend and returns how many it ended.
+func terminate(t *testing.T, db *pgx.Conn, backends []int) int {
+	t.Helper()
+	n := 0
+	for _, b := range backends {
+		var ok bool
+		if err := db.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, b).Scan(&ok); err != nil {
+			t.Fatalf("pg_terminate_backend(%d): %v", b, err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// processPortsTo lists the local ports of pid's TCP connections to remotePort.
+func processPortsTo(pid, remotePort int) []int32 {
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	var ports []int32
+	for _, table := range []string{"tcp", "tcp6"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Scan() // header
+		for sc.Scan() {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			fl := strings.Fields(sc.Text())
+			if len(fl) < 10 || !inodes[fl[9]] {
+				continue
+			}
+			local, remote := hexPort(fl[1]), hexPort(fl[2])
+			if remote == remotePort && local > 0 {
+				ports = append(ports, int32(local))
+			}
+		}
+		f.Close()
+	}
+	return ports
+}
+
+// hexPort reads the port of /proc/net/tcp's "ADDR:PORT" (hexadecimal).
+func hexPort(addr string) int {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return 0
+	}
+	p, err := strconv.ParseUint(addr[i+1:], 16, 16)
+	if err != nil {
+		return 0
+	}
+	return int(p)
+}
+
+// dsnPort is the port a postgres:// DSN connects to.
+func dsnPort(t *testing.T, dsn string) int {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(cfg.Port)
+}
