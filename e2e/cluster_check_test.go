@@ -30,6 +30,7 @@ import (
 // sseEvents must be 0.
 type clusterCounts struct {
 	jobs, succeeded, objects, sseEvents int
+	recovered, fromObject               int // attempts taken back; jobs completed from their object
 	lost, duplicated, unexpected        int
 	notFinal, badObjects                int
 	orphanObjects, openUploads          int
@@ -38,8 +39,8 @@ type clusterCounts struct {
 }
 
 func (c clusterCounts) String() string {
-	return fmt.Sprintf("jobs=%d succeeded=%d objects=%d lost=%d duplicated=%d unexpected=%d not_final=%d bad_objects=%d orphan_objects=%d open_uploads=%d sse_events=%d sse_missing=%d sse_duplicated=%d sse_out_of_order=%d sse_snapshots=%d",
-		c.jobs, c.succeeded, c.objects, c.lost, c.duplicated, c.unexpected, c.notFinal, c.badObjects,
+	return fmt.Sprintf("jobs=%d succeeded=%d recovered=%d completed_from_object=%d objects=%d lost=%d duplicated=%d unexpected=%d not_final=%d bad_objects=%d orphan_objects=%d open_uploads=%d sse_events=%d sse_missing=%d sse_duplicated=%d sse_out_of_order=%d sse_snapshots=%d",
+		c.jobs, c.succeeded, c.recovered, c.fromObject, c.objects, c.lost, c.duplicated, c.unexpected, c.notFinal, c.badObjects,
 		c.orphanObjects, c.openUploads, c.sseEvents, c.sseMissing, c.sseDuplicated, c.sseOutOfOrder, c.sseSnapshots)
 }
 
@@ -118,7 +119,7 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 	type evCount struct{ success, doubleStarts int }
 	evs := map[string]*evCount{}
 	rows, err := db.Query(ctx, `SELECT job_id, type, attempt, COUNT(*) FROM job_events
-		WHERE type IN ('succeeded', 'completed_from_file', 'started') GROUP BY job_id, type, attempt`)
+		WHERE type IN ('succeeded', 'completed_from_file', 'started', 'recovered') GROUP BY job_id, type, attempt`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +135,13 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 			evs[id] = e
 		}
 		switch {
+		case typ == "recovered":
+			c.recovered += n
 		case typ != "started":
 			e.success += n
+			if typ == "completed_from_file" {
+				c.fromObject += n
+			}
 		case n > 1:
 			e.doubleStarts++ // two claims of one attempt: the fencing token was not unique
 		}
