@@ -36,6 +36,7 @@ type App struct {
 	lock     *datadir.Lock
 	store    backend
 	files    jobs.Files
+	dsn      string       // the PostgreSQL store's, for the LISTEN connection; "" on SQLite
 	sqlite   *store.Store // the same store when it is the data directory's SQLite file; nil on PostgreSQL
 	kind     exportKind
 	hub      *events.Hub
@@ -111,7 +112,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Readiness follows the faults requests meet on the file (a full disk).
 		problems.Store = sqlite
 	}
-	a.hub = events.New(st, cfg.Events, log, problems)
+	hubCfg := cfg.Events
+	if sqlite == nil && cfg.PollOnly {
+		// No NOTIFY tells this node of other nodes' events: its streams read the log
+		// four times a second instead of once.
+		hubCfg.Poll = cmp.Or(hubCfg.Poll, 250*time.Millisecond)
+	}
+	a.hub = events.New(st, hubCfg, log, problems)
 	a.metrics = metrics.New(st, log)
 	ecfg := cfg.Engine
 	ecfg.TmpDir, ecfg.ExportsDir, ecfg.Logger = dir.Tmp(), dir.Exports(), log
@@ -127,11 +134,19 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	// Other nodes run jobs from a PostgreSQL store: a PROCESSING job at start may be theirs.
 	ecfg.Shared = sqlite == nil
+	if ecfg.Shared && cfg.PollOnly {
+		// Polling is the only way this node learns of other nodes' jobs (README,
+		// "Several nodes"): a tenth of a second is a tiny indexed query per lane.
+		ecfg.PollInterval = cmp.Or(ecfg.PollInterval, 100*time.Millisecond)
+	}
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
 	a.hub.Wire(&ecfg)
 	a.engine = jobs.New(st, ecfg)
+	if err := a.listen(ctx); err != nil {
+		return nil, err
+	}
 	a.metrics.WatchQueue(a.engine)
 	a.metrics.WatchGroupCommit()
 	a.metrics.WatchBatches(a.engine.BatchStats)

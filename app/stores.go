@@ -104,6 +104,7 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 	}
 	a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn))
+	a.dsn = dsn
 	return p, nil, nil
 }
 
@@ -133,4 +134,24 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 	}
 	a.log.InfoContext(ctx, "file store", "files", RedactURL(u))
 	return f, nil
+}
+
+// listen starts the LISTEN connection of a PostgreSQL node (not under --poll-only): other
+// nodes' new jobs wake this node's lanes, their cancels reach the jobs running here at
+// once, and their events wake this node's event streams and metrics. Before the engine
+// and the hub start, so the Listener's first re-read is waiting for them.
+func (a *App) listen(ctx context.Context) error {
+	if a.sqlite != nil || a.cfg.PollOnly {
+		return nil
+	}
+	l, err := pg.Listen(ctx, a.dsn, a.log, pg.Callbacks{
+		Ready:  a.engine.WakeQueue,
+		Cancel: a.engine.CheckCancel,
+		Events: func() { a.hub.Notify(); a.metrics.OnChange() },
+	})
+	if err != nil {
+		return fmt.Errorf("listen on the job store %s: %w", RedactURL(a.dsn), err)
+	}
+	a.closers = append(a.closers, l.Stop)
+	return nil
 }
