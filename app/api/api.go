@@ -41,9 +41,15 @@ type Config struct {
 	Middleware *middleware.Stack
 	// Metrics serves GET /metrics; nil serves no metrics.
 	Metrics *metrics.Metrics
-	// DataDir is the data directory and ExportsDir its folder of published files: a
-	// file is served only from inside DataDir.
+	// DataDir is the data directory and ExportsDir its folder of published files.
 	DataDir, ExportsDir string
+	// Files is where the published files are (jobs.OpenFiles); nil is ExportsDir
+	// (jobs.LocalFiles, which serves a file only from inside the data directory).
+	Files jobs.Files
+	// Download says how a file in a bucket reaches the client: streamed through this
+	// node (DownloadStream, the default) or by a redirect to a presigned URL
+	// (DownloadRedirect). A local file is always streamed.
+	Download Download
 	// Version is shown in GET /healthz.
 	Version string
 	// Log receives the handlers' warnings.
@@ -62,6 +68,9 @@ type API struct {
 
 // New returns the API over cfg.
 func New(cfg Config) *API {
+	if cfg.Files == nil {
+		cfg.Files = jobs.NewLocalFiles(cfg.ExportsDir)
+	}
 	return &API{cfg: cfg, exports: cfg.Exports, store: cfg.Exports.Store, engine: cfg.Exports.Engine}
 }
 

@@ -7,8 +7,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
-	"os"
-	"path/filepath"
+	"time"
 
 	"sheetq/app/problem"
 	"sheetq/jobs"
@@ -41,98 +40,78 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	if job.FileName == "" {
 		return problem.New(http.StatusConflict, "no_file", "the export finished without a file")
 	}
-	f, fi, err := openPublished(a.cfg.DataDir, a.cfg.ExportsDir, job)
-	var unsafe *unsafeFileError
+	f, fi, err := a.cfg.Files.Open(r.Context(), job.FileName)
+	if err == nil {
+		defer f.Close()
+		switch {
+		case fi.Size != job.FileSize:
+			err = &jobs.RefusedFileError{Path: fi.Path, Reason: fmt.Sprintf("it has %d bytes, the export recorded %d", fi.Size, job.FileSize)}
+		case fi.SHA256 != "" && fi.SHA256 != job.FileSHA256:
+			err = &jobs.RefusedFileError{Path: fi.Path, Reason: "its sha256 is not the one the export recorded"}
+		}
+	}
+	var refused *jobs.RefusedFileError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return problem.New(http.StatusGone, "file_missing", "the file is no longer on the server; request the export again")
-	case errors.As(err, &unsafe):
+	case errors.As(err, &refused):
 		// Not the client's mistake, yet no server fault a retry would cure: what sits at
 		// the file's name is not the file this export published. For the client that is
 		// the same as a missing file (410, request the export again); the operator learns
 		// the cause from this log line and from sheetq doctor.
-		a.cfg.Log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", unsafe.path, "reason", unsafe.reason)
+		a.cfg.Log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", refused.Path, "reason", refused.Reason)
 		return problem.New(http.StatusGone, "file_missing",
 			"the file of this export is not available on the server; request the export again")
 	case err != nil:
 		return err
 	}
-	defer f.Close()
 	var args struct{ Report string }
 	_ = json.Unmarshal(job.Args, &args)
 	name := export.DownloadName(args.Report, job)
+	if a.cfg.Download == DownloadRedirect && r.Method == http.MethodGet {
+		// A presigned URL is signed for GET: a HEAD is answered here, from the object.
+		link, err := a.cfg.Files.Presign(r.Context(), job.FileName, presignTTL, name, xlsxType)
+		switch {
+		case err == nil:
+			// The link expires: a cached redirect would outlive it.
+			w.Header().Set("Cache-Control", "no-store")
+			http.Redirect(w, r, link, http.StatusFound)
+			return nil
+		case !errors.Is(err, jobs.ErrNoPresign):
+			return err
+		}
+	}
 	w.Header().Set("Content-Type", xlsxType)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	w.Header().Set("ETag", `"`+job.FileSHA256+`"`)
 	w.Header().Set("Cache-Control", "private, max-age=3600")
-	http.ServeContent(w, r, name, fi.ModTime(), f)
+	http.ServeContent(w, r, name, fi.Modified, f)
 	return nil
 }
 
-// unsafeFileError says why a job's published file is refused: a link, not a regular
-// file, outside the data directory, or not the size the job recorded.
-type unsafeFileError struct {
-	path   string
-	reason string
+// Download is how a file in a bucket reaches the client (Config.Download).
+type Download string
+
+const (
+	// DownloadStream sends the file's bytes through the node that answers the request.
+	DownloadStream Download = "stream"
+	// DownloadRedirect answers with a redirect to a presigned URL of the bucket, which
+	// serves the bytes itself, with the download's name and type.
+	DownloadRedirect Download = "redirect"
+)
+
+// ParseDownload reads a download mode: "stream" (or "") or "redirect".
+func ParseDownload(s string) (Download, error) {
+	switch Download(s) {
+	case "", DownloadStream:
+		return DownloadStream, nil
+	case DownloadRedirect:
+		return DownloadRedirect, nil
+	}
+	return "", fmt.Errorf("download %q: want stream or redirect", s)
 }
 
-func (e *unsafeFileError) Error() string { return e.path + ": " + e.reason }
-
-// openPublished opens job's published file for serving. It serves only a regular file
-// reached inside the data directory without following a link, of the recorded size:
-// the os.Root refuses paths that leave the directory, Lstat refuses a link or a special
-// file, and comparing Lstat with the open file's Stat (os.SameFile) defeats a swap
-// between the two. A missing file gives an error wrapping fs.ErrNotExist, a refused
-// one an *unsafeFileError.
-func openPublished(root, exportsDir string, job store.Job) (*os.File, fs.FileInfo, error) {
-	path := jobs.FilePath(exportsDir, job.FileName)
-	if path == "" {
-		return nil, nil, fmt.Errorf("job %s published no file: %w", job.ID, fs.ErrNotExist)
-	}
-	rel, err := filepath.Rel(root, path)
-	if err != nil {
-		return nil, nil, err
-	}
-	dirRoot, err := os.OpenRoot(root)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer dirRoot.Close() // an open file outlives its Root
-	refuse := func(reason string) (*os.File, fs.FileInfo, error) {
-		return nil, nil, &unsafeFileError{path: path, reason: reason}
-	}
-	// The Root refuses a path that a linked directory leads out of, with an error that
-	// is not exported; naming the likely cause is clearer.
-	if di, err := dirRoot.Lstat(filepath.Dir(rel)); err == nil && !di.IsDir() {
-		return refuse("its directory " + filepath.Dir(path) + " is a link or not a directory")
-	}
-	before, err := dirRoot.Lstat(rel)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, err
-	case err != nil:
-		return nil, nil, err
-	case before.Mode()&fs.ModeSymlink != 0:
-		return refuse("it is a symbolic link")
-	case !before.Mode().IsRegular():
-		return refuse("it is not a regular file (" + before.Mode().Type().String() + ")")
-	}
-	f, err := dirRoot.OpenFile(rel, openPublishedFlags, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	after, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !after.Mode().IsRegular() || !os.SameFile(before, after) {
-		f.Close()
-		return refuse("it was replaced while being opened")
-	}
-	if after.Size() != job.FileSize {
-		f.Close()
-		return refuse(fmt.Sprintf("it has %d bytes, the export recorded %d", after.Size(), job.FileSize))
-	}
-	return f, after, nil
-}
+// presignTTL is how long a redirect's presigned URL works: long enough for a browser
+// to follow it and for a slow client to fetch a large file (S3 checks the expiry when
+// the request starts), short enough that a leaked link soon stops working.
+const presignTTL = 15 * time.Minute

@@ -1,0 +1,224 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sheetq/app/api"
+	"sheetq/app/exports"
+	"sheetq/app/problem"
+	"sheetq/internal/objstore/objstoretest"
+	"sheetq/jobs"
+	"sheetq/jobs/export"
+	"sheetq/store"
+)
+
+// Downloads from the file store (jobs.Files): streamed from a bucket with the headers a
+// local file gets, or redirected to a presigned URL that names and types the file.
+
+const xlsxType = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+// served is one export run to SUCCEEDED by a real engine and store onto files, and the
+// API serving it.
+type served struct {
+	srv   *httptest.Server
+	files jobs.Files
+	job   store.Job
+	data  []byte
+}
+
+func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode api.Download) served {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	exportsDir := filepath.Join(dir, "exports")
+	f := files(exportsDir)
+	data := make([]byte, 300<<10)
+	_, _ = rand.Read(data)
+	e := jobs.New(st, jobs.Config{TmpDir: filepath.Join(dir, "tmp"), ExportsDir: exportsDir, Files: f, Logger: log})
+	e.Register(export.Name, jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
+		w, err := run.Output()
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}))
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	j, _, err := e.Enqueue(ctx, store.NewJob{Kind: export.Name, Args: json.RawMessage(`{"report":"sales"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for j.Status != store.StatusSucceeded {
+		if time.Now().After(deadline) || j.Status.Final() {
+			t.Fatalf("export is %s (%s), want SUCCEEDED", j.Status, j.ErrorMessage)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if j, err = st.Get(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := api.New(api.Config{Exports: &exports.Service{Store: st, Engine: e}, Files: f, Download: mode,
+		ExportsDir: exportsDir, Log: log, Problems: problem.Reporter{Log: log}})
+	mux := http.NewServeMux()
+	a.Routes(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return served{srv: srv, files: f, job: j, data: data}
+}
+
+// s3 is the file store of a bucket of the test's own.
+func s3(t *testing.T) func(string) jobs.Files {
+	env := objstoretest.Bucket(t)
+	return func(exportsDir string) jobs.Files {
+		f, err := jobs.OpenFiles(env.URL("team"), exportsDir, env.AccessKey, env.SecretKey, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
+
+func local(exportsDir string) jobs.Files { return jobs.NewLocalFiles(exportsDir) }
+
+// noRedirects is a client that shows a redirect instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func fetch(t *testing.T, c *http.Client, method, url string, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, body
+}
+
+// checkAttachment checks that res names the download as the export's file of type xlsx.
+func checkAttachment(t *testing.T, res *http.Response, job store.Job) {
+	t.Helper()
+	disp, params, err := mime.ParseMediaType(res.Header.Get("Content-Disposition"))
+	if want := export.DownloadName("sales", job); err != nil || disp != "attachment" || params["filename"] != want {
+		t.Errorf("Content-Disposition %q; want attachment with filename %q", res.Header.Get("Content-Disposition"), want)
+	}
+	if ct := res.Header.Get("Content-Type"); ct != xlsxType {
+		t.Errorf("Content-Type %q; want %q", ct, xlsxType)
+	}
+}
+
+// Streamed from the bucket: the same bytes, length, name, type and ETag as a local file,
+// Range and If-None-Match answered, and a missing object is 410 as a missing file is.
+func TestS3DownloadStreams(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, s3(t), api.DownloadStream)
+	url := s.srv.URL + "/api/v1/exports/" + s.job.ID + "/file"
+
+	res, body := fetch(t, noRedirects, http.MethodGet, url, nil)
+	if res.StatusCode != http.StatusOK || !bytes.Equal(body, s.data) || res.ContentLength != int64(len(s.data)) {
+		t.Fatalf("GET: %d, %d bytes (Content-Length %d); want 200 with the %d bytes", res.StatusCode, len(body), res.ContentLength, len(s.data))
+	}
+	checkAttachment(t, res, s.job)
+	if etag := res.Header.Get("ETag"); etag != `"`+s.job.FileSHA256+`"` {
+		t.Errorf("ETag %q; want the sha256", etag)
+	}
+
+	res, body = fetch(t, noRedirects, http.MethodGet, url, http.Header{"Range": {"bytes=100000-100999"}})
+	if res.StatusCode != http.StatusPartialContent || !bytes.Equal(body, s.data[100000:101000]) {
+		t.Fatalf("Range: %d, %d bytes; want 206 with bytes 100000-100999", res.StatusCode, len(body))
+	}
+	res, _ = fetch(t, noRedirects, http.MethodGet, url, http.Header{"If-None-Match": {`"` + s.job.FileSHA256 + `"`}})
+	if res.StatusCode != http.StatusNotModified {
+		t.Fatalf("If-None-Match: %d; want 304", res.StatusCode)
+	}
+
+	// Gone from the bucket behind the server's back: 410, as a file gone from the disk.
+	if _, err := s.files.Delete(context.Background(), s.job.FileName); err != nil {
+		t.Fatal(err)
+	}
+	res, body = fetch(t, noRedirects, http.MethodGet, url, nil)
+	var p struct{ Code string }
+	if _ = json.Unmarshal(body, &p); res.StatusCode != http.StatusGone || p.Code != "file_missing" {
+		t.Fatalf("missing object: %d %s; want 410 file_missing", res.StatusCode, body)
+	}
+}
+
+// Redirected: a 302 to a presigned URL that the bucket answers, without credentials,
+// with the bytes, the download's name and the xlsx type; the redirect is not cached. A
+// HEAD is answered by the node (a presigned URL is signed for GET only).
+func TestS3DownloadRedirects(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, s3(t), api.DownloadRedirect)
+	url := s.srv.URL + "/api/v1/exports/" + s.job.ID + "/file"
+
+	res, _ := fetch(t, noRedirects, http.MethodGet, url, nil)
+	link := res.Header.Get("Location")
+	if res.StatusCode != http.StatusFound || link == "" || res.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("GET: %d, Location %q, Cache-Control %q; want 302 to a presigned URL, not cached",
+			res.StatusCode, link, res.Header.Get("Cache-Control"))
+	}
+	res, body := fetch(t, http.DefaultClient, http.MethodGet, link, nil)
+	if res.StatusCode != http.StatusOK || !bytes.Equal(body, s.data) {
+		t.Fatalf("presigned GET: %d, %d bytes; want 200 with the %d bytes", res.StatusCode, len(body), len(s.data))
+	}
+	checkAttachment(t, res, s.job)
+
+	res, body = fetch(t, noRedirects, http.MethodHead, url, nil)
+	if res.StatusCode != http.StatusOK || res.ContentLength != int64(len(s.data)) || len(body) != 0 {
+		t.Fatalf("HEAD: %d, Content-Length %d; want 200 and the file's length", res.StatusCode, res.ContentLength)
+	}
+	checkAttachment(t, res, s.job)
+}
+
+// The local folder has no presigned URLs: with redirect configured, its files are
+// streamed as before.
+func TestLocalDownloadIgnoresRedirect(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, local, api.DownloadRedirect)
+	res, body := fetch(t, noRedirects, http.MethodGet, s.srv.URL+"/api/v1/exports/"+s.job.ID+"/file", nil)
+	if res.StatusCode != http.StatusOK || !bytes.Equal(body, s.data) {
+		t.Fatalf("GET: %d, %d bytes; want 200 with the %d bytes", res.StatusCode, len(body), len(s.data))
+	}
+	checkAttachment(t, res, s.job)
+}
+
+func TestParseDownload(t *testing.T) {
+	for in, want := range map[string]api.Download{"": api.DownloadStream, "stream": api.DownloadStream, "redirect": api.DownloadRedirect} {
+		if got, err := api.ParseDownload(in); err != nil || got != want {
+			t.Errorf("ParseDownload(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := api.ParseDownload("presign"); err == nil {
+		t.Error("ParseDownload(presign) accepted")
+	}
+}
