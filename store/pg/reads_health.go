@@ -12,23 +12,37 @@ import (
 )
 
 // Now returns a reading of the store's clock: the test clock when one is set, else the
-// node's time.Now. The clock that stamps rows in production is the database's now(), not
-// this one (every stamp and comparison the store makes is in SQL), so Now is for the
-// caller's display and arithmetic ("runs in 5 s", ages, the metrics' windows); on a node
-// whose clock is off, those are off by as much, and no job's state is.
+// database's clock as this node estimates it (its own clock plus the offset measured at
+// Open and at every Ping). Every stamp and comparison the store makes is in SQL with the
+// database's now(), so Now is only for the caller's display and arithmetic ("runs in
+// 5 s", ages, the stats' and metrics' windows); the offset keeps those right on a node
+// whose own clock is off.
 func (s *Store) Now() time.Time {
 	if s.testClock != nil {
 		return s.testClock()
 	}
-	return time.Now()
+	return s.localNow().Add(time.Duration(s.skew.Load()))
 }
 
-// Ping checks that the database answers a query, within ctx, for liveness probes.
+// Ping checks that the database answers a query, within ctx, for liveness probes, and
+// measures the database clock's offset from this node's again (Now).
 func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	if err := s.pool.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+	if err := s.readSkew(ctx); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
+	return nil
+}
+
+// readSkew reads the database's clock and keeps its offset from this node's clock,
+// taking the middle of the round trip as the moment it was read.
+func (s *Store) readSkew(ctx context.Context) error {
+	var db time.Time
+	before := s.localNow()
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+		return err
+	}
+	after := s.localNow()
+	s.skew.Store(int64(db.Sub(before.Add(after.Sub(before) / 2))))
 	return nil
 }
 
@@ -76,4 +90,12 @@ func storeFault(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", k, err)
+}
+
+// localNow is this node's clock; tests set Store.local to a clock that is off.
+func (s *Store) localNow() time.Time {
+	if s.local != nil {
+		return s.local()
+	}
+	return time.Now()
 }

@@ -13,6 +13,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,8 @@ type Store struct {
 	testClock func() time.Time
 	batch     batcher // group commit of concurrent Enqueues (batch.go)
 	unbatched bool
+	skew      atomic.Int64     // the database clock minus this node's, in ns (Now)
+	local     func() time.Time // this node's clock; nil is time.Now (tests move it)
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string; search_path picks the
@@ -89,6 +92,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock, unbatched: opts.Unbatched}
 	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.readSkew(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -161,3 +161,22 @@ func TestStampsAreTheDatabaseClock(t *testing.T) {
 		t.Fatalf("created %v, run at %v; want the database's time, between %v and %v", j.CreatedAt, j.RunAt, before, after)
 	}
 }
+
+// TestNowIsTheDatabaseClockOnANodeThatIsOff: a node whose clock is 90 s ahead still
+// reads the database's time from Now (its pages' ages and the stats' windows), since the
+// store measures the offset and takes it back out.
+func TestNowIsTheDatabaseClockOnANodeThatIsOff(t *testing.T) {
+	st := openStore(t, freshSchema(t), pg.Options{})
+	if err := pg.SetLocalClock(t.Context(), st, func() time.Time { return time.Now().Add(90 * time.Second) }); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pg.DatabaseClock(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node's clock says 90 s later; Now must say the database's time, give or take
+	// the round trips of this test on a busy machine, far below the 90 s it is off by.
+	if d := st.Now().Sub(db); d < -10*time.Second || d > 10*time.Second {
+		t.Fatalf("Now is %v off the database clock on a node 90 s ahead, want the database's time", d)
+	}
+}
