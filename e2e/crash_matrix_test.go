@@ -41,7 +41,7 @@ import (
 // again (at least 3). SHEETQ_CRASH_SEED replays a run.
 
 // faultPoints are the named points compiled in with -tags faultpoints (jobs/fault_on.go).
-var faultPoints = []string{"after-claim", "while-writing", "after-fsync", "after-rename", "after-commit"}
+var faultPoints = []string{"after-claim", "while-writing", "after-upload", "after-fsync", "after-rename", "after-commit"}
 
 func crashKills(t *testing.T) int {
 	t.Helper()
