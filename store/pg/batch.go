@@ -15,7 +15,7 @@ import (
 	"sheetq/store"
 )
 
-// Group commit for Enqueue on PostgreSQL (ARCHITECTURE.md, "PostgreSQL"; issue 17).
+// Group commit for Enqueue on PostgreSQL (ARCHITECTURE.md, rule 17 and "PostgreSQL").
 //
 // Enqueues that arrive while an insert is in flight wait for it and then go together
 // into the next one: one multi-row INSERT, with the "accepted" events in the same
