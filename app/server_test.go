@@ -54,6 +54,11 @@ type testOpts struct {
 	Engine *jobs.Config
 	// Kinds are further job kinds, registered before the engine starts.
 	Kinds map[string]jobs.Handler
+	// Store, Files and Node are the Config fields StoreURL, FilesURL and Node: several
+	// nodes on one PostgreSQL database (pgtest.FreshSchema) and one bucket
+	// (objstoretest.Bucket), whose credentials FilesAccessKey and FilesSecretKey give.
+	Store, Files, Node             string
+	FilesAccessKey, FilesSecretKey string
 }
 
 // testServer is the real app, built by New as Run builds it, over a migrated SQLite file
@@ -96,13 +101,19 @@ func testConfig(t testing.TB, opts testOpts) Config {
 		ecfg = *opts.Engine
 	}
 	webhooks := opts.Webhooks
-	return Config{
+	cfg := Config{
 		Addr: "127.0.0.1:0", DataDir: dir.Root, ReportsDir: dir.Reports(), Token: opts.Token,
 		MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
 		Tokens: opts.Tokens, BaseURL: opts.BaseURL, TrustedProxies: opts.TrustedProxies,
 		Engine: ecfg, BodyTimeout: opts.BodyTimeout,
 		Now: opts.Now, BusyTimeout: opts.BusyTimeout, Events: opts.Hub, Webhooks: &webhooks, Idle: opts.Idle,
+		StoreURL: opts.Store, FilesURL: opts.Files, Node: opts.Node,
 	}
+	if opts.FilesAccessKey != "" {
+		// The bucket's credentials come from the config file's [files], as an operator's would.
+		cfg.File = &FileConfig{Files: FilesConfig{AccessKey: opts.FilesAccessKey, SecretKey: opts.FilesSecretKey}}
+	}
+	return cfg
 }
 
 // startTestApp is newTestServer for any testing.TB (a fuzz target's *testing.F too): New,

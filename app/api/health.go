@@ -30,7 +30,9 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := a.store.ProbeWrite(r.Context()); err != nil {
 		f, ok := problem.FaultOf(err)
 		if !ok {
-			return err
+			// Whatever the store answered, it is not taking writes: not ready, never a 500.
+			a.cfg.Log.WarnContext(r.Context(), "readiness probe write failed", "err", err)
+			return problem.New(http.StatusServiceUnavailable, "store_unavailable", "not ready: the database does not take writes")
 		}
 		// Readiness is 503 whatever the fault (a 507 would read as a broken probe).
 		return problem.New(http.StatusServiceUnavailable, f.Code, "not ready: "+f.Detail)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"sheetq/store"
+	"sheetq/store/pg"
 )
 
 // Fault is the answer to a failure of the database file or its disk: a client error it
@@ -55,6 +56,13 @@ func FaultOf(err error) (Fault, bool) {
 			Detail:  "the operating system failed a read or write of the database; nothing was saved; retry shortly",
 			Title:   "The database could not be read or written",
 			Message: "The operating system failed a read or write of the database, so nothing was saved. Try again in a moment; if this repeats, the server log says why."}, true
+	case pg.IsUnavailable(err):
+		// Several nodes on PostgreSQL: the database server is down, restarting or out of
+		// connections. The request is not at fault and may work in a moment.
+		return Fault{Status: http.StatusServiceUnavailable, Code: "store_unavailable", RetryAfter: "5",
+			Detail:  "the database server does not answer, so nothing was saved; retry shortly (GET /readyz answers 200 again once it does)",
+			Title:   "The database does not answer",
+			Message: "sheetq cannot reach its database server, so nothing was saved. Try again in a moment; if this repeats, the server log says why."}, true
 	}
 	return Fault{}, false
 }
@@ -104,7 +112,7 @@ func (rp Reporter) ClientGone(r *http.Request, err error) bool {
 // logs it: not a server bug, so it answers 503 with Retry-After and clients (and their
 // Idempotency-Key retries) come back instead of giving up.
 func (rp Reporter) Busy(r *http.Request, err error) bool {
-	if !store.IsBusy(err) {
+	if !store.IsBusy(err) && !pg.IsBusy(err) {
 		return false
 	}
 	rp.Log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)
