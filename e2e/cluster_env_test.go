@@ -59,10 +59,10 @@ type s3Server struct {
 	done     chan struct{}
 	log      bytes.Buffer
 	restarts int
-	// midUpload, when set, is closed by the proxy once an upload's body has started to
-	// flow and not finished (armMidUpload).
-	midUpload chan struct{}
-	puts      atomic.Int64 // PUT requests with a body seen by the proxy
+	// armed, when set, is the next upload to cut (armMidUpload).
+	armed  *cut
+	puts   atomic.Int64 // PUT requests with a body seen by the proxy
+	cutOff atomic.Int64 // requests the proxy answered 502: the server went away under them
 }
 
 // versitygwBinary is the server .ci/s3 builds: $SHEETQ_S3_ROOT/bin/versitygw-VERSION,
@@ -105,12 +105,13 @@ func startS3(t *testing.T, bucket string) *s3Server {
 			r.Out.URL.Scheme, r.Out.URL.Host = "http", s.target.Load().Host
 			if r.In.Method == http.MethodPut && r.In.ContentLength != 0 {
 				s.puts.Add(1)
-				r.Out.Body = &watchedBody{ReadCloser: r.Out.Body, s: s}
+				r.Out.Body = &watchedBody{ReadCloser: r.Out.Body, s: s, size: r.In.ContentLength}
 			}
 		},
 		// A restart cuts requests in flight: the client gets the 502 a load balancer in
 		// front of a restarting server gives, and the test's log stays quiet about it.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.cutOff.Add(1)
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	})
@@ -123,35 +124,53 @@ func startS3(t *testing.T, bucket string) *s3Server {
 	return s
 }
 
-// watchedBody closes the armed midUpload channel once part of an upload's body has been
-// read and the rest has not.
+// cut is one upload to interrupt: started is closed once the server has received part
+// of its body, and the rest is held back until release is closed.
+type cut struct {
+	started, release chan struct{}
+}
+
+// watchedBody is an upload's body on its way through the proxy. When the proxy is armed,
+// the first upload to read from it becomes the cut one: it passes at most half of its
+// bytes, says so, and holds the rest back until the test has restarted the server, so
+// that the server dies with the upload certainly half-received.
 type watchedBody struct {
 	io.ReadCloser
 	s    *s3Server
-	read int64
+	size int64
+	sent int64
+	cut  *cut
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.read += int64(n)
-	if n > 0 && err == nil {
+	if b.cut != nil && b.sent > 0 {
+		<-b.cut.release
+		b.cut = nil
+	}
+	if b.sent == 0 && b.size > 1 {
 		b.s.mu.Lock()
-		if c := b.s.midUpload; c != nil {
-			close(c)
-			b.s.midUpload = nil
-		}
+		b.cut, b.s.armed = b.s.armed, nil
 		b.s.mu.Unlock()
+		if b.cut != nil {
+			p = p[:min(int64(len(p)), b.size/2)]
+		}
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.sent += int64(n)
+	if b.cut != nil && n > 0 {
+		close(b.cut.started)
 	}
 	return n, err
 }
 
-// armMidUpload returns a channel closed when the next upload is under way.
-func (s *s3Server) armMidUpload() <-chan struct{} {
+// armMidUpload makes the next upload the cut one (watchedBody) and returns a channel
+// closed once the server holds part of it, and release, which lets the rest go on.
+func (s *s3Server) armMidUpload() (started <-chan struct{}, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := make(chan struct{})
-	s.midUpload = c
-	return c
+	c := &cut{started: make(chan struct{}), release: make(chan struct{})}
+	s.armed = c
+	return c.started, func() { close(c.release) }
 }
 
 // endpoint is the URL the nodes and the checker use: the proxy's.

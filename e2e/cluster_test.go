@@ -390,18 +390,22 @@ func (c *cluster) afterCut(n *clusterNode, old []int) {
 	})
 }
 
-// Fault: restart the S3 server while an upload is under way. The attempt whose upload
-// broke ends in a retry, and no half object stays behind (PutIfAbsent aborts a failed
-// multipart upload; a single PUT is never visible half-written).
+// Fault: restart the S3 server while an upload is half sent. The proxy holds the rest
+// of the upload back until the server is back, so the request that carried it fails
+// (the client may send it again), and no half object stays behind: PutIfAbsent aborts a
+// failed multipart upload, and a single PUT is never visible half-written.
 func (c *cluster) restartS3MidUpload() {
 	c.t.Helper()
-	mid := c.s3.armMidUpload()
+	started, release := c.s3.armMidUpload()
 	select {
-	case <-mid:
+	case <-started:
 	case <-time.After(60 * time.Second):
 		c.t.Fatal("no upload started within 60 s")
 	}
+	cut := c.s3.cutOff.Load()
 	c.s3.restart()
+	release()
+	c.waitFor("the half-sent upload fails", 30*time.Second, func() bool { return c.s3.cutOff.Load() > cut })
 }
 
 func lastLines(s string, n int) string {
@@ -549,8 +553,8 @@ func TestClusterFaults(t *testing.T) {
 	if got := len(c.l.snapshot()); int64(got) < ld.sent.Load() {
 		t.Errorf("%d requests sent, %d acknowledged", ld.sent.Load(), got)
 	}
-	t.Logf("cluster: seed=%d faults=%d kills=%d starts=%d s3_restarts=%d requests=%d repeated_on_another_node=%d janitor_orphans=%d janitor_aborted=%d %s duration=%s",
-		seed, len(plan), c.kills.Load(), c.restarts.Load(), s3.restarts, ld.sent.Load(), ld.repeated.Load(),
+	t.Logf("cluster: seed=%d faults=%d kills=%d starts=%d s3_restarts=%d s3_requests_cut=%d requests=%d repeated_on_another_node=%d janitor_orphans=%d janitor_aborted=%d %s duration=%s",
+		seed, len(plan), c.kills.Load(), c.restarts.Load(), s3.restarts, s3.cutOff.Load(), ld.sent.Load(), ld.repeated.Load(),
 		swept.Orphans, swept.Aborted, inv, time.Since(start).Round(time.Second))
 }
 
