@@ -179,7 +179,7 @@ func (c *Config) allTokens() ([]Token, error) {
 	}
 	all = append(all, c.Tokens...)
 	for i, t := range c.File.Tokens {
-		secret, err := resolveSecret(t.Token)
+		secret, err := ResolveSecret(t.Token)
 		if err != nil {
 			return nil, fmt.Errorf("config: token %q: %w", t.Name, err)
 		}
@@ -194,9 +194,10 @@ func (c *Config) allTokens() ([]Token, error) {
 	return all, nil
 }
 
-// resolveSecret reads a token value from the config file: env:NAME reads the environment,
-// file:PATH reads a file (systemd's LoadCredential), anything else is the token itself.
-func resolveSecret(v string) (string, error) {
+// ResolveSecret reads a secret of the config file (a token, a bucket key): env:NAME reads
+// the environment, file:PATH reads a file (systemd's LoadCredential), anything else is
+// the secret itself.
+func ResolveSecret(v string) (string, error) {
 	switch {
 	case strings.HasPrefix(v, "env:"):
 		return envref.Resolve(v)

@@ -34,23 +34,29 @@ var (
 )
 
 // storeURL is the job store the node uses: --store, else the config file's [store] url,
-// with env:NAME read from the environment; "" is the data directory's SQLite file.
+// read by PostgresURL; "" is the data directory's SQLite file.
 func (c *Config) storeURL() (string, error) {
-	u := cmp.Or(c.StoreURL, c.File.Store.URL)
-	if strings.HasPrefix(u, "env:") {
-		v, err := envref.Resolve(u)
-		if err != nil {
-			return "", fmt.Errorf("--store: %w", err)
-		}
-		u = v
+	u, err := PostgresURL(cmp.Or(c.StoreURL, c.File.Store.URL))
+	if err != nil {
+		return "", fmt.Errorf("--store: %w", err)
+	}
+	return u, nil
+}
+
+// PostgresURL reads a job store setting (--store, SHEETQ_STORE, [store] url): a
+// postgres:// URL, or env:NAME naming a variable that holds one; "" stays "" (SQLite).
+// Its errors never echo the value, which may hold a password.
+func PostgresURL(v string) (string, error) {
+	u, err := envref.Resolve(v)
+	if err != nil {
+		return "", err
 	}
 	if u == "" {
 		return "", nil
 	}
 	pu, err := url.Parse(u)
 	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
-		// The URL may hold a password: name the scheme, never echo the value.
-		return "", fmt.Errorf("--store: want a postgres://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
+		return "", fmt.Errorf("want a postgres://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
 	}
 	return u, nil
 }
@@ -120,11 +126,11 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 		}
 		return jobs.OpenFiles("", a.dir.Exports(), "", "", a.log)
 	}
-	access, err := resolveSecret(fc.AccessKey)
+	access, err := ResolveSecret(fc.AccessKey)
 	if err != nil {
 		return nil, fmt.Errorf("config: [files] access_key: %w", err)
 	}
-	secret, err := resolveSecret(fc.SecretKey)
+	secret, err := ResolveSecret(fc.SecretKey)
 	if err != nil {
 		return nil, fmt.Errorf("config: [files] secret_key: %w", err)
 	}

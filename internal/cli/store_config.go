@@ -2,16 +2,12 @@ package cli
 
 import (
 	"cmp"
-	"errors"
 	"flag"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
-	"sheetq/internal/envref"
 	"sheetq/internal/objstore"
 )
 
@@ -76,20 +72,11 @@ func (f storeFlags) resolve(root string) (stores, error) {
 	return s, nil
 }
 
-// postgresURL reads v (a postgres:// URL, or env:NAME naming a variable that holds one)
-// for the flag name; "" stays "".
+// postgresURL reads v as serve does (app.PostgresURL), naming the flag in its error.
 func postgresURL(name, v string) (string, error) {
-	u, err := envref.Resolve(v)
+	u, err := app.PostgresURL(v)
 	if err != nil {
 		return "", usageError{fmt.Errorf("%s: %w", name, err)}
-	}
-	if u == "" {
-		return "", nil
-	}
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
-		// The value may hold a password: never echo it.
-		return "", usageError{fmt.Errorf("%s: want a postgres://user:password@host:port/database URL, or env:NAME naming a variable that holds one", name)}
 	}
 	return u, nil
 }
@@ -102,30 +89,13 @@ func bucketConfig(raw string, fc app.FilesConfig) (objstore.Config, error) {
 	if err != nil {
 		return objstore.Config{}, usageError{err}
 	}
-	if cfg.AccessKey, err = secretValue(fc.AccessKey); err != nil {
+	if cfg.AccessKey, err = app.ResolveSecret(fc.AccessKey); err != nil {
 		return objstore.Config{}, fmt.Errorf("config: [files] access_key: %w", err)
 	}
-	if cfg.SecretKey, err = secretValue(fc.SecretKey); err != nil {
+	if cfg.SecretKey, err = app.ResolveSecret(fc.SecretKey); err != nil {
 		return objstore.Config{}, fmt.Errorf("config: [files] secret_key: %w", err)
 	}
 	return cfg, nil
-}
-
-// secretValue reads a config file secret: env:NAME, file:PATH or the value itself.
-func secretValue(v string) (string, error) {
-	path, ok := strings.CutPrefix(v, "file:")
-	if !ok {
-		return envref.Resolve(v)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return "", errors.New(path + " is empty")
-	}
-	return s, nil
 }
 
 // flatten puts a multi-line error message on one line (pgx lists each address it tried
