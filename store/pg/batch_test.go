@@ -1,6 +1,7 @@
 package pg_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -257,6 +258,35 @@ func TestGroupCommitBadJobFailsAlone(t *testing.T) {
 		if _, err := st.Get(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("refused job %s: get err %v, want ErrNotFound", id, err)
 		}
+	}
+}
+
+// TestGroupCommitCallerGivesUp: a caller whose context ends while its call is queued
+// gets the context's error, and its job is never written; the call queued after it still
+// commits.
+func TestGroupCommitCallerGivesUp(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	release := blockGroupCommit(t, dsn, st)
+	cctx, cancel := context.WithCancel(ctx)
+	gone := make(chan error, 1)
+	go func() {
+		_, _, err := st.Enqueue(cctx, store.NewJob{ID: "gone", Kind: "test", Args: json.RawMessage(`{}`)})
+		gone <- err
+	}()
+	waitStats(t, st, "queued the call that gives up", func(s store.BatchStats) bool { return s.Waiting == 1 })
+	kept := enqueueAsync(st, store.NewJob{ID: "kept"})
+	waitStats(t, st, "queued the call that stays", func(s store.BatchStats) bool { return s.Waiting == 2 })
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("caller that gave up: %v, want context.Canceled", err)
+	}
+	release()
+	if r := <-kept; r.err != nil {
+		t.Fatalf("call queued after it: %v", r.err)
+	}
+	if _, err := st.Get(ctx, "gone"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("job of the caller that gave up: get err %v, want ErrNotFound", err)
 	}
 }
 
