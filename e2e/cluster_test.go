@@ -281,6 +281,7 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 	n := c.nodes[k]
 	n.cur.Load().kill(c.t)
 	c.kills.Add(1)
+	mark := c.query(`SELECT COALESCE(MAX(id), 0) FROM job_events`)
 	nth := 1 + rng.IntN(2)
 	// Eight workers: a claim of several jobs and two ends in one transaction (the batch
 	// points) need a node with room for several jobs at once.
@@ -307,6 +308,13 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 	c.kills.Add(1)
 	c.waitFor(fmt.Sprintf("survivors take back %s's attempts after %s", n.name, point), 30*time.Second,
 		func() bool { return c.running(n) == 0 })
+	if point == "after-upload" {
+		// The object was uploaded and SUCCEEDED not committed: a survivor completes the
+		// job from the object instead of running it again (rule 5).
+		if c.query(`SELECT COUNT(*) FROM job_events WHERE id > $1 AND type = 'completed_from_file'`, mark) == 0 {
+			c.t.Errorf("%s died after an upload, and no survivor completed a job from its object", n.name)
+		}
+	}
 	if p := c.launch(n, nil); p.url == "" {
 		c.t.Fatalf("%s died at start with no fault armed\n%s", n.name, p.log())
 	}
