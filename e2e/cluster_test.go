@@ -296,7 +296,7 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 				c.t.Fatalf("%s: %s@%d did not fire in 45 s\n%s", n.name, point, nth, p.log())
 			}
 			if p.url != "" {
-				c.burst(k, fmt.Sprintf("%s-%s-%d", point, n.name, round), 12)
+				c.burst(k, fmt.Sprintf("%s-%s-%d-%d", point, n.name, c.kills.Load(), round), 12)
 			}
 			continue
 		}
