@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"sheetq/app/api"
 	"sheetq/app/events"
 	"sheetq/app/middleware"
 	"sheetq/internal/datadir"
@@ -93,6 +94,10 @@ type Config struct {
 	// FilesURL is where published files go: "" for the data directory's exports/, or
 	// s3://BUCKET/PREFIX?endpoint=URL&region=REGION (--files, SHEETQ_FILES, [files] url).
 	FilesURL string
+	// FilesDownload is how a file in a bucket reaches a client: "stream" (through this
+	// node, the default) or "redirect" (to a presigned URL of the bucket)
+	// (--files-download, SHEETQ_FILES_DOWNLOAD, [files] download).
+	FilesDownload string
 	// Node names this node in the jobs it runs (their worker) and in its logs (--node,
 	// SHEETQ_NODE; default host/pid).
 	Node string
@@ -114,7 +119,8 @@ type Config struct {
 	// Idle leaves the engine stopped after Start: accepted jobs stay PENDING.
 	Idle bool
 
-	tokens []Token // every accepted token, set by validate
+	tokens   []Token      // every accepted token, set by validate
+	download api.Download // FilesDownload, parsed by validate
 }
 
 // Token is a named access token.
@@ -146,6 +152,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.File.lanes(&c.Engine, c.WorkersSet); err != nil {
 		return err
+	}
+	if c.download, err = api.ParseDownload(cmp.Or(c.FilesDownload, c.File.Files.Download)); err != nil {
+		return fmt.Errorf("--files-download: %w", err)
 	}
 	if c.tokens, err = c.allTokens(); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/store/pg"
 )
 
 // App is one sheetq server over one data directory: everything New built, which Start
@@ -140,6 +141,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		ecfg.PollInterval = cmp.Or(ecfg.PollInterval, 100*time.Millisecond)
 	}
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
+	if p, ok := st.(*pg.Store); ok {
+		// Other nodes' event streams read this node's events when told (pg.Listener).
+		ecfg.OnChange = onChangeAll(ecfg.OnChange, p.AnnounceEvents)
+	}
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
 	a.hub.Wire(&ecfg)
@@ -185,6 +190,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,
 		Middleware: a.mw, Metrics: a.metrics, DataDir: dir.Root, ExportsDir: dir.Exports(), Version: cfg.Version, Log: log, Problems: problems,
+		Files: a.files, Download: cfg.download,
 	})
 	return a, nil
 }

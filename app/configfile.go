@@ -51,6 +51,8 @@ type FilesConfig struct {
 	// file:PATH); unset, the standard AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are used.
 	AccessKey string `toml:"access_key"`
 	SecretKey string `toml:"secret_key"`
+	// Download is "stream" or "redirect"; --files-download beats it.
+	Download string `toml:"download"`
 }
 
 // QueueConfig is one [queues.NAME] table.

@@ -62,6 +62,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
 	fs.StringVar(&cfg.StoreURL, "store", "", "job store shared by several nodes: a postgres://user:password@host:port/database `URL`, or env:NAME naming a variable that holds one (default: the data directory's SQLite file)")
 	fs.StringVar(&cfg.FilesURL, "files", "", "file store shared by several nodes: s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION `URL` (default: the data directory's exports folder)")
+	fs.StringVar(&cfg.FilesDownload, "files-download", "", "how a download from an s3:// file store reaches the client: stream (through this node; the default) or redirect (to a presigned URL of the bucket, valid 15 minutes)")
 	fs.StringVar(&cfg.Node, "node", "", "this node's `name` in the jobs it runs and in its logs (default host/pid)")
 	fs.BoolVar(&cfg.PollOnly, "poll-only", false, "with a PostgreSQL store, find new work by polling alone, without a LISTEN connection (for PgBouncer in transaction mode)")
 	fs.StringVar(&checkDB, "check-db", "quick", "check the database file at start, refusing a damaged one: quick (the header, pages of zeros, and SQLite's quick_check for up to 2 s, finished in the background on a larger file), full (SQLite's integrity_check to the end; minutes for gigabytes) or off")

@@ -71,6 +71,7 @@ type Store struct {
 	unbatched bool
 	skew      atomic.Int64     // the database clock minus this node's, in ns (Now)
 	local     func() time.Time // this node's clock; nil is time.Now (tests move it)
+	announce  *announcer       // AnnounceEvents (announce.go)
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string; search_path picks the
@@ -99,12 +100,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.startAnnouncer()
 	return s, nil
 }
 
 // Close closes the pool, waiting for connections in use to be released.
 func (s *Store) Close() error {
 	s.batch.close() // answers the Enqueues already taken; later ones get store.ErrClosed
+	s.announce.close()
 	s.pool.Close()
 	return nil
 }
