@@ -1,5 +1,7 @@
 package jobs
 
+import "time"
+
 // faultPoint is where a crash test may kill the process (named points such as
 // "after-rename"). It does nothing unless the binary is built with -tags faultpoints.
 var faultPoint = func(string) {}
@@ -7,3 +9,12 @@ var faultPoint = func(string) {}
 // faultsArmed is set when SHEETQ_FAULT arms a point (fault_on.go), so that a point which
 // needs set-up, such as mid-batch-end's wrapper, costs nothing otherwise.
 var faultsArmed bool
+
+// clockOffset is how far a crash test sets this node's own clock off
+// (SHEETQ_TEST_CLOCK_OFFSET, read by fault_on.go); zero in production builds.
+var clockOffset time.Duration
+
+// FaultClockOffset is the offset a crash test gave this node's own clock (the engine's
+// and the janitor's Now), to show that the database clock, not a node's, decides
+// staleness and backoff on a shared store. Always zero without -tags faultpoints.
+func FaultClockOffset() time.Duration { return clockOffset }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // With -tags faultpoints, SHEETQ_FAULT arms named points where the process kills itself
@@ -23,6 +24,14 @@ import (
 // line to stderr before it dies, naming the point and how often it was reached.
 // This is for crash tests only; production builds compile the no-op in fault.go.
 func init() {
+	if v := os.Getenv("SHEETQ_TEST_CLOCK_OFFSET"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sheetq: SHEETQ_TEST_CLOCK_OFFSET:", err)
+			os.Exit(2)
+		}
+		clockOffset = d
+	}
 	spec := os.Getenv("SHEETQ_FAULT")
 	if spec == "" {
 		return
