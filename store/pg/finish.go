@@ -105,8 +105,15 @@ func (s *Store) FinishBatch(ctx context.Context, fs []store.Finish) []store.Fini
 	for {
 		failed := -1
 		err := s.tx(ctx, func(tx pgx.Tx) error {
+			// Successes with nothing to publish (a bucket's file is visible already, and
+			// its key is the attempt's own) go in one round trip; the rest one by one.
+			piped, err := s.succeedPiped(ctx, tx, fs, alone, out)
+			if err != nil {
+				failed = piped
+				return errEndFailed
+			}
 			for i, f := range fs {
-				if alone[i] {
+				if alone[i] || pipeable(f) {
 					continue
 				}
 				if f.Publish != nil {
@@ -158,6 +165,83 @@ func (s *Store) FinishBatch(ctx context.Context, fs []store.Finish) []store.Fini
 		}
 	}
 	return out
+}
+
+// pipeable reports whether f is a success that can go in succeedPiped's pipeline: it has
+// nothing to publish, so no Go code must run between its fence and its event.
+func pipeable(f store.Finish) bool { return f.Outcome == store.Succeeded && f.Publish == nil }
+
+// succeedSQL is one fenced success with its event, in one statement: the event is
+// inserted only for the row the fence matched, so a lost lease writes nothing.
+const succeedSQL = `WITH done AS (
+	UPDATE jobs SET status = 'SUCCEEDED', finished_at = ` + nowSQL + `, heartbeat_at = ` + nowSQL + `,
+		progress_rows = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_rows END,
+		progress_total = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_total END,
+		file_name = $5, file_size = $6, file_sha256 = $7, warnings = $8::json, worker = NULL` + fence + `
+	RETURNING ` + jobColumns + `
+), event AS (
+	INSERT INTO job_events (job_id, at, type, status, attempt, data)
+	SELECT id, ` + nowSQL + `, '` + store.EventSucceeded + `', '` + string(store.StatusSucceeded) + `', $3, $9::json FROM done
+)
+SELECT ` + jobColumns + ` FROM done`
+
+// succeedPiped records every pipeable success of fs (not alone) in tx, sending their
+// statements together (a pgx batch: one round trip, where one statement per end would
+// take two round trips each), then runs their follow-ups. It fills out for them; on an
+// error it returns the index of the end that failed.
+func (s *Store) succeedPiped(ctx context.Context, tx pgx.Tx, fs []store.Finish, alone []bool, out []store.Finished) (int, error) {
+	var b pgx.Batch
+	var idx []int
+	for i, f := range fs {
+		if alone[i] || !pipeable(f) {
+			continue
+		}
+		var warnings *string
+		if len(f.Result.Warnings) > 0 {
+			w, err := json.Marshal(f.Result.Warnings)
+			if err != nil {
+				return i, err
+			}
+			ws := string(w)
+			warnings = &ws
+		}
+		data, err := eventPayload(fileData(f.Result))
+		if err != nil {
+			return i, err
+		}
+		b.Queue(succeedSQL, s.now(), f.ID, f.Attempt, f.Result.Rows, nullString(f.Result.Name), f.Result.Size,
+			nullString(f.Result.SHA256), warnings, data)
+		idx = append(idx, i)
+	}
+	if len(idx) == 0 {
+		return -1, nil
+	}
+	br := tx.SendBatch(ctx, &b)
+	for _, i := range idx {
+		job, err := scanJob(br.QueryRow())
+		switch {
+		case err == nil:
+			out[i] = store.Finished{Job: job}
+		case errors.Is(err, store.ErrNotFound):
+			out[i] = store.Finished{Err: store.ErrLeaseLost}
+		default:
+			br.Close()
+			out[i] = store.Finished{Err: err}
+			return i, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return idx[len(idx)-1], err
+	}
+	for _, i := range idx {
+		if out[i].Err == nil {
+			if err := s.followUpsTx(ctx, tx, out[i].Job); err != nil {
+				out[i] = store.Finished{Err: err}
+				return i, err
+			}
+		}
+	}
+	return -1, nil
 }
 
 // remaining reports whether an end is still to be tried.

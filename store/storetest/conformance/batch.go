@@ -225,6 +225,59 @@ func testFinishBatchIsolatesEachEnd(t *testing.T, h Harness) {
 	}
 }
 
+// A batch of successes with nothing to publish (files already in a bucket, under keys of
+// their own), as a store may send them together: each fenced alone, a stale attempt
+// refused without an event, the others recorded with their event and file.
+func testFinishBatchWithoutPublish(t *testing.T, h Harness) {
+	var ids []string
+	for range 4 {
+		ids = append(ids, enqueue(t, h, func(nj *store.NewJob) { nj.MaxAttempts = 3 }).ID)
+	}
+	got, err := h.Store.ClaimBatch(ctx, "w1", store.DefaultQueue, 4)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("claim batch = %d jobs, %v", len(got), err)
+	}
+	byID := map[string]store.Job{}
+	for _, j := range got {
+		byID[j.ID] = j
+	}
+	a, stale, b, failed := byID[ids[0]], byID[ids[1]], byID[ids[2]], byID[ids[3]]
+	file := func(name string) store.FileResult {
+		return store.FileResult{Name: name, Size: 10, SHA256: "ab", Rows: 2, Warnings: []string{"w"}}
+	}
+	res := h.Store.FinishBatch(ctx, []store.Finish{
+		{ID: a.ID, Attempt: a.Attempt, Outcome: store.Succeeded, Result: file("exports/a/1.xlsx")},
+		{ID: stale.ID, Attempt: stale.Attempt + 1, Outcome: store.Succeeded, Result: file("exports/s/2.xlsx")},
+		{ID: failed.ID, Attempt: failed.Attempt, Outcome: store.Failed, Error: store.AttemptError{Code: "x", Message: "x", Permanent: true}},
+		{ID: b.ID, Attempt: b.Attempt, Outcome: store.Succeeded, Result: file("exports/b/1.xlsx")},
+	})
+	for i, want := range []error{nil, store.ErrLeaseLost, nil, nil} {
+		if (want == nil) != (res[i].Err == nil) || (want != nil && !errors.Is(res[i].Err, want)) {
+			t.Errorf("end %d: err %v, want %v", i, res[i].Err, want)
+		}
+	}
+	for i, j := range []store.Job{a, b} {
+		name := []string{"exports/a/1.xlsx", "exports/b/1.xlsx"}[i]
+		got := get(t, h, j.ID)
+		if got.Status != store.StatusSucceeded || got.FileName != name || got.FileSize != 10 || got.FileSHA256 != "ab" ||
+			got.ProgressRows != 2 || !slices.Equal(got.Warnings, []string{"w"}) {
+			t.Errorf("%s after its end: %+v", j.ID, got)
+		}
+		if typs := types(events(t, h, j.ID)); !slices.Equal(typs, []string{store.EventAccepted, store.EventStarted, store.EventSucceeded}) {
+			t.Errorf("events of %s: %v", j.ID, typs)
+		}
+	}
+	if j := get(t, h, stale.ID); j.Status != store.StatusProcessing || j.Attempt != stale.Attempt {
+		t.Errorf("the stale end changed its job: %s attempt %d", j.Status, j.Attempt)
+	}
+	if typs := types(events(t, h, stale.ID)); !slices.Equal(typs, []string{store.EventAccepted, store.EventStarted}) {
+		t.Errorf("events of the stale end's job: %v", typs)
+	}
+	if j := get(t, h, failed.ID); j.Status != store.StatusFailed {
+		t.Errorf("the failed end's job is %s", j.Status)
+	}
+}
+
 // Two ends of one attempt in one batch: the first commits, the second finds the job no
 // longer PROCESSING and is refused by its fence.
 func testFinishBatchSameAttemptTwice(t *testing.T, h Harness) {

@@ -105,6 +105,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"ClaimBatchOrderAndLimit", testClaimBatchOrderAndLimit},
 		{"ClaimBatchIsAtomic", testClaimBatchIsAtomic},
 		{"FinishBatchIsolatesEachEnd", testFinishBatchIsolatesEachEnd},
+		{"FinishBatchWithoutPublish", testFinishBatchWithoutPublish},
 		{"FinishBatchSameAttemptTwice", testFinishBatchSameAttemptTwice},
 	}
 	for _, c := range cases {
