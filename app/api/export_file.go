@@ -62,6 +62,8 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 		a.cfg.Log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", refused.Path, "reason", refused.Reason)
 		return problem.New(http.StatusGone, "file_missing",
 			"the file of this export is not available on the server; request the export again")
+	case errors.Is(err, jobs.ErrUnavailable):
+		return filesUnavailable(r, a, job.ID, err)
 	case err != nil:
 		return err
 	}
@@ -77,6 +79,8 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Cache-Control", "no-store")
 			http.Redirect(w, r, link, http.StatusFound)
 			return nil
+		case errors.Is(err, jobs.ErrUnavailable):
+			return filesUnavailable(r, a, job.ID, err)
 		case !errors.Is(err, jobs.ErrNoPresign):
 			return err
 		}
@@ -87,6 +91,14 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "private, max-age=3600")
 	http.ServeContent(w, r, name, fi.Modified, f)
 	return nil
+}
+
+// filesUnavailable answers a download whose file store did not answer (a bucket down or
+// unreachable): the file is not lost, and a retry may work.
+func filesUnavailable(r *http.Request, a *API, id string, err error) error {
+	a.cfg.Log.WarnContext(r.Context(), "the file store does not answer", "job_id", id, "err", err)
+	return problem.New(http.StatusServiceUnavailable, "files_unavailable",
+		"the file store does not answer, so the file cannot be sent now; retry shortly").With("Retry-After", "5")
 }
 
 // Download is how a file in a bucket reaches the client (Config.Download).

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ const xlsxType = "application/vnd.openxmlformats-officedocument.spreadsheetml.sh
 // API serving it.
 type served struct {
 	srv   *httptest.Server
+	svc   *exports.Service
 	files jobs.Files
 	job   store.Job
 	data  []byte
@@ -78,13 +81,14 @@ func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode
 			t.Fatal(err)
 		}
 	}
-	a := api.New(api.Config{Exports: &exports.Service{Store: st, Engine: e}, Files: f, Download: mode,
+	svc := &exports.Service{Store: st, Engine: e}
+	a := api.New(api.Config{Exports: svc, Files: f, Download: mode,
 		ExportsDir: exportsDir, Log: log, Problems: problem.Reporter{Log: log}})
 	mux := http.NewServeMux()
 	a.Routes(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return served{srv: srv, files: f, job: j, data: data}
+	return served{srv: srv, svc: svc, files: f, job: j, data: data}
 }
 
 // s3 is the file store of a bucket of the test's own.
@@ -220,5 +224,39 @@ func TestParseDownload(t *testing.T) {
 	}
 	if _, err := api.ParseDownload("presign"); err == nil {
 		t.Error("ParseDownload(presign) accepted")
+	}
+}
+
+// A bucket that does not answer (down, unreachable) is 503 files_unavailable with
+// Retry-After for the download, in both modes: the file is not lost and a retry may work,
+// so neither a 410 nor a 500.
+func TestS3DownloadFromABucketThatDoesNotAnswer(t *testing.T) {
+	s := serveOneExport(t, s3(t), api.DownloadStream)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now: every request is refused
+	env := objstoretest.Server(t)
+	q := url.Values{"endpoint": {dead}, "region": {env.Region}}
+	down, err := jobs.OpenFiles("s3://sheetq-down/team?"+q.Encode(), t.TempDir(), env.AccessKey, env.SecretKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, mode := range []api.Download{api.DownloadStream, api.DownloadRedirect} {
+		a := api.New(api.Config{Exports: s.svc, Files: down, Download: mode, Log: log, Problems: problem.Reporter{Log: log}})
+		mux := http.NewServeMux()
+		a.Routes(mux)
+		srv := httptest.NewServer(mux)
+		res, body := fetch(t, noRedirects, http.MethodGet, srv.URL+"/api/v1/exports/"+s.job.ID+"/file", nil)
+		srv.Close()
+		var p struct{ Code string }
+		_ = json.Unmarshal(body, &p)
+		if res.StatusCode != http.StatusServiceUnavailable || p.Code != "files_unavailable" || res.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: status %d, code %q, Retry-After %q; want 503 files_unavailable with Retry-After: %s",
+				mode, res.StatusCode, p.Code, res.Header.Get("Retry-After"), body)
+		}
 	}
 }
