@@ -24,6 +24,7 @@ import (
 	"sheetq/app/middleware"
 	"sheetq/internal/datadir"
 	"sheetq/internal/envref"
+	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -152,6 +153,16 @@ func (c *Config) validate() error {
 	}
 	if err := c.File.lanes(&c.Engine, c.WorkersSet); err != nil {
 		return err
+	}
+	// The stores' URLs are checked before anything is created, so that a typo refuses
+	// the start with one line and leaves no data directory behind.
+	if _, err := c.storeURL(); err != nil {
+		return err
+	}
+	if u := cmp.Or(c.FilesURL, c.File.Files.URL); u != "" {
+		if _, err := objstore.ParseURL(u); err != nil {
+			return fmt.Errorf("--files: %w", err)
+		}
 	}
 	if c.download, err = api.ParseDownload(cmp.Or(c.FilesDownload, c.File.Files.Download)); err != nil {
 		return fmt.Errorf("--files-download: %w", err)

@@ -34,6 +34,12 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		{"host name without token", Config{Addr: "example.com:8080"}, false, "--token"},
 		{"bad address", Config{Addr: "127.0.0.1"}, false, "--addr"},
 		{"no data directory", Config{Addr: "127.0.0.1:0"}, true, "--data"},
+		{"store of another kind", Config{Addr: "127.0.0.1:0", StoreURL: "mysql://u:p@h/db"}, false, "--store"},
+		{"store URL with an unencoded password", Config{Addr: "127.0.0.1:0", StoreURL: "postgres://u:p?w@h/db"}, false, "percent-encode"},
+		{"store from an unset variable", Config{Addr: "127.0.0.1:0", StoreURL: "env:SHEETQ_TEST_NO_SUCH_VARIABLE"}, false, "--store"},
+		{"files of another kind", Config{Addr: "127.0.0.1:0", FilesURL: "gs://bucket/x"}, false, "--files"},
+		{"unknown download mode", Config{Addr: "127.0.0.1:0", FilesDownload: "teleport"}, false, "--files-download"},
+		{"node name with a space", Config{Addr: "127.0.0.1:0", Node: "node a"}, false, "--node"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -55,7 +56,10 @@ func PostgresURL(v string) (string, error) {
 		return "", nil
 	}
 	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
+	switch {
+	case err != nil:
+		return "", errors.New("not a valid URL: percent-encode special characters of the user name and password (an @ as %40, a ? as %3F)")
+	case pu.Scheme != "postgres" && pu.Scheme != "postgresql":
 		return "", fmt.Errorf("want a postgres://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
 	}
 	return u, nil
