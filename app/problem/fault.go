@@ -60,9 +60,9 @@ func FaultOf(err error) (Fault, bool) {
 		// Several nodes on PostgreSQL: the database server is down, restarting or out of
 		// connections. The request is not at fault and may work in a moment.
 		return Fault{Status: http.StatusServiceUnavailable, Code: "store_unavailable", RetryAfter: "5",
-			Detail:  "the database server does not answer, so nothing was saved; retry shortly (GET /readyz answers 200 again once it does)",
+			Detail:  "the database server does not answer, so the request may not have completed; retry shortly, with the same Idempotency-Key if it had one (GET /readyz answers 200 again once the server is back)",
 			Title:   "The database does not answer",
-			Message: "sheetq cannot reach its database server, so nothing was saved. Try again in a moment; if this repeats, the server log says why."}, true
+			Message: "sheetq cannot reach its database server, so this may not have been saved. Look again in a moment before trying again; if this repeats, the server log says why."}, true
 	}
 	return Fault{}, false
 }

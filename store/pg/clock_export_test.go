@@ -18,3 +18,9 @@ func DatabaseClock(ctx context.Context, s *Store) (time.Time, error) {
 	err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db)
 	return db, err
 }
+
+// Exec runs sql on the store's pool, for tests that need a statement in flight.
+func Exec(ctx context.Context, s *Store, sql string) error {
+	_, err := s.pool.Exec(ctx, sql)
+	return err
+}

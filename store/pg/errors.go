@@ -2,15 +2,18 @@ package pg
 
 import (
 	"errors"
+	"io"
 	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // IsUnavailable reports whether err is the database not answering rather than refusing
-// the request: no connection could be made, one broke, or the server is shutting down,
-// starting up or out of connection slots. Nothing was saved, and the same request is
-// likely to work in a moment, so the API answers 503 with Retry-After (app/problem).
+// the request: no connection could be made, one broke (before or during the statement),
+// or the server is shutting down, starting up or out of connection slots. The same
+// request is likely to work in a moment, so the API answers 503 with Retry-After
+// (app/problem). A connection that broke during a statement leaves its outcome unknown:
+// a retry with the same Idempotency-Key is what makes it safe.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
@@ -29,7 +32,8 @@ func IsUnavailable(err error) bool {
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err)
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)
 }
 
 // IsBusy reports whether err is a conflict with another transaction that a retry

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"sheetq/store"
 	"sheetq/store/pg"
+	"sheetq/store/storetest/pgtest"
 )
 
 var ctx = context.Background()
@@ -178,5 +182,95 @@ func TestNowIsTheDatabaseClockOnANodeThatIsOff(t *testing.T) {
 	// the round trips of this test on a busy machine, far below the 90 s it is off by.
 	if d := st.Now().Sub(db); d < -10*time.Second || d > 10*time.Second {
 		t.Fatalf("Now is %v off the database clock on a node 90 s ahead, want the database's time", d)
+	}
+}
+
+// TestCutConnectionIsUnavailable: whatever a cut connection makes a call return (an EOF
+// on a pooled connection, a refused new one), IsUnavailable says so, so that the API
+// answers 503 store_unavailable and not a 500; a query the server refuses is not.
+func TestCutConnectionIsUnavailable(t *testing.T) {
+	proxy, via := pgtest.NewProxy(t, freshSchema(t))
+	st := openStore(t, via, pg.Options{})
+	j := enqueue(t, st)
+	if _, err := st.Get(ctx, "no-such-job"); pg.IsUnavailable(err) {
+		t.Fatalf("a missing job is unavailable: %v", err)
+	}
+	// A statement in flight when the connection breaks: its outcome is unknown to the
+	// node (pgx says "unexpected EOF"), and that too is the database not answering.
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- pg.Exec(ctx, st, `SELECT pg_sleep(30)`) }()
+	waitSleeping(t)
+	proxy.Cut()
+	if err := <-inFlight; err == nil || !pg.IsUnavailable(err) {
+		t.Errorf("a statement in flight when the connection was cut: %v, want an error IsUnavailable recognises", err)
+	}
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"get", func() error { _, err := st.Get(ctx, j.ID); return err }},
+		{"enqueue", func() error {
+			_, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "k", Args: json.RawMessage(`{}`)})
+			return err
+		}},
+		{"claim", func() error { _, err := st.ClaimBatch(ctx, "w", store.DefaultQueue, 1); return err }},
+		{"ping", func() error { return st.Ping(ctx) }},
+	} {
+		if err := call.do(); err == nil || !pg.IsUnavailable(err) {
+			t.Errorf("%s with the connection cut: %v, want an error IsUnavailable recognises", call.name, err)
+		}
+	}
+}
+
+// waitSleeping waits until a session of the test's database runs pg_sleep.
+func waitSleeping(t *testing.T) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' AND state = 'active'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the statement never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestErrorKinds: which errors mean "the database does not answer" (503, retry) and
+// which a conflict a retry resolves, as the server and pgx report them, including the
+// "unexpected EOF" of a connection that broke while a statement was in flight (seen
+// under load in app.TestPostgresOutageAnswers503).
+func TestErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		err               error
+		unavailable, busy bool
+	}{
+		{fmt.Errorf("enqueue: %w", io.ErrUnexpectedEOF), true, false},
+		{fmt.Errorf("read: %w", io.EOF), true, false},
+		{&pgconn.PgError{Code: "57P01"}, true, false},  // admin_shutdown
+		{&pgconn.PgError{Code: "08006"}, true, false},  // connection_failure
+		{&pgconn.PgError{Code: "53300"}, true, false},  // too_many_connections
+		{&pgconn.PgError{Code: "40001"}, false, true},  // serialization_failure
+		{&pgconn.PgError{Code: "40P01"}, false, true},  // deadlock_detected
+		{&pgconn.PgError{Code: "23505"}, false, false}, // unique_violation: a bug, not an outage
+		{store.ErrNotFound, false, false},
+		{nil, false, false},
+	} {
+		if got := pg.IsUnavailable(tc.err); got != tc.unavailable {
+			t.Errorf("IsUnavailable(%v) = %v, want %v", tc.err, got, tc.unavailable)
+		}
+		if got := pg.IsBusy(tc.err); got != tc.busy {
+			t.Errorf("IsBusy(%v) = %v, want %v", tc.err, got, tc.busy)
+		}
 	}
 }
