@@ -311,6 +311,13 @@ type sseSubscriber struct {
 	done       chan struct{}
 }
 
+// state reads the subscriber under its lock.
+func (s *sseSubscriber) state(f func(*sseSubscriber) bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f(s)
+}
+
 // subscribe starts following; urlOf gives the node's current address ("" while it is
 // down). It stops when ctx ends.
 func subscribe(ctx context.Context, urlOf func() string) *sseSubscriber {

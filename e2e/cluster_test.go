@@ -518,7 +518,12 @@ func TestClusterFaults(t *testing.T) {
 	subCtx, endSub := context.WithCancel(context.Background())
 	defer endSub()
 	sub := subscribe(subCtx, c.nodes[0].url)
+	// The stream is open before the first request, so that no event predates it, and it
+	// holds a cursor before the first fault, so that a restart of node 1 is resumed from
+	// Last-Event-ID: a client that reconnects with no id starts from now, by design.
+	waitUntil(t, time.Minute, func() bool { return sub.state(func(s *sseSubscriber) bool { return s.connects > 0 }) })
 	ld := c.startLoad(rand.New(rand.NewPCG(seed, 1)), 40*time.Millisecond, 5)
+	waitUntil(t, time.Minute, func() bool { return sub.state(func(s *sseSubscriber) bool { return s.lastCursor != "" }) })
 
 	// The faults, one node at a time, in a seeded order on seeded victims.
 	type fault struct {
