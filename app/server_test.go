@@ -59,6 +59,8 @@ type testOpts struct {
 	// (objstoretest.Bucket), whose credentials FilesAccessKey and FilesSecretKey give.
 	Store, Files, Node             string
 	FilesAccessKey, FilesSecretKey string
+	// PollOnly is Config.PollOnly (--poll-only), for a Store behind PgBouncer.
+	PollOnly bool
 }
 
 // testServer is the real app, built by New as Run builds it, over a migrated SQLite file
@@ -107,7 +109,7 @@ func testConfig(t testing.TB, opts testOpts) Config {
 		Tokens: opts.Tokens, BaseURL: opts.BaseURL, TrustedProxies: opts.TrustedProxies,
 		Engine: ecfg, BodyTimeout: opts.BodyTimeout,
 		Now: opts.Now, BusyTimeout: opts.BusyTimeout, Events: opts.Hub, Webhooks: &webhooks, Idle: opts.Idle,
-		StoreURL: opts.Store, FilesURL: opts.Files, Node: opts.Node,
+		StoreURL: opts.Store, FilesURL: opts.Files, Node: opts.Node, PollOnly: opts.PollOnly,
 	}
 	if opts.FilesAccessKey != "" {
 		// The bucket's credentials come from the config file's [files], as an operator's would.
