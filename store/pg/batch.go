@@ -99,9 +99,14 @@ func (b *batcher) enqueue(ctx context.Context, s *Store, nj store.NewJob) (store
 	}
 	b.queue = append(b.queue, c)
 	if !b.committing {
+		// No committer: this caller commits its own group, which holds every call
+		// queued by now, on its own goroutine. A lone enqueue then pays no hand-off to
+		// another goroutine and back (measured: a third of its time on 2 cores).
 		b.committing = true
 		b.running.Add(1)
-		go b.run(s)
+		b.mu.Unlock()
+		b.lead(s)
+		return c.job, c.existed, c.err
 	}
 	b.mu.Unlock()
 	select {
@@ -128,6 +133,27 @@ func (b *batcher) close() {
 	b.closed = true
 	b.mu.Unlock()
 	b.running.Wait()
+}
+
+// lead commits the first group, which holds the caller's own call, then leaves the calls
+// that came meanwhile to a committer goroutine, so that its caller returns as soon as
+// its own statement committed.
+func (b *batcher) lead(s *Store) {
+	b.mu.Lock()
+	n := min(len(b.queue), maxBatch)
+	group := make([]*enqueueCall, n)
+	copy(group, b.queue)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.mu.Unlock()
+	b.commit(s, group)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		go b.run(s) // takes over b.running's count and b.committing
+		return
+	}
+	b.committing = false
+	b.running.Done()
 }
 
 // run commits groups until the queue is empty.
