@@ -94,9 +94,14 @@ func (b *batcher) enqueue(ctx context.Context, s *Store, nj NewJob) (Job, bool, 
 	}
 	b.queue = append(b.queue, c)
 	if !b.committing {
+		// No committer: this caller commits its own batch, which holds every call
+		// queued by now, on its own goroutine, so that a lone enqueue pays no hand-off
+		// to another goroutine and back; calls that come meanwhile go to a committer.
 		b.committing = true
 		b.running.Add(1)
-		go b.run(s)
+		b.mu.Unlock()
+		b.lead(s)
+		return c.job, c.existed, c.err
 	}
 	b.mu.Unlock()
 	select {
@@ -125,13 +130,38 @@ func (b *batcher) close() {
 	b.running.Wait()
 }
 
+// lead commits the first batch, which holds the caller's own call, then leaves the
+// calls that came meanwhile to a committer goroutine.
+func (b *batcher) lead(s *Store) {
+	b.mu.Lock()
+	n := min(len(b.queue), b.limit())
+	batch := make([]*enqueueCall, n)
+	copy(batch, b.queue)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.mu.Unlock()
+	b.commit(s, batch)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		go b.run(s) // takes over b.running's count and b.committing
+		return
+	}
+	b.committing = false
+	b.running.Done()
+}
+
+// limit is the most calls one transaction takes.
+func (b *batcher) limit() int {
+	if b.max <= 0 {
+		return 128
+	}
+	return b.max
+}
+
 // run commits batches until the queue is empty.
 func (b *batcher) run(s *Store) {
 	defer b.running.Done()
-	limit := b.max
-	if limit <= 0 {
-		limit = 128
-	}
+	limit := b.limit()
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), limit)
