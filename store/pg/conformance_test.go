@@ -2,11 +2,8 @@ package pg_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,69 +14,16 @@ import (
 	"sheetq/store/pg"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/conformance"
+	"sheetq/store/storetest/pgtest"
 )
 
 // The PostgreSQL store is an engine's store.
 var _ jobs.Store = (*pg.Store)(nil)
 
-// testDSN returns the test server's DSN, skipping the test without one, except in CI,
-// where .ci/databases has started the server and a missing DSN is a broken setup.
-func testDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv("SHEETQ_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SHEETQ_TEST_POSTGRES_DSN is not set; CI runs .ci/databases first")
-		}
-		t.Skip(`SHEETQ_TEST_POSTGRES_DSN is not set; eval "$(sudo bash .ci/databases)" to run this test`)
-	}
-	return dsn
-}
-
-// freshSchema creates a schema no other test uses, drops it with everything in it when
-// the test ends, and returns a DSN whose search_path (a run-time parameter of every
-// connection) points at it, so that tests never share rows.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	dsn := testDSN(t)
-	name := "sheetq_test_" + strings.ToLower(rand.Text()[:12])
-	admin, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(context.Background(), `CREATE SCHEMA `+name); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Errorf("connect: %v", err)
-			return
-		}
-		defer admin.Close(context.Background())
-		if _, err := admin.Exec(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return withSearchPath(t, dsn, name)
-}
-
-// withSearchPath adds search_path to a URL or a keyword/value DSN.
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	t.Helper()
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return dsn + " search_path=" + schema
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("parse DSN: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// testDSN and freshSchema are pgtest's: the test server's DSN (skip without it, fail in
+// CI) and a schema of the test's own, dropped when it ends.
+func testDSN(t testing.TB) string     { return pgtest.DSN(t) }
+func freshSchema(t testing.TB) string { return pgtest.FreshSchema(t) }
 
 // newClock is the store's test clock: it stands still unless moved, as the suite needs,
 // at whole milliseconds, as the suite compares stamps after truncating to them.
