@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,30 +45,9 @@ const clusterNodes = 3
 // short so that faults resolve in seconds; the SIGSTOP fault lasts three of it.
 const clusterStaleAfter = time.Second
 
-func clusterSeed(t *testing.T) uint64 {
-	t.Helper()
-	if v := os.Getenv("SHEETQ_CLUSTER_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("SHEETQ_CLUSTER_SEED=%q: %v", v, err)
-		}
-		return s
-	}
-	return uint64(time.Now().UnixNano())
-}
+func clusterSeed(t *testing.T) uint64 { return envSeed(t, "SHEETQ_CLUSTER_SEED") }
 
-func clusterRounds(t *testing.T) int {
-	t.Helper()
-	v := os.Getenv("SHEETQ_CLUSTER_ROUNDS")
-	if v == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("SHEETQ_CLUSTER_ROUNDS=%q: want a positive number", v)
-	}
-	return n
-}
+func clusterRounds(t *testing.T) int { return envCount(t, "SHEETQ_CLUSTER_ROUNDS", 1) }
 
 // clusterFaultChosen reports whether SHEETQ_CLUSTER_FAULTS (a comma-separated list of
 // fault ids, such as kill:after-claim,sigstop) names the fault; unset, every fault runs

@@ -43,25 +43,33 @@ import (
 // faultPoints are the named points compiled in with -tags faultpoints (jobs/fault_on.go).
 var faultPoints = []string{"after-claim", "while-writing", "after-upload", "after-fsync", "after-rename", "after-commit"}
 
-func crashKills(t *testing.T) int {
+func crashKills(t *testing.T) int { return envCount(t, "SHEETQ_CRASH_KILLS", 10) }
+
+func crashSeed(t *testing.T) uint64 { return envSeed(t, "SHEETQ_CRASH_SEED") }
+
+// envCount reads a positive count from the environment variable name (def when unset),
+// for the knobs that make a crash test longer or shorter.
+func envCount(t *testing.T, name string, def int) int {
 	t.Helper()
-	v := os.Getenv("SHEETQ_CRASH_KILLS")
+	v := os.Getenv(name)
 	if v == "" {
-		return 10
+		return def
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		t.Fatalf("SHEETQ_CRASH_KILLS=%q: want a positive number", v)
+		t.Fatalf("%s=%q: want a positive number", name, v)
 	}
 	return n
 }
 
-func crashSeed(t *testing.T) uint64 {
+// envSeed reads a seed from the environment variable name, to replay a run (a fresh one
+// when unset).
+func envSeed(t *testing.T, name string) uint64 {
 	t.Helper()
-	if v := os.Getenv("SHEETQ_CRASH_SEED"); v != "" {
+	if v := os.Getenv(name); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatalf("SHEETQ_CRASH_SEED=%q: %v", v, err)
+			t.Fatalf("%s=%q: %v", name, v, err)
 		}
 		return s
 	}
