@@ -1,0 +1,51 @@
+package pgtest
+
+import (
+	"os"
+	"testing"
+)
+
+// BouncerSchema is the schema of PgBouncer's role: .ci/databases sets it as the role's
+// search_path, since PgBouncer refuses search_path in the URL (README, "Several nodes").
+const BouncerSchema = "pgb"
+
+// Bouncer returns two DSNs of the role that .ci/databases makes for its PgBouncer in
+// transaction mode: viaBouncer goes through PgBouncer, direct straight to the server. It
+// skips the test without them, except in CI, where a missing one is a broken setup.
+//
+// Every test through PgBouncer shares the role's one schema: Bouncer empties it first
+// (through direct, as PgBouncer could hand a DROP to any server connection), so a test
+// that calls it must not run in parallel with another that does.
+func Bouncer(t testing.TB) (viaBouncer, direct string) {
+	t.Helper()
+	viaBouncer, direct = os.Getenv("SHEETQ_TEST_PGBOUNCER_DSN"), os.Getenv("SHEETQ_TEST_PGBOUNCER_DIRECT_DSN")
+	if viaBouncer == "" || direct == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("SHEETQ_TEST_PGBOUNCER_DSN or SHEETQ_TEST_PGBOUNCER_DIRECT_DSN is not set; CI runs .ci/databases first")
+		}
+		t.Skip(`SHEETQ_TEST_PGBOUNCER_DSN is not set; dbenv=$(bash .ci/databases) && eval "$dbenv" to run this test`)
+	}
+	ResetBouncerSchema(t, direct)
+	return viaBouncer, direct
+}
+
+// ResetBouncerSchema drops the role's schema with everything in it and creates it empty,
+// through direct: a store opened through PgBouncer afterwards migrates a fresh schema.
+func ResetBouncerSchema(t testing.TB, direct string) {
+	t.Helper()
+	exec(t, direct, `DROP SCHEMA IF EXISTS `+BouncerSchema+` CASCADE; CREATE SCHEMA `+BouncerSchema)
+}
+
+// BouncerSession is Bouncer with the role's DSN through the same PgBouncer in session
+// mode, which keeps one server connection per client (LISTEN and prepared statements
+// work), instead of the one in transaction mode: the same rule against parallel tests
+// holds.
+func BouncerSession(t testing.TB) (viaBouncer, direct string) {
+	t.Helper()
+	_, direct = Bouncer(t)
+	viaBouncer = os.Getenv("SHEETQ_TEST_PGBOUNCER_SESSION_DSN")
+	if viaBouncer == "" {
+		t.Fatal("SHEETQ_TEST_PGBOUNCER_SESSION_DSN is not set but SHEETQ_TEST_PGBOUNCER_DSN is; run .ci/databases again")
+	}
+	return viaBouncer, direct
+}
