@@ -110,6 +110,9 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 		opts.MaxConns = pg.PoolSize(workers)
 	}
 	p, err := pg.Open(ctx, dsn, opts)
+	if errors.Is(err, pg.ErrTransactionPooler) {
+		return nil, nil, fmt.Errorf("open the job store %s: %w; start every node behind it with --poll-only", RedactURL(dsn), err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 	}

@@ -45,7 +45,8 @@ type Options struct {
 	// (pgx.QueryExecModeExec) instead of pgx's default per-connection cache of named ones,
 	// which would meet "prepared statement does not exist" on the next server connection.
 	// Such a pooler cannot carry LISTEN either: start no Listener, and let the engine's
-	// poll find other nodes' jobs (jobs.Config.PollInterval).
+	// poll find other nodes' jobs (jobs.Config.PollInterval). Without PollOnly, Open
+	// refuses such a pooler (ErrTransactionPooler, pooler.go).
 	PollOnly bool
 	// Unbatched sends every Enqueue alone instead of grouping concurrent ones into one
 	// statement (batch.go); benchmarks compare the two.
@@ -90,6 +91,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if !opts.PollOnly {
+		// Before the first cached statement, which a pooler in transaction mode breaks.
+		if err := checkPool(ctx, pool, cfg.ConnConfig); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
 	}
 	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock, unbatched: opts.Unbatched}
 	if err := s.migrate(ctx); err != nil {
