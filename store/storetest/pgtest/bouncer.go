@@ -1,8 +1,12 @@
 package pgtest
 
 import (
+	"context"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // BouncerSchema is the schema of PgBouncer's role: .ci/databases sets it as the role's
@@ -15,7 +19,9 @@ const BouncerSchema = "pgb"
 //
 // Every test through PgBouncer shares the role's one schema: Bouncer empties it first
 // (through direct, as PgBouncer could hand a DROP to any server connection), so a test
-// that calls it must not run in parallel with another that does.
+// that calls it must not run in parallel with another that does. Tests of other
+// packages, which go test runs in other processes at the same time, wait: Bouncer holds
+// an advisory lock on the server until the test ends (so a test calls it once).
 func Bouncer(t testing.TB) (viaBouncer, direct string) {
 	t.Helper()
 	viaBouncer, direct = os.Getenv("SHEETQ_TEST_PGBOUNCER_DSN"), os.Getenv("SHEETQ_TEST_PGBOUNCER_DIRECT_DSN")
@@ -25,9 +31,32 @@ func Bouncer(t testing.TB) (viaBouncer, direct string) {
 		}
 		t.Skip(`SHEETQ_TEST_PGBOUNCER_DSN is not set; dbenv=$(bash .ci/databases) && eval "$dbenv" to run this test`)
 	}
+	lockBouncer(t, direct)
 	ResetBouncerSchema(t, direct)
 	return viaBouncer, direct
 }
+
+// lockBouncer takes the session advisory lock of the tests through PgBouncer on a
+// connection of its own, waiting for another process's test to end, and releases it
+// (with the connection) when t ends.
+func lockBouncer(t testing.TB, direct string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lockWait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, direct)
+	if err != nil {
+		t.Fatalf("connect to the test PostgreSQL as PgBouncer's role: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('sheetq pgbouncer tests', 0))`); err != nil {
+		conn.Close(context.Background())
+		t.Fatalf("wait %s for the other tests through PgBouncer: %v", lockWait, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) }) // ending the session releases the lock
+}
+
+// lockWait bounds the wait for other packages' tests through PgBouncer: their longest,
+// the store suite, takes about ten seconds.
+const lockWait = 5 * time.Minute
 
 // ResetBouncerSchema drops the role's schema with everything in it and creates it empty,
 // through direct: a store opened through PgBouncer afterwards migrates a fresh schema.
