@@ -2,9 +2,11 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"sheetq/internal/apiv1"
@@ -13,93 +15,102 @@ import (
 	"sheetq/store/storetest/pgtest"
 )
 
-// twoNodes starts two servers on one PostgreSQL schema and one bucket, each with its own
-// data directory, as README's "Several nodes" runs them; n1's engine stays stopped when
-// idle1 is set, so that every job must run on n2.
-func twoNodes(t *testing.T, idle1 bool) (n1, n2 *testServer) {
+// twoNodes starts two servers on the PostgreSQL store dsn and one bucket, each with its
+// own data directory, as README's "Several nodes" runs them (with --poll-only when
+// pollOnly); n1's engine stays stopped, so that every job must run on n2.
+func twoNodes(t *testing.T, dsn string, pollOnly bool) (n1, n2 *testServer) {
 	t.Helper()
-	dsn := pgtest.FreshSchema(t)
 	b := objstoretest.Bucket(t)
 	opts := func(node string, idle bool) testOpts {
-		return testOpts{Store: dsn, Files: b.URL("team"), Node: node, Idle: idle,
+		return testOpts{Store: dsn, PollOnly: pollOnly, Files: b.URL("team"), Node: node, Idle: idle,
 			FilesAccessKey: b.AccessKey, FilesSecretKey: b.SecretKey}
 	}
-	return newTestServer(t, opts("n1", idle1)), newTestServer(t, opts("n2", false))
+	return newTestServer(t, opts("n1", true)), newTestServer(t, opts("n2", false))
+}
+
+// runOnTheOtherNode posts an export with Idempotency-Key key on n1, repeats it on n2
+// (a replay of the same job), and checks that n2 ran it, once, and that both nodes
+// serve the same file.
+func runOnTheOtherNode(t *testing.T, n1, n2 *testServer, key string) apiv1.Job {
+	t.Helper()
+	const body = `{"report":"demo","params":{"rows":5}}`
+	res := n1.post(body, key)
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST on n1: status %d, want 202: %s", res.StatusCode, res.body)
+	}
+	j := decodeJob(t, res)
+	again := n2.post(body, key)
+	if again.Header.Get("Idempotent-Replayed") != "true" || decodeJob(t, again).ID != j.ID {
+		t.Fatalf("the same Idempotency-Key on n2: status %d, Idempotent-Replayed %q, body %s; want a replay of job %s",
+			again.StatusCode, again.Header.Get("Idempotent-Replayed"), again.body, j.ID)
+	}
+	done, _ := n1.waitStatus(j.ID, store.StatusSucceeded)
+	if done.Attempt != 1 {
+		t.Fatalf("attempt %d, want 1", done.Attempt)
+	}
+	if w := startedBy(t, n1, j.ID); w != "n2" {
+		t.Fatalf("the job started on %q, want n2: n1's engine is stopped", w)
+	}
+	f1, f2 := n1.get("/api/v1/exports/"+j.ID+"/file"), n2.get("/api/v1/exports/"+j.ID+"/file")
+	if f1.StatusCode != http.StatusOK || f2.StatusCode != http.StatusOK {
+		t.Fatalf("download: n1 %d, n2 %d, want 200 from both", f1.StatusCode, f2.StatusCode)
+	}
+	if !bytes.Equal(f1.body, f2.body) || !bytes.HasPrefix(f1.body, []byte("PK")) || int64(len(f1.body)) != done.File.Size {
+		t.Fatalf("download: n1 %d bytes, n2 %d bytes, recorded %d; want the same xlsx from both", len(f1.body), len(f2.body), done.File.Size)
+	}
+	return done
+}
+
+// startedBy is the worker that started job id, from its "started" event.
+func startedBy(t *testing.T, ts *testServer, id string) string {
+	t.Helper()
+	evs, err := ts.store.Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		var d store.StartedData
+		if ev.Type == "started" && json.Unmarshal(ev.Data, &d) == nil {
+			return d.Worker
+		}
+	}
+	return ""
+}
+
+// stateEvents reads stream's state events, by job, until done says it has seen enough.
+func stateEvents(t *testing.T, stream *sseClient, done func(seen map[string][]string) bool) map[string][]string {
+	t.Helper()
+	seen := map[string][]string{}
+	for !done(seen) {
+		ev := stream.nextState()
+		var d apiv1.StateEvent
+		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || !ev.HasID {
+			t.Fatalf("event %s (id %q): %v: %s", ev.Type, ev.LastID, err, ev.Data)
+		}
+		seen[d.Job.ID] = append(seen[d.Job.ID], ev.Type)
+	}
+	return seen
+}
+
+func last(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
 }
 
 // TestTwoNodesShareOneQueue: an export accepted on one node runs on another, and every
 // node serves it: its state, its file (streamed from the bucket) and its events, and an
 // Idempotency-Key repeated on the other node returns the same job.
 func TestTwoNodesShareOneQueue(t *testing.T) {
-	n1, n2 := twoNodes(t, true)
+	n1, n2 := twoNodes(t, pgtest.FreshSchema(t), false)
 	stream := openEvents(t, n1, "", "")
-
-	const body = `{"report":"demo","params":{"rows":5}}`
-	res := n1.post(body, "shared-key-1")
-	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST on n1: status %d, want 202: %s", res.StatusCode, res.body)
-	}
-	j := decodeJob(t, res)
-	again := n2.post(body, "shared-key-1")
-	if again.Header.Get("Idempotent-Replayed") != "true" || decodeJob(t, again).ID != j.ID {
-		t.Fatalf("the same Idempotency-Key on n2: status %d, Idempotent-Replayed %q, body %s; want a replay of job %s",
-			again.StatusCode, again.Header.Get("Idempotent-Replayed"), again.body, j.ID)
-	}
-
-	done, _ := n1.waitStatus(j.ID, store.StatusSucceeded)
-	if done.Attempt != 1 {
-		t.Fatalf("attempt %d, want 1", done.Attempt)
-	}
-	row, err := n1.store.Get(t.Context(), j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := n1.store.Events(t.Context(), j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range evs {
-		var d store.StartedData
-		if ev.Type == "started" && (json.Unmarshal(ev.Data, &d) != nil || d.Worker != "n2") {
-			t.Fatalf("started event %s, want worker n2: n1's engine is stopped", ev.Data)
-		}
-	}
-
-	f1, f2 := n1.get("/api/v1/exports/"+j.ID+"/file"), n2.get("/api/v1/exports/"+j.ID+"/file")
-	if f1.StatusCode != http.StatusOK || f2.StatusCode != http.StatusOK {
-		t.Fatalf("download: n1 %d, n2 %d, want 200 from both", f1.StatusCode, f2.StatusCode)
-	}
-	if !bytes.Equal(f1.body, f2.body) || !bytes.HasPrefix(f1.body, []byte("PK")) || int64(len(f1.body)) != row.FileSize {
-		t.Fatalf("download: n1 %d bytes, n2 %d bytes, recorded %d; want the same xlsx from both", len(f1.body), len(f2.body), row.FileSize)
-	}
-
+	j := runOnTheOtherNode(t, n1, n2, "shared-key-1")
 	// n1 tails the shared event log: it sees the events of a job n2 ran, once each, in order.
-	var seen []string
-	for len(seen) == 0 || seen[len(seen)-1] != "succeeded" {
-		ev := stream.nextState()
-		var d apiv1.StateEvent
-		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || !ev.HasID {
-			t.Fatalf("event %s (id %q): %v: %s", ev.Type, ev.LastID, err, ev.Data)
-		}
-		if d.Job.ID == j.ID {
-			seen = append(seen, ev.Type)
-		}
+	seen := stateEvents(t, stream, func(seen map[string][]string) bool { return last(seen[j.ID]) == "succeeded" })
+	if want := []string{"accepted", "started", "succeeded"}; !slices.Equal(seen[j.ID], want) {
+		t.Fatalf("n1's stream for the job: %v, want %v", seen[j.ID], want)
 	}
-	if want := []string{"accepted", "started", "succeeded"}; !equalStrings(seen, want) {
-		t.Fatalf("n1's stream for the job: %v, want %v", seen, want)
-	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPostgresOutageAnswers503: while the database server cannot be reached, a request
