@@ -27,6 +27,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{w: r, r: r, now: opts.Now}
+	s.batch.start(s, 0)
 	if err := s.prepare(ctx); err != nil {
 		r.Close()
 		return nil, err

@@ -5,11 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"sheetq/internal/groupcommit"
 )
 
 // Group commit for Enqueue.
@@ -52,16 +53,10 @@ type enqueueCall struct {
 	err     error
 }
 
-// batcher queues Enqueue calls and commits them in groups. A committer goroutine runs
-// while there is work and exits when the queue is empty, so an idle store holds none.
+// batcher commits concurrent Enqueue calls in groups (internal/groupcommit), one write
+// transaction each.
 type batcher struct {
-	max int // most calls in one transaction
-
-	mu         sync.Mutex
-	queue      []*enqueueCall
-	committing bool           // a committer goroutine is running
-	closed     bool           // Close has begun: no more calls are taken
-	running    sync.WaitGroup // the committer goroutine, for close
+	q *groupcommit.Queue[enqueueCall]
 
 	// Prepared like the inserts: parsing was a sixth of a batched enqueue's CPU time.
 	jobByKey *sql.Stmt
@@ -81,102 +76,21 @@ func (b *batcher) prepare(ctx context.Context, w *sql.DB) error {
 	return nil
 }
 
+// start makes the queue of s's Enqueues, groups of at most max calls (0: 128).
+func (b *batcher) start(s *Store, max int) {
+	b.q = groupcommit.New(max, ErrClosed, func(group []*enqueueCall) { b.commit(s, group) })
+}
+
 // enqueue queues nj and waits for the commit that holds it. If ctx ends while nj is still
 // queued it is dropped and ctx's error returned; once its transaction has started, the
 // caller waits for the real outcome (bounded by the busy timeout), so an error never
 // hides a committed job.
-func (b *batcher) enqueue(ctx context.Context, s *Store, nj NewJob) (Job, bool, error) {
+func (b *batcher) enqueue(ctx context.Context, nj NewJob) (Job, bool, error) {
 	c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return Job{}, false, ErrClosed
+	if err := b.q.Do(ctx, c, c.done); err != nil {
+		return Job{}, false, err
 	}
-	b.queue = append(b.queue, c)
-	if !b.committing {
-		// No committer: this caller commits its own batch, which holds every call
-		// queued by now, on its own goroutine, so that a lone enqueue pays no hand-off
-		// to another goroutine and back; calls that come meanwhile go to a committer.
-		b.committing = true
-		b.running.Add(1)
-		b.mu.Unlock()
-		b.lead(s)
-		return c.job, c.existed, c.err
-	}
-	b.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.job, c.existed, c.err
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	for i, q := range b.queue {
-		if q == c {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			b.mu.Unlock()
-			return Job{}, false, ctx.Err()
-		}
-	}
-	b.mu.Unlock()
-	<-c.done // already taken into a transaction
 	return c.job, c.existed, c.err
-}
-
-// close refuses new calls and waits for the committer to answer the calls it has.
-func (b *batcher) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.running.Wait()
-}
-
-// lead commits the first batch, which holds the caller's own call, then leaves the
-// calls that came meanwhile to a committer goroutine.
-func (b *batcher) lead(s *Store) {
-	b.mu.Lock()
-	n := min(len(b.queue), b.limit())
-	batch := make([]*enqueueCall, n)
-	copy(batch, b.queue)
-	b.queue = append(b.queue[:0], b.queue[n:]...)
-	b.mu.Unlock()
-	b.commit(s, batch)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) > 0 {
-		go b.run(s) // takes over b.running's count and b.committing
-		return
-	}
-	b.committing = false
-	b.running.Done()
-}
-
-// limit is the most calls one transaction takes.
-func (b *batcher) limit() int {
-	if b.max <= 0 {
-		return 128
-	}
-	return b.max
-}
-
-// run commits batches until the queue is empty.
-func (b *batcher) run(s *Store) {
-	defer b.running.Done()
-	limit := b.limit()
-	for {
-		b.mu.Lock()
-		n := min(len(b.queue), limit)
-		if n == 0 {
-			b.committing = false
-			b.mu.Unlock()
-			return
-		}
-		batch := make([]*enqueueCall, n)
-		copy(batch, b.queue)
-		// Shift rather than reslice so the backing array does not grow without bound.
-		b.queue = append(b.queue[:0], b.queue[n:]...)
-		b.mu.Unlock()
-		b.commit(s, batch)
-	}
 }
 
 // commit writes batch in one transaction and answers every call after COMMIT returns.
@@ -246,8 +160,5 @@ type BatchStats struct {
 
 // BatchStats reports how Enqueue calls have been grouped into commits.
 func (s *Store) BatchStats() BatchStats {
-	s.batch.mu.Lock()
-	waiting := len(s.batch.queue)
-	s.batch.mu.Unlock()
-	return BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: waiting}
+	return BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: s.batch.q.Waiting()}
 }

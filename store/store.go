@@ -119,7 +119,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, now: opts.Now, path: path, followUps: opts.FollowUps, unbatched: opts.Unbatched, batch: batcher{max: opts.MaxBatch}}
+	s := &Store{w: w, now: opts.Now, path: path, followUps: opts.FollowUps, unbatched: opts.Unbatched}
+	s.batch.start(s, opts.MaxBatch)
 	// The check comes before migrations, so that nothing is written into a damaged file.
 	if s.checked, err = s.checkOpen(ctx, path, opts.Check, opts.CheckBudget); err != nil {
 		w.Close()
@@ -200,7 +201,7 @@ func (s *Store) prepare(ctx context.Context) error {
 func (s *Store) Close() error {
 	// The group commit's goroutine first: it answers the Enqueues it has taken, and
 	// none starts after this (store/batch.go).
-	s.batch.close()
+	s.batch.q.Close()
 	if s.w == s.r { // read-only: one pool
 		return s.r.Close()
 	}

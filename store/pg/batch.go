@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"sheetq/internal/groupcommit"
 	"sheetq/store"
 )
 
@@ -63,14 +63,10 @@ func (c *enqueueCall) answer(job store.Job, existed bool, err error) {
 	close(c.done)
 }
 
-// batcher queues Enqueue calls and inserts them in groups. A committer goroutine runs
-// while there is work and exits when the queue is empty, so an idle store holds none.
+// batcher inserts concurrent Enqueue calls in groups (internal/groupcommit), one
+// statement each.
 type batcher struct {
-	mu         sync.Mutex
-	queue      []*enqueueCall
-	committing bool           // a committer goroutine is running
-	closed     bool           // Close has begun: no more calls are taken
-	running    sync.WaitGroup // the committer goroutine, for close
+	q *groupcommit.Queue[enqueueCall]
 
 	// Counters for tests and benchmarks: insert statements run and the calls taken.
 	commits, calls atomic.Int64
@@ -87,93 +83,20 @@ const maxBatch = 128
 // statement on a lost connection does (the client retries with its idempotency key).
 const batchTimeout = 30 * time.Second
 
+// start makes the queue of s's Enqueues.
+func (b *batcher) start(s *Store) {
+	b.q = groupcommit.New(maxBatch, store.ErrClosed, func(group []*enqueueCall) { b.commit(s, group) })
+}
+
 // enqueue queues nj and waits for the statement that holds it. If ctx ends while nj is
 // still queued it is dropped and ctx's error returned; once taken, the caller waits for
 // the real outcome.
-func (b *batcher) enqueue(ctx context.Context, s *Store, nj store.NewJob) (store.Job, bool, error) {
+func (b *batcher) enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool, error) {
 	c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return store.Job{}, false, store.ErrClosed
+	if err := b.q.Do(ctx, c, c.done); err != nil {
+		return store.Job{}, false, err
 	}
-	b.queue = append(b.queue, c)
-	if !b.committing {
-		// No committer: this caller commits its own group, which holds every call
-		// queued by now, on its own goroutine. A lone enqueue then pays no hand-off to
-		// another goroutine and back (measured: a third of its time on 2 cores).
-		b.committing = true
-		b.running.Add(1)
-		b.mu.Unlock()
-		b.lead(s)
-		return c.job, c.existed, c.err
-	}
-	b.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.job, c.existed, c.err
-	case <-ctx.Done():
-	}
-	b.mu.Lock()
-	for i, q := range b.queue {
-		if q == c {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			b.mu.Unlock()
-			return store.Job{}, false, ctx.Err()
-		}
-	}
-	b.mu.Unlock()
-	<-c.done // already taken into a group
 	return c.job, c.existed, c.err
-}
-
-// close refuses new calls and waits for the committer to answer the calls it has.
-func (b *batcher) close() {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.running.Wait()
-}
-
-// lead commits the first group, which holds the caller's own call, then leaves the calls
-// that came meanwhile to a committer goroutine, so that its caller returns as soon as
-// its own statement committed.
-func (b *batcher) lead(s *Store) {
-	b.mu.Lock()
-	n := min(len(b.queue), maxBatch)
-	group := make([]*enqueueCall, n)
-	copy(group, b.queue)
-	b.queue = append(b.queue[:0], b.queue[n:]...)
-	b.mu.Unlock()
-	b.commit(s, group)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) > 0 {
-		go b.run(s) // takes over b.running's count and b.committing
-		return
-	}
-	b.committing = false
-	b.running.Done()
-}
-
-// run commits groups until the queue is empty.
-func (b *batcher) run(s *Store) {
-	defer b.running.Done()
-	for {
-		b.mu.Lock()
-		n := min(len(b.queue), maxBatch)
-		if n == 0 {
-			b.committing = false
-			b.mu.Unlock()
-			return
-		}
-		group := make([]*enqueueCall, n)
-		copy(group, b.queue)
-		// Shift rather than reslice so the backing array does not grow without bound.
-		b.queue = append(b.queue[:0], b.queue[n:]...)
-		b.mu.Unlock()
-		b.commit(s, group)
-	}
 }
 
 // commit inserts group and answers every call, in as few statements as the calls allow:
@@ -365,8 +288,5 @@ func checkNewJob(nj store.NewJob) error {
 // BatchStats reports how Enqueue calls have been grouped into statements (Commits: insert
 // statements run; Calls: the Enqueue calls they took; Waiting: calls queued for the next).
 func (s *Store) BatchStats() store.BatchStats {
-	s.batch.mu.Lock()
-	waiting := len(s.batch.queue)
-	s.batch.mu.Unlock()
-	return store.BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: waiting}
+	return store.BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: s.batch.q.Waiting()}
 }

@@ -29,7 +29,7 @@ func (s *Store) Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, ex
 		}
 		return c.job, c.existed, c.err
 	}
-	return s.batch.enqueue(ctx, s, nj)
+	return s.batch.enqueue(ctx, nj)
 }
 
 // fence is the condition every update of a running execution carries (rule 3), with

@@ -100,6 +100,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock, unbatched: opts.Unbatched}
+	s.batch.start(s)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -114,7 +115,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close closes the pool, waiting for connections in use to be released.
 func (s *Store) Close() error {
-	s.batch.close() // answers the Enqueues already taken; later ones get store.ErrClosed
+	s.batch.q.Close() // answers the Enqueues already taken; later ones get store.ErrClosed
 	s.announce.close()
 	s.pool.Close()
 	return nil
