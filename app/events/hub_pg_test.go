@@ -54,20 +54,7 @@ func TestHubsOnTwoNodesDeliverLateCommit(t *testing.T) {
 		s.expect(change{j.ID, store.EventAccepted})
 	}
 
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	txA, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txA.Rollback(ctx)
-	if _, err := txA.Exec(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt)
-		VALUES ($1, now(), 'late', 'PENDING', 0)`, j.ID); err != nil {
-		t.Fatal(err)
-	}
+	txA := pgtest.EventInOpenTransaction(t, dsn, j.ID, "late", "PENDING")
 	if err := node2.AppendEvent(ctx, j.ID, "b", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"sheetq/app/metrics"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -46,20 +44,7 @@ func TestMetricsCountATransitionCommittedLate(t *testing.T) {
 	defer srv.Close()
 
 	j := enqueue(t, st)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	txA, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer txA.Rollback(ctx)
-	if _, err := txA.Exec(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt)
-		VALUES ($1, now(), 'canceled', 'CANCELED', 0)`, j.ID); err != nil {
-		t.Fatal(err)
-	}
+	txA := pgtest.EventInOpenTransaction(t, dsn, j.ID, "canceled", "CANCELED")
 	enqueue(t, st)
 	scrape(t, srv) // reads what it may while A is open
 	if err := txA.Commit(ctx); err != nil {

@@ -67,3 +67,27 @@ func WithSearchPath(t testing.TB, dsn, schema string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// EventInOpenTransaction inserts an event of job id (type typ, status) in a transaction
+// it leaves open, on a connection of its own, and returns that transaction: a commit
+// that comes after later events' commits, for the commit-safe cursor's tests. It is
+// rolled back at the end of the test unless committed.
+func EventInOpenTransaction(t testing.TB, dsn, id, typ, status string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt)
+		VALUES ($1, now(), $2, $3, 0)`, id, typ, status); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
