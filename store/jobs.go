@@ -223,7 +223,7 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 			return err
 		})
 	} else {
-		job, existed, err = s.batch.enqueue(ctx, s, nj)
+		job, existed, err = s.batch.enqueue(ctx, nj)
 	}
 	if errors.Is(err, ErrIdempotencyMismatch) {
 		return job, true, err
