@@ -22,8 +22,7 @@ func TestGroupsDropsAndCloses(t *testing.T) {
 	var mu sync.Mutex
 	var groups [][]int
 	inFirst, release := make(chan struct{}), make(chan struct{})
-	var q *Queue[call]
-	q = New(2, errClosed, func(g []*call) {
+	q := New(2, errClosed, func(g []*call) {
 		mu.Lock()
 		first := len(groups) == 0
 		var ns []int
