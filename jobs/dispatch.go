@@ -33,7 +33,7 @@ func (e *Engine) dispatch(l *lane) {
 		// (claimMu): a pause between the two must not make our own attempt look like
 		// an orphan.
 		e.claimMu.Lock()
-		claimed, err := e.st.ClaimBatch(ctx, e.cfg.WorkerID, l.queue, free)
+		claimed, next, pending, err := e.claim(ctx, l.queue, free)
 		xs := make([]*execution, len(claimed))
 		xctxs := make([]context.Context, len(claimed))
 		for i, job := range claimed {
@@ -63,8 +63,13 @@ func (e *Engine) dispatch(l *lane) {
 		switch {
 		case err == nil:
 			e.claimsBusy.Store(false)
-			if next, err := e.st.NextRunIn(ctx, l.queue); err == nil {
-				wait = min(wait, max(next, time.Millisecond))
+			if next == nil {
+				if in, err := e.st.NextRunIn(ctx, l.queue); err == nil {
+					next, pending = &in, true
+				}
+			}
+			if pending {
+				wait = min(wait, max(*next, time.Millisecond))
 			}
 		case store.IsBusy(err):
 			// Another connection (a backup, an sqlite3 shell) holds the lock: not an
@@ -85,6 +90,19 @@ func (e *Engine) dispatch(l *lane) {
 		}
 		t.Stop()
 	}
+}
+
+// claim claims up to free jobs of queue. A ClaimNexter store also answers how long until
+// the queue's next PENDING job is due (pending false: none is); from another store next
+// is nil, and the dispatcher asks NextRunIn when it needs to know.
+func (e *Engine) claim(ctx context.Context, queue string, free int) (claimed []store.Job, next *time.Duration, pending bool, err error) {
+	if cn, ok := e.st.(ClaimNexter); ok {
+		var in time.Duration
+		claimed, in, pending, err = cn.ClaimBatchNext(ctx, e.cfg.WorkerID, queue, free)
+		return claimed, &in, pending, err
+	}
+	claimed, err = e.st.ClaimBatch(ctx, e.cfg.WorkerID, queue, free)
+	return claimed, nil, false, err
 }
 
 // takeFree takes every other slot of l that is free right now, without waiting, and

@@ -82,3 +82,13 @@ type Store interface {
 	// job that is not final (rule 21).
 	Delete(ctx context.Context, id string) (store.Job, error)
 }
+
+// ClaimNexter is a Store that can answer, with a claim, what NextRunIn would answer right
+// after it: how long until the earliest run_at of a PENDING job of the queue (pending
+// false: none is left). A store whose reads cost a round trip (store/pg) implements it,
+// so that a dispatcher whose claim left slots free learns how long it may sleep from the
+// claim's own round trip instead of a second one; the dispatcher asks NextRunIn of any
+// other store.
+type ClaimNexter interface {
+	ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []store.Job, next time.Duration, pending bool, err error)
+}

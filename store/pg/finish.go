@@ -80,6 +80,73 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 	return jobs, nil
 }
 
+// nextRunSQL is NextRunIn's query: microseconds until the earliest run_at of a PENDING
+// job of queue $2, NULL when there is none.
+const nextRunSQL = `SELECT (extract(epoch FROM min(run_at) - ` + nowSQL + `) * 1000000)::bigint
+	FROM jobs WHERE status = 'PENDING' AND queue = $2`
+
+// ClaimBatchNext is ClaimBatch and then NextRunIn for the same queue, sent together (a
+// pgx batch: one round trip and one implicit transaction, where the two methods take
+// two round trips). The read runs after the claim in that transaction, so the jobs just
+// taken are PROCESSING to it and do not count. pending is false when no PENDING job of
+// queue is left (NextRunIn's store.ErrNotFound). A dispatcher whose claim left slots
+// free learns from it how long it may sleep (jobs.ClaimNexter).
+func (s *Store) ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []store.Job, next time.Duration, pending bool, err error) {
+	if queue == "" {
+		return nil, 0, false, errors.New("claim: a queue is required")
+	}
+	if limit < 1 {
+		return nil, 0, false, fmt.Errorf("claim: limit %d, want at least 1", limit)
+	}
+	data, err := json.Marshal(store.StartedData{Worker: worker})
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("claim: %w", err)
+	}
+	var b pgx.Batch
+	now := s.now()
+	b.Queue(claimSQL, now, queue, limit, worker, string(data))
+	b.Queue(nextRunSQL, now, queue)
+	br := s.pool.SendBatch(ctx, &b)
+	claimed, err = scanJobs(br)
+	var us *int64
+	if err == nil {
+		err = br.QueryRow().Scan(&us)
+	}
+	// Close reads what is left and reports the implicit transaction's COMMIT: nothing
+	// is claimed until it returns nil.
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("claim: %w", err)
+	}
+	if claimed == nil {
+		claimed = []store.Job{}
+	}
+	if us == nil {
+		return claimed, 0, false, nil
+	}
+	return claimed, time.Duration(*us) * time.Microsecond, true, nil
+}
+
+// scanJobs reads the jobs of a batch's next result.
+func scanJobs(br pgx.BatchResults) ([]store.Job, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
 // errEndFailed rolls back a FinishBatch transaction in which one end failed after writing.
 var errEndFailed = errors.New("an end failed after writing")
 

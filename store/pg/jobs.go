@@ -283,8 +283,7 @@ func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]store.Jo
 // database's clock (<= 0: now), or store.ErrNotFound when the queue has none.
 func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, error) {
 	var us *int64
-	if err := s.pool.QueryRow(ctx, `SELECT (extract(epoch FROM min(run_at) - `+nowSQL+`) * 1000000)::bigint
-		FROM jobs WHERE status = 'PENDING' AND queue = $2`, s.now(), queue).Scan(&us); err != nil {
+	if err := s.pool.QueryRow(ctx, nextRunSQL, s.now(), queue).Scan(&us); err != nil {
 		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if us == nil {
