@@ -62,7 +62,20 @@ type Config struct {
 	AccessKey, SecretKey string
 	// Transport, when set, carries the requests (tests; a proxy); default: minio-go's.
 	Transport http.RoundTripper
+	// PartSize is the size of the parts in which an object larger than one part goes up;
+	// 0: the default (16 MiB). Crash tests lower it so that small files go up in parts.
+	// It must be at least MinPartSize: S3 refuses a smaller part (but the last) only when
+	// the upload completes, so a smaller size would fail every large upload at its end.
+	PartSize int64
+	// AfterPart, when set, is called with n after part n of a multipart upload is
+	// stored, before the upload completes (a crash test's fault point: a process killed
+	// there leaves an incomplete upload for AbortStaleUploads).
+	AfterPart func(n int)
 }
+
+// MinPartSize is S3's smallest part but the last, which S3-compatible servers such as
+// versitygw enforce as well.
+const MinPartSize = 5 << 20
 
 // ParseURL reads s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION. The prefix
 // and both parameters are optional; credentials are not part of the URL.
@@ -127,9 +140,10 @@ type Store struct {
 	client *minio.Client
 	bucket string
 	prefix string
-	// partSize is the multipart part size; 0 means defaultPartSize. Tests lower it to
-	// send a small object in parts.
-	partSize uint64
+	// partSize is the multipart part size (Config.PartSize); 0 means defaultPartSize.
+	partSize int64
+	// afterPart is Config.AfterPart, or nil.
+	afterPart func(n int)
 }
 
 // New returns a Store for cfg. It sends no request: a wrong endpoint or key shows on the
@@ -140,6 +154,9 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("file store prefix %q must end in /", cfg.Prefix)
+	}
+	if cfg.PartSize != 0 && cfg.PartSize < MinPartSize {
+		return nil, fmt.Errorf("file store part size %d: want 0 (the default) or at least %d bytes, S3's smallest part", cfg.PartSize, MinPartSize)
 	}
 	var creds *credentials.Credentials
 	switch {
@@ -171,7 +188,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file store client: %w", err)
 	}
-	return &Store{client: client, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
+	return &Store{client: client, bucket: cfg.Bucket, prefix: cfg.Prefix, partSize: cfg.PartSize, afterPart: cfg.AfterPart}, nil
 }
 
 // Bucket returns the bucket's name.
@@ -238,7 +255,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 	h := sha256.New()
 	body := io.TeeReader(r, h)
 	var sent int64
-	if size <= int64(s.partBytes()) {
+	if size <= s.partBytes() {
 		var info minio.UploadInfo
 		info, err = s.client.PutObject(ctx, s.bucket, name, body, size, opts)
 		sent = info.Size
@@ -264,7 +281,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 // reach 156 GiB, far beyond any export, and one part is the memory an upload holds.
 const defaultPartSize = 16 << 20
 
-func (s *Store) partBytes() uint64 {
+func (s *Store) partBytes() int64 {
 	if s.partSize > 0 {
 		return s.partSize
 	}
@@ -303,6 +320,9 @@ func (s *Store) putParts(ctx context.Context, name string, r io.Reader, size int
 		}
 		parts = append(parts, minio.CompletePart{PartNumber: n, ETag: part.ETag})
 		sent += int64(len(chunk))
+		if s.afterPart != nil {
+			s.afterPart(n)
+		}
 	}
 	if _, err := core.CompleteMultipartUpload(ctx, s.bucket, name, id, parts, opts); err != nil {
 		return sent, err

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -22,11 +24,19 @@ import (
 
 // newTestStore returns a Store on a bucket of its own (objstoretest.Bucket: a random
 // name, removed with everything in it when the test ends) under the prefix "p/".
-func newTestStore(t *testing.T) *Store {
+func newTestStore(t *testing.T) *Store { return newTestStoreWith(t, nil) }
+
+// newTestStoreWith is newTestStore with the Config changed by edit first (a part size, a
+// hook).
+func newTestStoreWith(t *testing.T, edit func(*Config)) *Store {
 	t.Helper()
 	env := objstoretest.Bucket(t)
-	s, err := New(Config{Bucket: env.Bucket, Prefix: "p/", Endpoint: env.Endpoint, Region: env.Region,
-		AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	cfg := Config{Bucket: env.Bucket, Prefix: "p/", Endpoint: env.Endpoint, Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,17 +139,51 @@ func TestPutIfAbsentRefusesSecondPut(t *testing.T) {
 }
 
 // An object larger than a part goes up as a multipart upload, where If-None-Match rides
-// on the completing request.
+// on the completing request. AfterPart hears of each part while the upload is still
+// open, so that a crash test killing the process there leaves an incomplete upload.
 func TestPutIfAbsentMultipart(t *testing.T) {
 	t.Parallel()
-	s := newTestStore(t)
-	s.partSize = 5 << 20 // S3's smallest part
-	first, firstSum := randomBytes(t, 6<<20)
-	second, secondSum := randomBytes(t, 6<<20)
+	var (
+		parts []int
+		open  []int // incomplete uploads under the prefix, seen from inside AfterPart
+		s     *Store
+	)
+	s = newTestStoreWith(t, func(c *Config) {
+		c.PartSize = MinPartSize
+		c.AfterPart = func(n int) {
+			parts = append(parts, n)
+			uploads := 0
+			for up := range s.client.ListIncompleteUploads(t.Context(), s.bucket, s.prefix, true) {
+				if up.Err != nil {
+					t.Errorf("list incomplete uploads: %v", up.Err)
+				}
+				uploads++
+			}
+			open = append(open, uploads)
+		}
+	})
+	first, firstSum := randomBytes(t, MinPartSize+1<<20)
+	second, secondSum := randomBytes(t, MinPartSize+1<<20)
 	mustPut(t, s, "exports/6/1.xlsx", first, firstSum)
-	err := s.PutIfAbsent(t.Context(), "exports/6/1.xlsx", bytes.NewReader(second), int64(len(second)), secondSum)
+	if !slices.Equal(parts, []int{1, 2}) || !slices.Equal(open, []int{1, 1}) {
+		t.Fatalf("AfterPart saw parts %v with %v incomplete uploads; want parts [1 2], each with its upload open", parts, open)
+	}
+	// S3's ETag of an object made by a multipart upload ends in -<parts>.
+	st, err := s.client.StatObject(t.Context(), s.bucket, "p/exports/6/1.xlsx", minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(st.ETag, "-2") {
+		t.Fatalf("ETag %q: want a two-part upload's, ending in -2", st.ETag)
+	}
+
+	parts = nil
+	err = s.PutIfAbsent(t.Context(), "exports/6/1.xlsx", bytes.NewReader(second), int64(len(second)), secondSum)
 	if !errors.Is(err, ErrExists) {
 		t.Fatalf("second multipart PutIfAbsent: %v; want ErrExists", err)
+	}
+	if !slices.Equal(parts, []int{1, 2}) {
+		t.Fatalf("the second put's AfterPart saw parts %v; want [1 2] (refused only at completion)", parts)
 	}
 	if got := mustRead(t, s, "exports/6/1.xlsx"); !bytes.Equal(got, first) {
 		t.Fatal("the second multipart put changed the object")
@@ -149,6 +193,56 @@ func TestPutIfAbsentMultipart(t *testing.T) {
 	}
 	if info, err := s.Stat(t.Context(), "exports/6/1.xlsx"); err != nil || info.SHA256 != firstSum || info.Size != int64(len(first)) {
 		t.Fatalf("Stat = %+v, %v; want the first put's size and sha256", info, err)
+	}
+
+	// An object of one part or less is a single PUT: AfterPart is not called.
+	parts = nil
+	small, smallSum := randomBytes(t, 1000)
+	mustPut(t, s, "exports/6/2.xlsx", small, smallSum)
+	if len(parts) != 0 {
+		t.Fatalf("a %d-byte put called AfterPart with %v; want a single PUT", len(small), parts)
+	}
+}
+
+// A put cut short between two parts (its context ends, as when a node stops) aborts its
+// upload instead of leaving the first part behind.
+func TestPutIfAbsentMultipartCutShort(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s := newTestStoreWith(t, func(c *Config) {
+		c.PartSize = MinPartSize
+		c.AfterPart = func(n int) {
+			if n == 1 {
+				cancel()
+			}
+		}
+	})
+	data, sum := randomBytes(t, MinPartSize+1<<20)
+	if err := s.PutIfAbsent(ctx, "exports/9/1.xlsx", bytes.NewReader(data), int64(len(data)), sum); !errors.Is(err, context.Canceled) {
+		t.Fatalf("PutIfAbsent cut after part 1: %v; want context.Canceled", err)
+	}
+	for up := range s.client.ListIncompleteUploads(t.Context(), s.bucket, "", true) {
+		t.Fatalf("the cut put left its upload behind: %+v", up)
+	}
+	if _, err := s.Stat(t.Context(), "exports/9/1.xlsx"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Stat after the cut put: %v; want ErrNotFound", err)
+	}
+}
+
+// A part size below S3's smallest would fail every large upload at its completion, so
+// New refuses it.
+func TestNewRefusesSmallParts(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int64{-1, 64 << 10, MinPartSize - 1} {
+		if _, err := New(Config{Bucket: "bkt", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s", PartSize: size}); err == nil {
+			t.Errorf("New with PartSize %d accepted", size)
+		}
+	}
+	for _, size := range []int64{0, MinPartSize} {
+		if _, err := New(Config{Bucket: "bkt", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s", PartSize: size}); err != nil {
+			t.Errorf("New with PartSize %d: %v", size, err)
+		}
 	}
 }
 
@@ -362,7 +456,8 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, tc := range good {
 		got, err := ParseURL(tc.in)
-		if err != nil || got != tc.want {
+		// Config holds a func (AfterPart), so it is compared field by field.
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
