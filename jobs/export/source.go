@@ -9,6 +9,12 @@ import (
 type Column struct {
 	Name string
 	Type Type
+	// Label is the column's header text; empty: Name. A report's column lines set it
+	// ("-- column: NAME "Label" TYPE(FORMAT)").
+	Label string
+	// Format is the Excel number format code of the column's cells, such as "#,##0.00";
+	// empty: the writer's default for Type.
+	Format string
 }
 
 // Query is one execution of a report against its source.
