@@ -64,8 +64,9 @@ type Config struct {
 	Transport http.RoundTripper
 	// PartSize is the size of the parts in which an object larger than one part goes up;
 	// 0: the default (16 MiB). Crash tests lower it so that small files go up in parts.
-	// It must be at least MinPartSize: S3 refuses a smaller part (but the last) only when
-	// the upload completes, so a smaller size would fail every large upload at its end.
+	// S3 refuses a part below MinPartSize (but the last) only when the upload completes,
+	// so a smaller size fails every upload of several parts at its end: it serves only a
+	// test whose process is killed between the parts.
 	PartSize int64
 	// AfterPart, when set, is called with n after part n of a multipart upload is
 	// stored, before the upload completes (a crash test's fault point: a process killed
@@ -155,8 +156,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("file store prefix %q must end in /", cfg.Prefix)
 	}
-	if cfg.PartSize != 0 && cfg.PartSize < MinPartSize {
-		return nil, fmt.Errorf("file store part size %d: want 0 (the default) or at least %d bytes, S3's smallest part", cfg.PartSize, MinPartSize)
+	if cfg.PartSize < 0 {
+		return nil, fmt.Errorf("file store part size %d: want 0 (the default) or more", cfg.PartSize)
 	}
 	var creds *credentials.Credentials
 	switch {

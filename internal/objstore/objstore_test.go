@@ -230,19 +230,28 @@ func TestPutIfAbsentMultipartCutShort(t *testing.T) {
 	}
 }
 
-// A part size below S3's smallest would fail every large upload at its completion, so
-// New refuses it.
-func TestNewRefusesSmallParts(t *testing.T) {
+// A part smaller than S3's smallest goes up, and the upload stays open until it would
+// complete, where the server refuses it: what a crash test that kills its process
+// between two small parts relies on; the failed put aborts its upload.
+func TestPutIfAbsentSmallParts(t *testing.T) {
 	t.Parallel()
-	for _, size := range []int64{-1, 64 << 10, MinPartSize - 1} {
-		if _, err := New(Config{Bucket: "bkt", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s", PartSize: size}); err == nil {
-			t.Errorf("New with PartSize %d accepted", size)
-		}
+	var parts []int
+	s := newTestStoreWith(t, func(c *Config) {
+		c.PartSize = 64 << 10
+		c.AfterPart = func(n int) { parts = append(parts, n) }
+	})
+	data, sum := randomBytes(t, 150<<10)
+	if err := s.PutIfAbsent(t.Context(), "exports/4/1.xlsx", bytes.NewReader(data), int64(len(data)), sum); err == nil {
+		t.Fatal("a put in parts of 64 KiB completed; want the server to refuse parts below MinPartSize")
 	}
-	for _, size := range []int64{0, MinPartSize} {
-		if _, err := New(Config{Bucket: "bkt", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s", PartSize: size}); err != nil {
-			t.Errorf("New with PartSize %d: %v", size, err)
-		}
+	if !slices.Equal(parts, []int{1, 2, 3}) {
+		t.Fatalf("AfterPart saw parts %v; want [1 2 3]", parts)
+	}
+	for up := range s.client.ListIncompleteUploads(t.Context(), s.bucket, "", true) {
+		t.Fatalf("the refused put left its upload behind: %+v", up)
+	}
+	if _, err := New(Config{Bucket: "bkt", Endpoint: "http://127.0.0.1:1", AccessKey: "a", SecretKey: "s", PartSize: -1}); err == nil {
+		t.Error("New with PartSize -1 accepted")
 	}
 }
 
