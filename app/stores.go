@@ -146,6 +146,11 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 		return nil, fmt.Errorf("--files: %w", err)
 	}
 	a.log.InfoContext(ctx, "file store", "files", RedactURL(u))
+	if n := jobs.FaultS3PartSize(); n != 0 {
+		// A crash test's node (faultpoints builds only): it says so, so that the test
+		// knows the binary honoured SHEETQ_TEST_S3_PART_SIZE.
+		a.log.WarnContext(ctx, "test-only part size for uploads to the bucket", "part_size", n)
+	}
 	return f, nil
 }
 

@@ -18,3 +18,13 @@ var clockOffset time.Duration
 // and the janitor's Now), to show that the database clock, not a node's, decides
 // staleness and backoff on a shared store. Always zero without -tags faultpoints.
 func FaultClockOffset() time.Duration { return clockOffset }
+
+// testPartSize is the multipart part size a crash test gives uploads to a bucket
+// (SHEETQ_TEST_S3_PART_SIZE, read by fault_on.go), so that its exports of a few MiB go up
+// in parts; zero, objstore's default, in production builds.
+var testPartSize int64
+
+// FaultS3PartSize is the part size a crash test gave this node's uploads to a bucket, so
+// that the mid-upload fault point is reachable without exports of tens of MiB. Always
+// zero without -tags faultpoints.
+func FaultS3PartSize() int64 { return testPartSize }

@@ -23,6 +23,11 @@ import (
 // integer; random when unset), so a failing run can be replayed. The process writes one
 // line to stderr before it dies, naming the point and how often it was reached.
 // This is for crash tests only; production builds compile the no-op in fault.go.
+//
+// Two more variables set the node up for crash tests: SHEETQ_TEST_CLOCK_OFFSET (a
+// duration) sets its own clock off, and SHEETQ_TEST_S3_PART_SIZE (bytes, or 5MiB) lowers
+// the part size of its uploads to a bucket, so that an export of a few MiB goes up in
+// parts and reaches the point mid-upload.
 func init() {
 	if v := os.Getenv("SHEETQ_TEST_CLOCK_OFFSET"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -31,6 +36,14 @@ func init() {
 			os.Exit(2)
 		}
 		clockOffset = d
+	}
+	if v := os.Getenv("SHEETQ_TEST_S3_PART_SIZE"); v != "" {
+		n, err := parseByteSize(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sheetq: SHEETQ_TEST_S3_PART_SIZE:", err)
+			os.Exit(2)
+		}
+		testPartSize = n
 	}
 	spec := os.Getenv("SHEETQ_FAULT")
 	if spec == "" {
@@ -73,6 +86,21 @@ func init() {
 		_ = p.Kill()
 		select {} // Kill is asynchronous on some platforms; never continue past the point
 	}
+}
+
+// parseByteSize reads a whole number of bytes, or of KiB or MiB with that suffix ("5MiB").
+func parseByteSize(v string) (int64, error) {
+	num, unit := v, int64(1)
+	if n, ok := strings.CutSuffix(v, "MiB"); ok {
+		num, unit = n, 1<<20
+	} else if n, ok := strings.CutSuffix(v, "KiB"); ok {
+		num, unit = n, 1<<10
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a positive number of bytes, KiB or MiB, such as 5MiB", v)
+	}
+	return n * unit, nil
 }
 
 // faultArm is when one point fires: on its nth hit, or with a probability per hit.

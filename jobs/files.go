@@ -124,7 +124,7 @@ func OpenFiles(url, localDir, accessKey, secretKey string, log *slog.Logger) (Fi
 		return nil, err
 	}
 	cfg.AccessKey, cfg.SecretKey = accessKey, secretKey
-	st, err := objstore.New(cfg)
+	st, err := objstore.New(withTestHooks(cfg))
 	if err != nil {
 		return nil, err
 	}

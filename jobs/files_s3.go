@@ -31,6 +31,26 @@ func NewS3Files(st *objstore.Store, log *slog.Logger) *S3Files {
 	return &S3Files{st: st, log: cmp.Or(log, slog.Default())}
 }
 
+// withTestHooks gives a bucket's uploads what a crash test asks of them (faultpoints
+// builds only; it changes nothing otherwise): the part size SHEETQ_TEST_S3_PART_SIZE, and
+// the fault point mid-upload once the first part of a multipart upload is stored and
+// before the upload completes, where a SIGKILL leaves an incomplete upload on the server
+// for the janitor (AbortStaleUploads). The point is reached once per upload, not per
+// part, so that mid-upload@N means the Nth multipart upload.
+func withTestHooks(cfg objstore.Config) objstore.Config {
+	if testPartSize != 0 {
+		cfg.PartSize = testPartSize
+	}
+	if faultsArmed {
+		cfg.AfterPart = func(n int) {
+			if n == 1 {
+				faultPoint("mid-upload")
+			}
+		}
+	}
+	return cfg
+}
+
 // Key is ObjectKey: one key per attempt.
 func (s *S3Files) Key(id string, attempt int, fileName string) string {
 	return ObjectKey(id, attempt, fileName)
