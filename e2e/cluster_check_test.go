@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,10 +27,11 @@ import (
 // The cluster test's checker: what the client saw accepted, against what the shared
 // PostgreSQL database, the bucket and an SSE subscriber hold once every node is stopped.
 
-// clusterCounts is what the checker found. Every field but jobs, succeeded, objects and
-// sseEvents must be 0.
+// clusterCounts is what the checker found. Every field but jobs, succeeded, objects,
+// multipartObjects and sseEvents must be 0.
 type clusterCounts struct {
 	jobs, succeeded, objects, sseEvents int
+	multipartObjects                    int // SUCCEEDED jobs' objects made by a multipart upload
 	recovered, fromObject               int // attempts taken back; jobs completed from their object
 	lost, duplicated, unexpected        int
 	notFinal, badObjects                int
@@ -39,8 +41,8 @@ type clusterCounts struct {
 }
 
 func (c clusterCounts) String() string {
-	return fmt.Sprintf("jobs=%d succeeded=%d recovered=%d completed_from_object=%d objects=%d lost=%d duplicated=%d unexpected=%d not_final=%d bad_objects=%d orphan_objects=%d open_uploads=%d sse_events=%d sse_missing=%d sse_duplicated=%d sse_out_of_order=%d sse_snapshots=%d",
-		c.jobs, c.succeeded, c.recovered, c.fromObject, c.objects, c.lost, c.duplicated, c.unexpected, c.notFinal, c.badObjects,
+	return fmt.Sprintf("jobs=%d succeeded=%d recovered=%d completed_from_object=%d objects=%d multipart_objects=%d lost=%d duplicated=%d unexpected=%d not_final=%d bad_objects=%d orphan_objects=%d open_uploads=%d sse_events=%d sse_missing=%d sse_duplicated=%d sse_out_of_order=%d sse_snapshots=%d",
+		c.jobs, c.succeeded, c.recovered, c.fromObject, c.objects, c.multipartObjects, c.lost, c.duplicated, c.unexpected, c.notFinal, c.badObjects,
 		c.orphanObjects, c.openUploads, c.sseEvents, c.sseMissing, c.sseDuplicated, c.sseOutOfOrder, c.sseSnapshots)
 }
 
@@ -175,7 +177,7 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 			c.badObjects++
 			t.Errorf("job %s (attempt %d) records file %q, not one of its attempts' keys", id, j.attempt, j.name)
 		}
-		size, sum, err := objectDigest(ctx, s3c, bucket, key)
+		size, sum, etag, err := objectDigest(ctx, s3c, bucket, key)
 		switch {
 		case err != nil:
 			c.badObjects++
@@ -183,6 +185,8 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 		case size != j.size || sum != j.sha:
 			c.badObjects++
 			t.Errorf("job %s: object %s has %d bytes sha256 %s, the row records %d bytes %s", id, key, size, sum, j.size, j.sha)
+		case multipartETag(etag):
+			c.multipartObjects++
 		}
 	}
 	for obj := range s3c.ListObjectsIter(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
@@ -209,19 +213,32 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 	return c
 }
 
-// objectDigest downloads the object and returns its size and sha256.
-func objectDigest(ctx context.Context, c *minio.Client, bucket, key string) (int64, string, error) {
+// objectDigest downloads the object and returns its size, sha256 and ETag.
+func objectDigest(ctx context.Context, c *minio.Client, bucket, key string) (size int64, sum, etag string, err error) {
 	obj, err := c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer obj.Close()
 	h := sha256.New()
 	n, err := io.Copy(h, obj)
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+	st, err := obj.Stat() // the answer to the GET already read: no second request
+	if err != nil {
+		return 0, "", "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), st.ETag, nil
+}
+
+// multipartETag reports whether an ETag is a multipart upload's: S3, and versitygw, make
+// it the MD5 of the parts' MD5s followed by -<parts>, where a single PUT's is the MD5 of
+// the bytes.
+func multipartETag(etag string) bool {
+	_, parts, ok := strings.Cut(strings.Trim(etag, `"`), "-")
+	n, err := strconv.Atoi(parts)
+	return ok && err == nil && n >= 1
 }
 
 // logEvent is one row of job_events in the order a commit-safe tailer delivers them.

@@ -59,10 +59,12 @@ type s3Server struct {
 	done     chan struct{}
 	log      bytes.Buffer
 	restarts int
-	// armed, when set, is the next upload to cut (armMidUpload).
-	armed  *cut
-	puts   atomic.Int64 // PUT requests with a body seen by the proxy
-	cutOff atomic.Int64 // requests the proxy answered 502: the server went away under them
+	// armed, when set, is the next upload of a part to cut (armMidUpload).
+	armed      *cut
+	puts       atomic.Int64 // PUT requests with a body seen by the proxy
+	multiparts atomic.Int64 // multipart uploads started (POST ?uploads)
+	parts      atomic.Int64 // parts of multipart uploads sent (PUT ?partNumber)
+	cutOff     atomic.Int64 // requests the proxy answered 502: the server went away under them
 }
 
 // versitygwBinary is the server .ci/s3 builds: $SHEETQ_S3_ROOT/bin/versitygw-VERSION,
@@ -103,9 +105,17 @@ func startS3(t *testing.T, bucket string) *s3Server {
 			// The Host header stays the proxy's: the client signed it (SigV4), and the
 			// server checks the signature against the Host it receives.
 			r.Out.URL.Scheme, r.Out.URL.Host = "http", s.target.Load().Host
+			q := r.In.URL.Query()
+			if r.In.Method == http.MethodPost && q.Has("uploads") {
+				s.multiparts.Add(1)
+			}
 			if r.In.Method == http.MethodPut && r.In.ContentLength != 0 {
 				s.puts.Add(1)
-				r.Out.Body = &watchedBody{ReadCloser: r.Out.Body, s: s, size: r.In.ContentLength}
+				part := q.Has("partNumber") && q.Has("uploadId")
+				if part {
+					s.parts.Add(1)
+				}
+				r.Out.Body = &watchedBody{ReadCloser: r.Out.Body, s: s, size: r.In.ContentLength, part: part}
 			}
 		},
 		// A restart cuts requests in flight: the client gets the 502 a load balancer in
@@ -131,13 +141,15 @@ type cut struct {
 }
 
 // watchedBody is an upload's body on its way through the proxy. When the proxy is armed,
-// the first upload to read from it becomes the cut one: it passes at most half of its
-// bytes, says so, and holds the rest back until the test has restarted the server, so
-// that the server dies with the upload certainly half-received.
+// the first part of a multipart upload to read from it becomes the cut one: it passes at
+// most half of its bytes, says so, and holds the rest back until the test has restarted
+// the server, so that the server dies with the part certainly half-received and its
+// upload open.
 type watchedBody struct {
 	io.ReadCloser
 	s    *s3Server
 	size int64
+	part bool // a part of a multipart upload, not a single PUT
 	sent int64
 	cut  *cut
 }
@@ -147,7 +159,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		<-b.cut.release
 		b.cut = nil
 	}
-	if b.sent == 0 && b.size > 1 {
+	if b.sent == 0 && b.size > 1 && b.part {
 		b.s.mu.Lock()
 		b.cut, b.s.armed = b.s.armed, nil
 		b.s.mu.Unlock()
@@ -163,8 +175,8 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// armMidUpload makes the next upload the cut one (watchedBody) and returns a channel
-// closed once the server holds part of it, and release, which lets the rest go on.
+// armMidUpload makes the next part upload the cut one (watchedBody) and returns a channel
+// closed once the server holds some of it, and release, which lets the rest go on.
 func (s *s3Server) armMidUpload() (started <-chan struct{}, release func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

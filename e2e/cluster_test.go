@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/store/pg"
 	"sheetq/store/storetest/pgtest"
@@ -31,7 +33,10 @@ import (
 // node drains and stops, a janitor pass runs, and the checker counts: 0 lost, 0
 // duplicated, 0 unexpected, one success event per SUCCEEDED job, an object of the
 // recorded size and sha256 for each, no orphan object, no open multipart upload, and
-// every event of the log received once, in order, by the subscriber.
+// every event of the log received once, in order, by the subscriber. Every node uploads
+// in parts of clusterPartSize and some exports are bigger than one part, so that the
+// multipart path is taken, killed mid-way, cut by the S3 restart, and cleaned up by the
+// janitor's pass; the test checks that it was.
 //
 // SHEETQ_CLUSTER_SEED replays a run's fault choices (the seed is printed),
 // SHEETQ_CLUSTER_FAULTS picks some faults, SHEETQ_CLUSTER_ROUNDS repeats them. It needs
@@ -44,6 +49,25 @@ const clusterNodes = 3
 // clusterStaleAfter is every node's --stale-after (with a heartbeat ten times as often),
 // short so that faults resolve in seconds; the SIGSTOP fault lasts three of it.
 const clusterStaleAfter = time.Second
+
+// clusterPartSize is every node's part size for uploads to the bucket
+// (SHEETQ_TEST_S3_PART_SIZE), instead of 16 MiB: S3's smallest, since versitygw, as S3,
+// refuses a smaller part (but the last) when the upload completes. Only a node armed at
+// mid-upload, whose uploads never complete, is given smaller parts (killAtPoint).
+const clusterPartSize = objstore.MinPartSize
+
+// clusterBigRows is a big export's demo rows: about 5.5 MiB of xlsx (some 45 bytes a
+// row), so two parts of clusterPartSize, made in about 2 s of one core.
+const clusterBigRows = 130_000
+
+// clusterBigEvery is how often the load's request is a big export: the first, then one in
+// 500 (every 20 s at one request every 40 ms), so that SUCCEEDED objects made by multipart
+// uploads exist whichever faults run, without the exports' CPU slowing the faults on CI's
+// 2 cores. s3restart sends one of its own.
+const clusterBigEvery = 500
+
+// bigExport is the request body of a big export.
+var bigExport = fmt.Sprintf(`{"report":"demo","params":{"rows":%d}}`, clusterBigRows)
 
 func clusterSeed(t *testing.T) uint64 { return envSeed(t, "SHEETQ_CLUSTER_SEED") }
 
@@ -98,6 +122,8 @@ type cluster struct {
 	dsn      string // the schema's DSN, as every node gets it
 	pgPort   int
 	files    string // --files
+	bucket   string
+	prefix   string // the --files prefix in the bucket, without its "/"
 	s3       *s3Server
 	db       *pgx.Conn // the test's own connection: monitoring, faults, the checker
 	dbMu     sync.Mutex
@@ -106,6 +132,9 @@ type cluster struct {
 	seed     uint64
 	kills    atomic.Int64
 	restarts atomic.Int64
+	// killedUploads are the keys of the multipart uploads that kill:mid-upload left open,
+	// which the janitor's pass must abort.
+	killedUploads []string
 }
 
 // args are every node's flags: fast heartbeats so that faults resolve in seconds, and
@@ -121,7 +150,8 @@ func (c *cluster) args(n *clusterNode) []string {
 // it listens (a fault point reached during start-up) is returned dead, not failed.
 func (c *cluster) launch(n *clusterNode, env []string, flags ...string) *proc {
 	c.t.Helper()
-	p := launch(c.t, n.data, slices.Concat(c.s3.env(), n.env, env), append(c.args(n), flags...)...)
+	partSize := []string{"SHEETQ_TEST_S3_PART_SIZE=" + strconv.Itoa(clusterPartSize)}
+	p := launch(c.t, n.data, slices.Concat(c.s3.env(), partSize, n.env, env), append(c.args(n), flags...)...)
 	c.t.Cleanup(func() {
 		if c.t.Failed() {
 			c.t.Logf("%s (pid %d) log, last lines:\n%s", n.name, p.cmd.Process.Pid, lastLines(p.log(), 30))
@@ -196,6 +226,9 @@ func (c *cluster) startLoad(rng *rand.Rand, interval time.Duration, repeatEvery 
 			}
 			key := fmt.Sprintf("rr-%d", i)
 			body := fmt.Sprintf(`{"report":"demo","params":{"rows":%d}}`, 20+rng.IntN(300))
+			if i%clusterBigEvery == 0 {
+				body = bigExport
+			}
 			repeat := rng.IntN(repeatEvery) == 0
 			ld.sent.Add(1)
 			ld.senders.Add(1)
@@ -238,13 +271,15 @@ func (ld *load) end() {
 	ld.senders.Wait()
 }
 
-// burst sends n small jobs to node k at once, to give a node armed with a fault point
-// work to reach it with (a claim of several, two ends in one transaction).
-func (c *cluster) burst(k int, tag string, n int) {
+// burst sends n jobs of rows rows to node k at once, to give a node armed with a fault
+// point work to reach it with (a claim of several, two ends in one transaction, an
+// upload in parts).
+func (c *cluster) burst(k int, tag string, n, rows int) {
 	var wg sync.WaitGroup
+	body := fmt.Sprintf(`{"report":"demo","params":{"rows":%d}}`, rows)
 	for j := range n {
 		key := fmt.Sprintf("%s-%d", tag, j)
-		wg.Go(func() { c.sendRoundRobin(k, key, `{"report":"demo","params":{"rows":5}}`) })
+		wg.Go(func() { c.sendRoundRobin(k, key, body) })
 	}
 	wg.Wait()
 }
@@ -259,10 +294,21 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 	c.kills.Add(1)
 	mark := c.query(`SELECT COALESCE(MAX(id), 0) FROM job_events`)
 	nth := 1 + rng.IntN(2)
+	burstRows := 5
+	var partSize []string
+	if point == "mid-upload" {
+		// Parts of 64 KiB, so that the burst's exports of about 130 KiB (three parts)
+		// reach the point within a second, where exports above clusterPartSize would
+		// take seconds of CPU each, most of them claimed by other nodes. The server
+		// refuses such parts when an upload completes, so the point is armed at its
+		// first hit: no multipart upload of this process completes.
+		nth, burstRows = 1, 3000
+		partSize = []string{"SHEETQ_TEST_S3_PART_SIZE=64KiB"}
+	}
+	env := append([]string{fmt.Sprintf("SHEETQ_FAULT=%s@%d", point, nth), fmt.Sprintf("SHEETQ_FAULT_SEED=%d", c.seed)}, partSize...)
 	// Eight workers: a claim of several jobs and two ends in one transaction (the batch
 	// points) need a node with room for several jobs at once.
-	p := c.launch(n, []string{fmt.Sprintf("SHEETQ_FAULT=%s@%d", point, nth), fmt.Sprintf("SHEETQ_FAULT_SEED=%d", c.seed)},
-		"--workers", "8")
+	p := c.launch(n, env, "--workers", "8")
 	deadline := time.Now().Add(45 * time.Second)
 	for round := 0; ; round++ {
 		select {
@@ -272,7 +318,7 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 				c.t.Fatalf("%s: %s@%d did not fire in 45 s\n%s", n.name, point, nth, p.log())
 			}
 			if p.url != "" {
-				c.burst(k, fmt.Sprintf("%s-%s-%d-%d", point, n.name, c.kills.Load(), round), 12)
+				c.burst(k, fmt.Sprintf("%s-%s-%d-%d", point, n.name, c.kills.Load(), round), 12, burstRows)
 			}
 			continue
 		}
@@ -282,6 +328,9 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 		c.t.Fatalf("%s did not die at %q: %v\n%s", n.name, want, p.err, p.log())
 	}
 	c.kills.Add(1)
+	if point == "mid-upload" {
+		c.findKilledUpload(n, mark)
+	}
 	c.waitFor(fmt.Sprintf("survivors take back %s's attempts after %s", n.name, point), 30*time.Second,
 		func() bool { return c.running(n) == 0 })
 	if point == "after-upload" {
@@ -294,6 +343,54 @@ func (c *cluster) killAtPoint(rng *rand.Rand, k int, point string) {
 	if p := c.launch(n, nil); p.url == "" {
 		c.t.Fatalf("%s died at start with no fault armed\n%s", n.name, p.log())
 	}
+}
+
+// findKilledUpload checks that node n, killed at mid-upload, left its upload open on the
+// server, under the key of an attempt it started after the event mark (the point is
+// reached after the first part is stored, before the upload completes), and keeps its
+// key for the check after the janitor's pass.
+func (c *cluster) findKilledUpload(n *clusterNode, mark int) {
+	c.t.Helper()
+	keys := map[string]bool{}
+	c.dbMu.Lock()
+	rows, err := c.db.Query(context.Background(), `SELECT job_id, attempt FROM job_events
+		WHERE id > $1 AND type = 'started' AND data->>'worker' = $2`, mark, n.name)
+	if err == nil {
+		var id string
+		var attempt int
+		_, err = pgx.ForEachRow(rows, []any{&id, &attempt}, func() error {
+			keys[c.prefix+"/"+jobs.ObjectKey(id, attempt, "export.xlsx")] = true
+			return nil
+		})
+	}
+	c.dbMu.Unlock()
+	if err != nil {
+		c.t.Fatalf("read %s's attempts: %v", n.name, err)
+	}
+	found := 0
+	for _, key := range c.openUploads() {
+		if keys[key] {
+			c.killedUploads = append(c.killedUploads, key)
+			found++
+		}
+	}
+	if found == 0 {
+		// Two could be open: another export of the node's between two parts as well.
+		c.t.Errorf("%s died at mid-upload and left no upload of its attempts open", n.name)
+	}
+}
+
+// openUploads lists the keys of the multipart uploads open under the --files prefix.
+func (c *cluster) openUploads() []string {
+	c.t.Helper()
+	var keys []string
+	for up := range c.s3.client().ListIncompleteUploads(context.Background(), c.bucket, c.prefix+"/", true) {
+		if up.Err != nil {
+			c.t.Fatalf("list incomplete uploads: %v", up.Err)
+		}
+		keys = append(keys, up.Key)
+	}
+	return keys
 }
 
 // Fault: SIGSTOP the node while it runs an attempt, for three times --stale-after and
@@ -374,17 +471,20 @@ func (c *cluster) afterCut(n *clusterNode, old []int) {
 	})
 }
 
-// Fault: restart the S3 server while an upload is half sent. The proxy holds the rest
-// of the upload back until the server is back, so the request that carried it fails
-// (the client may send it again), and no half object stays behind: PutIfAbsent aborts a
-// failed multipart upload, and a single PUT is never visible half-written.
-func (c *cluster) restartS3MidUpload() {
+// Fault: restart the S3 server while a part of a multipart upload is half sent, so that
+// it dies with the upload open. The proxy holds the rest of the part back until the
+// server is back, so the request that carried it fails (the client may send it again),
+// and no half object stays behind: the upload either completes from the parts the
+// server kept or PutIfAbsent aborts it (a killed process's is the janitor's).
+func (c *cluster) restartS3MidUpload(k int) {
 	c.t.Helper()
 	started, release := c.s3.armMidUpload()
+	// A big export of its own, rather than waiting for the load's next one.
+	c.sendRoundRobin(k, fmt.Sprintf("s3restart-%d", c.s3.restarts), bigExport)
 	select {
 	case <-started:
 	case <-time.After(60 * time.Second):
-		c.t.Fatal("no upload started within 60 s")
+		c.t.Fatal("no part upload started within 60 s")
 	}
 	cut := c.s3.cutOff.Load()
 	c.s3.restart()
@@ -476,8 +576,8 @@ func TestClusterFaults(t *testing.T) {
 
 	bucket, prefix := randomName("sheetq-cluster-"), "q"
 	s3 := startS3(t, bucket)
-	c := &cluster{t: t, dsn: dsn, pgPort: dsnPort(t, dsn), files: s3.filesURL(bucket, prefix), s3: s3,
-		db: pgConnect(t, dsn), l: newLedger(t), seed: seed}
+	c := &cluster{t: t, dsn: dsn, pgPort: dsnPort(t, dsn), files: s3.filesURL(bucket, prefix), bucket: bucket, prefix: prefix,
+		s3: s3, db: pgConnect(t, dsn), l: newLedger(t), seed: seed}
 	for i := range clusterNodes {
 		c.nodes = append(c.nodes, &clusterNode{name: fmt.Sprintf("n%d", i+1), data: t.TempDir()})
 	}
@@ -490,6 +590,9 @@ func TestClusterFaults(t *testing.T) {
 	for _, n := range c.nodes {
 		if n.url() == "" {
 			t.Fatalf("%s did not start\n%s", n.name, n.cur.Load().log())
+		}
+		if want := fmt.Sprintf("part_size=%d", clusterPartSize); !strings.Contains(n.cur.Load().log(), want) {
+			t.Fatalf("%s did not log %s: the binary ignores SHEETQ_TEST_S3_PART_SIZE\n%s", n.name, want, n.cur.Load().log())
 		}
 	}
 
@@ -516,7 +619,7 @@ func TestClusterFaults(t *testing.T) {
 		fault{"sigstop", "SIGSTOP for 3x stale-after", c.pause},
 		fault{"pgterm", "pg_terminate_backend of every connection", c.cutConnections},
 		fault{"listen", "pg_terminate_backend of the LISTEN connection", c.cutListen},
-		fault{"s3restart", "S3 server restarted mid-upload", func(int) { c.restartS3MidUpload() }},
+		fault{"s3restart", "S3 server restarted mid-upload", c.restartS3MidUpload},
 		fault{"clock", "the node's clock 90 s ahead", c.skewClock},
 	)
 	faults = slices.DeleteFunc(faults, func(f fault) bool { return !clusterFaultChosen(t, f.id) })
@@ -537,13 +640,29 @@ func TestClusterFaults(t *testing.T) {
 	c.settle(sub)
 	c.stopAll()
 	endSub()
+	// The uploads killed at mid-upload are still open, left for the janitor: no node
+	// aborts another's upload, and none is old enough for a node's own janitor.
+	openBefore := c.openUploads()
+	for _, key := range c.killedUploads {
+		if !slices.Contains(openBefore, key) {
+			t.Errorf("the upload of %s, killed at mid-upload, is gone before the janitor's pass", key)
+		}
+	}
 	swept := janitorPass(t, dsn, c.files)
+	if swept.Aborted < len(c.killedUploads) {
+		t.Errorf("the janitor's pass aborted %d uploads; %d were killed mid-upload", swept.Aborted, len(c.killedUploads))
+	}
 	inv := checkCluster(t, c.db, s3, bucket, prefix, c.l.snapshot(), sub)
+	if inv.multipartObjects == 0 {
+		t.Errorf("no SUCCEEDED job's object is a multipart upload (%d uploads started): the part size did not reach the nodes, or no export was bigger than a part",
+			s3.multiparts.Load())
+	}
 	if got := len(c.l.snapshot()); int64(got) < ld.sent.Load() {
 		t.Errorf("%d requests sent, %d acknowledged", ld.sent.Load(), got)
 	}
-	t.Logf("cluster: seed=%d faults=%d kills=%d starts=%d s3_restarts=%d s3_requests_cut=%d requests=%d repeated_on_another_node=%d janitor_orphans=%d janitor_aborted=%d %s duration=%s",
+	t.Logf("cluster: seed=%d faults=%d kills=%d starts=%d s3_restarts=%d s3_requests_cut=%d requests=%d repeated_on_another_node=%d multipart_uploads=%d parts=%d uploads_open_before_janitor=%d killed_mid_upload=%d janitor_orphans=%d janitor_aborted=%d %s duration=%s",
 		seed, len(plan), c.kills.Load(), c.restarts.Load(), s3.restarts, s3.cutOff.Load(), ld.sent.Load(), ld.repeated.Load(),
+		s3.multiparts.Load(), s3.parts.Load(), len(openBefore), len(c.killedUploads),
 		swept.Orphans, swept.Aborted, inv, time.Since(start).Round(time.Second))
 }
 
@@ -571,4 +690,4 @@ func janitorPass(t *testing.T, dsn, filesURL string) jobs.SweepResult {
 
 // clusterFaultPoints are the fault points a node reaches with the S3 file store
 // (jobs/fault_on.go); after-fsync and after-rename belong to the local file store.
-var clusterFaultPoints = []string{"after-claim", "after-batch-claim", "while-writing", "after-upload", "after-commit", "mid-batch-end"}
+var clusterFaultPoints = []string{"after-claim", "after-batch-claim", "while-writing", "mid-upload", "after-upload", "after-commit", "mid-batch-end"}
