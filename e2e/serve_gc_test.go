@@ -4,17 +4,27 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 )
 
-// The server collects garbage at GOGC=400 unless GOGC says otherwise, as /metrics shows.
+// The server collects garbage at GOGC=400 under a soft memory limit of 64 MiB plus
+// 16 MiB per export slot unless GOGC or GOMEMLIMIT says otherwise, as /metrics shows
+// (internal/cli/serve.go, serveMemoryLimit). A GOGC of the user's own sets no limit:
+// the limit only bounds what the server's own GOGC lets a long export pile up.
 func TestServeGCTarget(t *testing.T) {
-	gogc := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`)
-	for _, c := range []struct{ env, want string }{
-		{"GOGC=", "400"},
-		{"GOGC=150", "150"},
+	gogc := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`)
+	limit := regexp.MustCompile(`(?m)^go_gc_gomemlimit_bytes (\S+)$`)
+	for _, c := range []struct {
+		env, args       string
+		percent, memlim string
+	}{
+		{"GOGC=", "", "400", "1.00663296e+08"},            // 96 MiB: 2 workers
+		{"GOGC=", "--workers 4", "400", "1.34217728e+08"}, // 128 MiB
+		{"GOMEMLIMIT=200MiB", "", "400", "2.097152e+08"},  // the user's limit
+		{"GOGC=150", "", "150", "9.223372036854776e+18"},  // no limit (math.MaxInt64)
 	} {
-		p := startBinary(t, t.TempDir(), []string{c.env})
+		p := startBinary(t, t.TempDir(), []string{c.env}, strings.Fields(c.args)...)
 		resp, err := http.Get(p.url + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -24,12 +34,17 @@ func TestServeGCTarget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := gogc.FindSubmatch(body)
-		if m == nil {
-			t.Fatalf("%s: no go_gc_gogc_percent in /metrics:\n%.2000s", c.env, body)
-		}
-		if string(m[1]) != c.want {
-			t.Errorf("%s: go_gc_gogc_percent = %s, want %s", c.env, m[1], c.want)
+		for _, m := range []struct {
+			re   *regexp.Regexp
+			want string
+		}{{gogc, c.percent}, {limit, c.memlim}} {
+			got := m.re.FindSubmatch(body)
+			if got == nil {
+				t.Fatalf("%s %s: no %s in /metrics:\n%.2000s", c.env, c.args, m.re, body)
+			}
+			if string(got[1]) != m.want {
+				t.Errorf("%s %s: %s = %s, want %s", c.env, c.args, m.re, got[1], m.want)
+			}
 		}
 	}
 }

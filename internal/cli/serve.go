@@ -17,6 +17,7 @@ import (
 	"sheetq/app"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -130,15 +131,15 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	if err := eng.Validate(); err != nil {
 		return usageError{err}
 	}
+	lanes, err := fc.Lanes(eng, cfg.WorkersSet)
+	if err != nil {
+		return err
+	}
 	if eng.Nice > 0 && jobs.LowerPrioritySupported {
 		// Each running job holds a P on its low-priority thread even while the OS runs
 		// something else in its place; a P per worker of every lane (exports, webhooks,
 		// [queues]) on top of the default keeps one free for every core, so requests
 		// never queue behind a job's thread.
-		lanes, err := fc.Lanes(eng, cfg.WorkersSet)
-		if err != nil {
-			return err
-		}
 		workers := lanes.Workers
 		for _, n := range lanes.Queues {
 			workers += n
@@ -147,6 +148,9 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(serveMemoryLimit(lanes))
+		}
 	}
 	if eng.ShutdownGrace == 0 {
 		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
@@ -228,3 +232,26 @@ func secondSignal() (force <-chan struct{}, unwatch func()) {
 // request waits for queued behind it. At 400 the heap may grow to five times the live
 // data (tens of MB here) and collections are a quarter as frequent (BENCHMARKS.md).
 const serveGCPercent = 400
+
+// serveMemoryLimit is the server's soft memory limit (GOMEMLIMIT) when neither GOGC nor
+// GOMEMLIMIT is set: memoryBase plus memoryPerExport for each export slot of every lane
+// but the webhooks one, whose deliveries hold a few KB. serveGCPercent lets the heap grow
+// to five times the live data, which a request burst needs, but a long export's garbage
+// then piled up with its rows: peak RSS 108 MB at 100k rows and 185 MB at 3M. Below the
+// limit the collector paces by GOGC as before; near it, it collects sooner, so a 3M-row
+// export peaks at 1.22x the 100k one (BENCHMARKS.md, "Memory at default settings"). It is
+// soft: a server that needs more gets it, with more collections.
+func serveMemoryLimit(lanes jobs.Config) int64 {
+	exports := lanes.Workers
+	for q, n := range lanes.Queues {
+		if q != webhook.Queue {
+			exports += n
+		}
+	}
+	return memoryBase + int64(exports)*memoryPerExport
+}
+
+const (
+	memoryBase      = 64 << 20
+	memoryPerExport = 16 << 20
+)
