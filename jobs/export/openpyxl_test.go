@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,13 +86,35 @@ func (c *rbCell) UnmarshalJSON(b []byte) error {
 func (c rbCell) String() string { return fmt.Sprintf("%s %#v", c.Type, c.Value) }
 
 type rbSheet struct {
-	Name   string     `json:"name"`
-	Header []rbCell   `json:"header"`
-	Rows   [][]rbCell `json:"rows"`
+	Name string `json:"name"`
+	// MaxRow and MaxColumn are what the sheet's dimension declares.
+	MaxRow    int        `json:"max_row"`
+	MaxColumn int        `json:"max_column"`
+	Header    []rbCell   `json:"header"`
+	Rows      [][]rbCell `json:"rows"`
+	// Formats are the number formats of the header's cells, then of each row's.
+	Formats [][]string `json:"formats"`
+}
+
+// rbProperties are a file's document properties as openpyxl reads them (the times
+// without a zone), and docProps/app.xml's application.
+type rbProperties struct {
+	Title       string `json:"title"`
+	Creator     string `json:"creator"`
+	Created     string `json:"created"`
+	Modified    string `json:"modified"`
+	Application string `json:"application"`
 }
 
 // readBack runs readback.py on the file at path.
 func readBack(t *testing.T, path string) []rbSheet {
+	t.Helper()
+	sheets, _ := readBackAll(t, path)
+	return sheets
+}
+
+// readBackAll is readBack with the document properties.
+func readBackAll(t *testing.T, path string) ([]rbSheet, rbProperties) {
 	t.Helper()
 	py := openpyxl(t)
 	cmd := exec.Command(py, filepath.Join("testdata", "readback.py"), path)
@@ -102,19 +125,22 @@ func readBack(t *testing.T, path string) []rbSheet {
 		t.Fatalf("readback.py %s: %v\n%s", path, err, stderr.String())
 	}
 	var doc struct {
-		Sheets []rbSheet `json:"sheets"`
+		Properties rbProperties `json:"properties"`
+		Sheets     []rbSheet    `json:"sheets"`
 	}
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("readback.py output: %v\n%.2000s", err, out)
 	}
-	return doc.Sheets
+	return doc.Sheets, doc.Properties
 }
 
 // assertReadbackMatches reads the xlsx at path with openpyxl and checks it holds
 // exactly want: want[0] is the header, each entry a column name (string) or a Column
-// (whose Type says how a time outside Excel's years shows as text); want[1:] are the
-// data rows as the source sent them. Every sheet must start with the header, and the
-// sheets' data rows, in order, must be want[1:], cell by cell, type and value.
+// (whose Type says how a time outside Excel's years shows as text, whose Label is the
+// header and whose Format the cells' number format); want[1:] are the data rows as the
+// source sent them. Every sheet must declare its real size in its dimension and start
+// with the header, and the sheets' data rows, in order, must be want[1:], cell by
+// cell: type, value and number format.
 func assertReadbackMatches(t *testing.T, path string, want [][]any) {
 	t.Helper()
 	if len(want) == 0 {
@@ -145,14 +171,23 @@ func assertReadbackMatches(t *testing.T, path string, want [][]any) {
 		}
 	}
 	for _, sh := range sheets {
+		// Read-only openpyxl reads what the dimension declares: a sheet that declared
+		// less loses rows and cells (and fails below), one that declared more has them.
+		if sh.MaxRow != len(sh.Rows)+1 || sh.MaxColumn != len(cols) {
+			fail("sheet %q declares %d rows and %d columns; it has %d rows, header included, and %d columns",
+				sh.Name, sh.MaxRow, sh.MaxColumn, len(sh.Rows)+1, len(cols))
+		}
 		if len(sh.Header) != len(cols) {
 			t.Fatalf("sheet %q: header has %d cells, want %d: %v", sh.Name, len(sh.Header), len(cols), sh.Header)
 		}
 		for i, c := range sh.Header {
-			name, _ := cutText(cols[i].Name)
+			name, _ := cutText(cmp.Or(cols[i].Label, cols[i].Name)) // not headerText: the test would agree with any bug in it
 			if c.Type != "s" || c.Value != name {
 				fail("sheet %q header %s: %v, want s %q", sh.Name, colName(i+1), c, name)
 			}
+		}
+		if len(sh.Formats) != len(sh.Rows)+1 {
+			t.Fatalf("sheet %q: number formats of %d rows, want %d", sh.Name, len(sh.Formats), len(sh.Rows)+1)
 		}
 		for r, cells := range sh.Rows {
 			if row+1 >= len(want) {
@@ -166,6 +201,9 @@ func assertReadbackMatches(t *testing.T, path string, want [][]any) {
 			for i, v := range src {
 				if msg := matchCell(cells[i], v, cols[i].Type); msg != "" {
 					fail("sheet %q %s%d: read %v, sent %#v: %s", sh.Name, colName(i+1), r+2, cells[i], v, msg)
+				}
+				if got, want := sh.Formats[r+1][i], expectFormat(v, cols[i]); got != want {
+					fail("sheet %q %s%d: number format %q, want %q", sh.Name, colName(i+1), r+2, got, want)
 				}
 			}
 		}
@@ -276,6 +314,24 @@ func expectCell(v any, typ Type) (string, any) {
 		s, _ := cutText(fmt.Sprint(v))
 		return "s", s
 	}
+}
+
+// expectFormat is the number format openpyxl reads for the source value v in column
+// c: the column's Format, else the writer's default for a date, else General. An empty
+// cell is not written, so it has none.
+func expectFormat(v any, c Column) string {
+	switch v := v.(type) {
+	case nil:
+		return "General"
+	case time.Time:
+		if y := v.Year(); c.Format == "" && y >= 1900 && y <= 9999 {
+			if c.Type == TypeDate {
+				return "yyyy-mm-dd"
+			}
+			return "yyyy-mm-dd hh:mm:ss"
+		}
+	}
+	return cmp.Or(c.Format, "General")
 }
 
 // sourceRows runs src's query and returns what it sends: the columns as the header,
@@ -390,4 +446,63 @@ func TestOpenpyxlReadsEdgeValues(t *testing.T) {
 	src := edgeRows()
 	q := Query{Report: Report{Source: "mem", Sheet: "Edge"}}
 	assertReadbackMatches(t, writeFile(t, src, q), sourceRows(t, src, q))
+}
+
+// labelledRows are columns with header labels and number formats, as a report's column
+// lines make them, and columns with neither, which keep the writer's defaults.
+func labelledRows(n int) sliceSource {
+	src := sliceSource{
+		cols: []Column{
+			{Name: "id", Type: TypeInt},
+			{Name: "customer", Type: TypeText, Label: "Customer name"},
+			{Name: "unit_price", Type: TypeNumber, Label: "Unit price", Format: "#,##0.00"},
+			{Name: "created_at", Type: TypeDatetime, Label: "Created", Format: "yyyy-mm-dd hh:mm"},
+			{Name: "day", Type: TypeDate},
+			{Name: "share", Type: TypeNumber, Format: "0.0%"},
+			{Name: "qty", Type: TypeInt, Label: "Quantity", Format: "#,##0.00"}, // a format shared with unit_price
+			{Name: "at", Type: TypeDatetime},
+		},
+		total: -1,
+	}
+	start := time.Date(2025, 3, 1, 8, 30, 0, 0, time.UTC)
+	for i := range n {
+		row := []any{int64(i + 1), fmt.Sprintf("customer %d", i), 1133.5 + float64(i)*1000.25,
+			start.Add(time.Duration(i) * 90 * time.Minute), start.AddDate(0, 0, i), float64(i) / 40,
+			int64(i * 1500), start.Add(time.Duration(i) * time.Second)}
+		if i%7 == 3 { // empty cells in formatted columns stay empty
+			row[2], row[3], row[6] = nil, nil, nil
+		}
+		src.rows = append(src.rows, row)
+	}
+	return src
+}
+
+// A streaming reader (openpyxl read-only, no reset_dimensions) sees every sheet of a
+// rolled-over file whole, the columns' labels and number formats, and the export's
+// document properties.
+func TestOpenpyxlReadOnlySeesSizesLabelsFormatsAndProperties(t *testing.T) {
+	t.Parallel()
+	openpyxl(t)
+	src := labelledRows(25)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.FixedZone("CET", 3600))
+	q := Query{Report: Report{ID: "orders", Title: "Orders by month", Source: "mem", Sheet: "Orders"}, Time: at}
+	// 25 rows, 9 per sheet under the header: 9 + 9 + 7 on three sheets
+	path := writeFileWith(t, src, q, xlsxOptions{maxSheetRows: 10, version: "1.2.3 (abc, 2026-03-01)"})
+	sheets, props := readBackAll(t, path)
+	var got []string
+	for _, sh := range sheets {
+		got = append(got, fmt.Sprintf("%s %dx%d", sh.Name, sh.MaxRow, sh.MaxColumn))
+	}
+	if want := []string{"Orders 10x8", "Orders (2) 10x8", "Orders (3) 8x8"}; !slices.Equal(got, want) {
+		t.Errorf("sheets %q, want %q", got, want)
+	}
+	assertReadbackMatches(t, path, sourceRows(t, src, q))
+	want := rbProperties{
+		Title: "Orders by month", Creator: "sheetq",
+		Created: "2026-03-04T04:06:07", Modified: "2026-03-04T04:06:07", // UTC
+		Application: "sheetq 1.2.3 (abc, 2026-03-01)",
+	}
+	if props != want {
+		t.Errorf("properties %+v, want %+v", props, want)
+	}
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"archive/zip"
 	"bufio"
+	"bytes"
 	"cmp"
 	"compress/flate"
 	"context"
@@ -49,6 +50,9 @@ type xlsxOptions struct {
 	// zip64Threshold is the size from which a sheet part is written as a ZIP64 entry
 	// (default math.MaxUint32). Tests lower it.
 	zip64Threshold int64
+	// version is sheetq's version, which the file names as its application
+	// (docProps/app.xml); empty: the application alone.
+	version string
 }
 
 func (o xlsxOptions) withDefaults() xlsxOptions {
@@ -107,7 +111,7 @@ func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOp
 	if at.IsZero() {
 		at = time.Now()
 	}
-	if err := x.writePackage(ctx, w, at); err != nil {
+	if err := x.writePackage(ctx, w, cmp.Or(q.Report.Title, q.Report.ID), at); err != nil {
 		return err
 	}
 	if opt.warn != nil {
@@ -186,12 +190,13 @@ func (k *Kind) RemoveScratch() (int, error) {
 // stays empty (so its writeZip64LFH, which patches that buffer, has nothing to do;
 // writeEntry does its job for the sheet parts, the only ones that can be that large).
 
-// sheetPart is a finished sheet: its name, filter range and compressed XML.
+// sheetPart is a finished sheet: its name, range (its dimension and its filter's) and
+// compressed XML.
 type sheetPart struct {
-	name, filter string
-	file         *os.File // raw deflate data, comp bytes long
-	crc          uint32
-	size, comp   int64 // uncompressed and compressed sizes
+	name, ref  string
+	file       *os.File // raw deflate data, comp bytes long
+	crc        uint32
+	size, comp int64 // uncompressed and compressed sizes
 }
 
 // deflateLevel is what archive/zip, and so excelize, compresses with.
@@ -284,15 +289,32 @@ func (p *packageZip) Close() error {
 
 // sheetCapture is the excelize.ZipWriter a sheet file writes through when its sheet
 // is done: it compresses the one sheet part into a sheetPart and drops the rest.
+//
+// On the way it writes the sheet's real range into its <dimension>. A stream writer
+// writes the sheet's head, dimension included, before the first row, so excelize
+// states "A1" whatever follows; streaming readers (openpyxl's read-only mode) believe
+// it and see one cell. The sheet's XML passes through here once, before it is
+// compressed and its size and checksum are taken, so the patch costs no second pass.
 type sheetCapture struct {
 	name string // the sheet's part name in the sheet file
 	part *sheetPart
 	fw   *flate.Writer
 	crc  hash.Hash32
 	seen bool
+	// head holds the sheet's first bytes until the dimension is found in them, in
+	// case a write ends inside it; patched says it was replaced.
+	head    []byte
+	patched bool
 	// yield is xlsxOptions.yield: called between pieces of a large sheet.
 	yield func()
 }
+
+// streamDimension is the dimension a stream writer's sheet starts with.
+const streamDimension = `<dimension ref="A1"></dimension>`
+
+// maxSheetHead is how far into a sheet's XML its dimension may be: it follows the XML
+// declaration and the worksheet element's namespaces, a few KiB.
+const maxSheetHead = 64 << 10
 
 // Create implements excelize.ZipWriter.
 func (c *sheetCapture) Create(name string) (io.Writer, error) {
@@ -303,24 +325,54 @@ func (c *sheetCapture) Create(name string) (io.Writer, error) {
 	return c, nil
 }
 
-// Write compresses the sheet's XML.
+// Write compresses the sheet's XML, with the sheet's range in its dimension.
 func (c *sheetCapture) Write(p []byte) (int, error) {
-	// excelize hands over the whole sheet in one Write, and deflating it is many
+	if c.patched {
+		return len(p), c.deflate(p)
+	}
+	// Most often the dimension is in the first write (excelize copies the sheet in
+	// 32 KiB pieces, or all at once), and p is used as it is, without a copy.
+	buf := p
+	if len(c.head) > 0 {
+		c.head = append(c.head, p...)
+		buf = c.head
+	}
+	i := bytes.Index(buf, []byte(streamDimension))
+	if i < 0 {
+		if len(buf) > maxSheetHead {
+			return 0, fmt.Errorf("no %s in the first %d bytes of %s", streamDimension, len(buf), c.name)
+		}
+		if len(c.head) == 0 {
+			c.head = append(c.head, p...)
+		}
+		return len(p), nil
+	}
+	c.patched = true
+	for _, piece := range [][]byte{buf[:i], []byte(`<dimension ref="` + c.part.ref + `"/>`), buf[i+len(streamDimension):]} {
+		if err := c.deflate(piece); err != nil {
+			return 0, err
+		}
+	}
+	c.head = nil
+	return len(p), nil
+}
+
+// deflate compresses p into the part.
+func (c *sheetCapture) deflate(p []byte) error {
+	// excelize may hand over the whole sheet in one Write, and deflating it is many
 	// milliseconds of CPU: in pieces, with a yield between them (see yieldEvery).
-	total := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), 32<<10)]
 		n, err := c.fw.Write(chunk)
 		c.crc.Write(chunk[:n])
 		c.part.size += int64(n)
-		total += n
 		if err != nil {
-			return total, err
+			return err
 		}
 		p = p[n:]
 		c.yield()
 	}
-	return total, nil
+	return nil
 }
 
 // AddFS implements excelize.ZipWriter.
@@ -356,9 +408,19 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 // styles are the cell styles every file of a workbook creates, in the same order, so
 // that their ids agree between the sheet files and the package file.
-type styles struct{ header, date, datetime int }
+type styles struct {
+	header, date, datetime int
+	// custom has one style per distinct Column.Format, in the order given to addStyles.
+	custom []int
+}
 
-func addStyles(f *excelize.File) (styles, error) {
+func (s styles) equal(o styles) bool {
+	return s.header == o.header && s.date == o.date && s.datetime == o.datetime && slices.Equal(s.custom, o.custom)
+}
+
+// addStyles adds the workbook's styles to f: the header's, the default date and
+// datetime formats, and one per format in formats (distinct number format codes).
+func addStyles(f *excelize.File, formats []string) (styles, error) {
 	var (
 		s   styles
 		err error
@@ -376,14 +438,22 @@ func addStyles(f *excelize.File) (styles, error) {
 	if s.datetime, err = f.NewStyle(&excelize.Style{CustomNumFmt: ptr("yyyy-mm-dd hh:mm:ss")}); err != nil {
 		return s, fmt.Errorf("datetime style: %w", err)
 	}
+	for _, code := range formats {
+		id, err := f.NewStyle(&excelize.Style{CustomNumFmt: ptr(code)})
+		if err != nil {
+			return s, jobs.Permanentf("bad_format", "number format %q: %v", code, err)
+		}
+		s.custom = append(s.custom, id)
+	}
 	return s, nil
 }
 
-// newFile returns a file with the workbook's styles, checked against want when set.
-func newFile(tmpDir string, want *styles) (*excelize.File, styles, error) {
+// newFile returns a file with the workbook's styles (formats as addStyles takes them),
+// checked against want when set.
+func newFile(tmpDir string, formats []string, want *styles) (*excelize.File, styles, error) {
 	f := excelize.NewFile(excelize.Options{TmpDir: tmpDir})
-	s, err := addStyles(f)
-	if err == nil && want != nil && s != *want {
+	s, err := addStyles(f, formats)
+	if err == nil && want != nil && !s.equal(*want) {
 		err = fmt.Errorf("style ids %v differ from the first sheet's %v", s, *want)
 	}
 	if err != nil {
@@ -411,15 +481,17 @@ type xlsxWriter struct {
 	cut    []int64 // per column: values cut at maxCellChars
 
 	styles    styles
+	formats   []string               // the columns' distinct number formats, for addStyles
+	colStyle  []int                  // per column: the style of its Format; 0: none
 	parts     []*sheetPart           // finished sheets
 	f         *excelize.File         // the current sheet's file; nil between sheets
 	sw        *excelize.StreamWriter // the current sheet; nil until the first starts
 	sheetPath string                 // the current sheet's part name in its file
 	sheetRow  int                    // last row written on the current sheet
 
-	cells     []any           // reused for each row
-	timeCells []excelize.Cell // per column, reused: a styled time value without an allocation per cell
-	ref       []byte          // reused for the row's first cell reference
+	cells  []any           // reused for each row
+	styled []excelize.Cell // per column, reused: a styled value without an allocation per cell
+	ref    []byte          // reused for the row's first cell reference
 }
 
 // newXLSXWriter returns a writer as opt says, which must have its defaults applied.
@@ -453,18 +525,27 @@ func (x *xlsxWriter) Begin(cols []Column, total int64) error {
 	x.cols, x.total = cols, total
 	x.widths = make([]float64, len(cols))
 	for i, c := range cols {
-		// Room for the bold name and the filter button.
-		x.widths[i] = float64(utf8.RuneCountInString(c.Name) + 4)
+		// Room for the bold header and the filter button.
+		x.widths[i] = float64(utf8.RuneCountInString(headerText(c)) + 4)
+		if c.Format != "" && !slices.Contains(x.formats, c.Format) {
+			x.formats = append(x.formats, c.Format)
+		}
 	}
 	// The first sheet's file now, for the style ids the held-back rows' cells use.
-	f, st, err := newFile(x.tmpDir, nil)
+	f, st, err := newFile(x.tmpDir, x.formats, nil)
 	if err != nil {
 		return err
 	}
 	x.f, x.styles = f, st
+	x.colStyle = make([]int, len(cols))
+	for i, c := range cols {
+		if c.Format != "" {
+			x.colStyle[i] = st.custom[slices.Index(x.formats, c.Format)]
+		}
+	}
 	x.cut = make([]int64, len(cols))
 	x.cells = make([]any, len(cols))
-	x.timeCells = make([]excelize.Cell, len(cols))
+	x.styled = make([]excelize.Cell, len(cols))
 	x.progress(0, total)
 	return nil
 }
@@ -478,10 +559,10 @@ func (x *xlsxWriter) Row(values []any) error {
 	if x.sw == nil && len(x.sample) < widthSample {
 		cells := make([]any, len(values))
 		for i, v := range values {
-			x.widths[i] = max(x.widths[i], float64(textWidth(v, x.cols[i].Type)+2))
+			x.widths[i] = max(x.widths[i], float64(cellWidth(v, x.cols[i])+2))
 			cells[i] = x.cell(i, v)
 			if c, ok := cells[i].(*excelize.Cell); ok {
-				cells[i] = &excelize.Cell{StyleID: c.StyleID, Value: c.Value} // timeCells is reused
+				cells[i] = &excelize.Cell{StyleID: c.StyleID, Value: c.Value} // styled is reused
 			}
 		}
 		x.sample = append(x.sample, cells)
@@ -533,9 +614,9 @@ func (x *xlsxWriter) warnings() []string {
 	for i, n := range x.cut {
 		switch {
 		case n == 1:
-			out = append(out, fmt.Sprintf("column %q: 1 value longer than 32,767 characters was cut", x.cols[i].Name))
+			out = append(out, fmt.Sprintf("column %q: 1 value longer than 32,767 characters was cut", headerText(x.cols[i])))
 		case n > 1:
-			out = append(out, fmt.Sprintf("column %q: %d values longer than 32,767 characters were cut", x.cols[i].Name, n))
+			out = append(out, fmt.Sprintf("column %q: %d values longer than 32,767 characters were cut", headerText(x.cols[i]), n))
 		}
 	}
 	return out
@@ -580,7 +661,7 @@ func (x *xlsxWriter) nextSheet() error {
 		return err
 	}
 	if x.f == nil { // the first sheet's file is opened by Begin
-		f, _, err := newFile(x.tmpDir, &x.styles)
+		f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
 		if err != nil {
 			return err
 		}
@@ -615,7 +696,7 @@ func (x *xlsxWriter) nextSheet() error {
 	}
 	header := make([]any, len(x.cols))
 	for i, c := range x.cols {
-		name, _ := cutText(c.Name)
+		name, _ := cutText(headerText(c))
 		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
 	}
 	x.sheetRow = 1
@@ -632,12 +713,12 @@ func (x *xlsxWriter) closeSheet() error {
 		return nil
 	}
 	part := &sheetPart{
-		name:   sheetName(x.base, len(x.parts)+1),
-		filter: "A1:" + colName(len(x.cols)) + strconv.Itoa(x.sheetRow),
+		name: sheetName(x.base, len(x.parts)+1),
+		ref:  "A1:" + colName(len(x.cols)) + strconv.Itoa(x.sheetRow),
 	}
 	// AutoFilter must come before Flush: it edits the worksheet the stream writer
 	// serialises after the rows.
-	if err := x.f.AutoFilter(x.sw.Sheet, part.filter, nil); err != nil {
+	if err := x.f.AutoFilter(x.sw.Sheet, part.ref, nil); err != nil {
 		return fmt.Errorf("autofilter: %w", err)
 	}
 	if err := x.sw.Flush(); err != nil {
@@ -679,6 +760,8 @@ func (x *xlsxWriter) compress(part *sheetPart) error {
 		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
 	case !c.seen:
 		return fmt.Errorf("excelize wrote no %s", c.name)
+	case !c.patched:
+		return fmt.Errorf("no %s in %s", streamDimension, c.name)
 	}
 	if err := fw.Close(); err != nil {
 		return err
@@ -693,13 +776,17 @@ func (x *xlsxWriter) compress(part *sheetPart) error {
 // writePackage writes the workbook to w: a package file with the same styles and one
 // empty sheet (with its autofilter's defined name) per part, zipped through a
 // packageZip that puts the parts in place of the empty sheets, each entry stamped with
-// modified. w's writes fail once ctx is done.
-func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, modified time.Time) error {
-	f, _, err := newFile(x.tmpDir, &x.styles)
+// modified. w's writes fail once ctx is done. The document properties name title,
+// sheetq as creator and application, and modified as the creation time.
+func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, title string, modified time.Time) error {
+	f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if err := x.setProperties(f, title, modified); err != nil {
+		return err
+	}
 	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
 	bw := bufio.NewWriterSize(ctxWriter{stop: ctx.Err, w: w}, 64<<10)
 	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified,
@@ -713,7 +800,7 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, modified tim
 		if err != nil {
 			return fmt.Errorf("add sheet %q: %w", p.name, err)
 		}
-		if err := f.AutoFilter(p.name, p.filter, nil); err != nil {
+		if err := f.AutoFilter(p.name, p.ref, nil); err != nil {
 			return fmt.Errorf("autofilter: %w", err)
 		}
 		// A new file's sheets are xl/worksheets/sheet1.xml, sheet2.xml, ... in order.
@@ -737,12 +824,46 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, modified tim
 	}
 }
 
-// cell converts column i's source value into what the stream writer should store. It
-// returns v itself where it can, so most cells cost no allocation. Text is only ever a
-// plain (inline) string: excelize writes a formula only for an excelize.Cell with a
-// Formula, which nothing from a source becomes, so text such as "=HYPERLINK(...)"
-// stays text.
+// setProperties replaces excelize's document properties (creator "xuri", created
+// 2006-09-16, application "Go Excelize") with the export's.
+func (x *xlsxWriter) setProperties(f *excelize.File, title string, at time.Time) error {
+	stamp := at.UTC().Format(time.RFC3339) // W3CDTF, which core.xml's dates are
+	if err := f.SetDocProps(&excelize.DocProperties{
+		Title: title, Creator: "sheetq", LastModifiedBy: "sheetq", Created: stamp, Modified: stamp,
+	}); err != nil {
+		return fmt.Errorf("document properties: %w", err)
+	}
+	// The version goes with the application's name, as LibreOffice writes it, not in
+	// AppVersion: Office refuses (as a corrupt file) an AppVersion that is not one of
+	// its own "XX.YYYY" versions.
+	app := "sheetq"
+	if x.opt.version != "" {
+		app += " " + x.opt.version
+	}
+	if err := f.SetAppProps(&excelize.AppProperties{Application: app}); err != nil {
+		return fmt.Errorf("application properties: %w", err)
+	}
+	return nil
+}
+
+// cell converts column i's source value into what the stream writer should store,
+// styled with the column's number format if it has one. It returns v itself where it
+// can, so most cells cost no allocation. Text is only ever a plain (inline) string:
+// excelize writes a formula only for an excelize.Cell with a Formula, which nothing
+// from a source becomes, so text such as "=HYPERLINK(...)" stays text.
 func (x *xlsxWriter) cell(i int, v any) any {
+	c := x.value(i, v)
+	if s := x.colStyle[i]; s != 0 && c != nil {
+		if _, ok := c.(*excelize.Cell); !ok { // a time has its style already
+			x.styled[i] = excelize.Cell{StyleID: s, Value: c}
+			return &x.styled[i]
+		}
+	}
+	return c
+}
+
+// value is cell without the column's number format.
+func (x *xlsxWriter) value(i int, v any) any {
 	switch t := v.(type) {
 	case nil, bool, float64, float32, int8, int16, int32, uint8, uint16, uint32:
 		return v
@@ -774,7 +895,7 @@ func (x *xlsxWriter) cell(i int, v any) any {
 		}
 		return v
 	case []byte:
-		return x.cell(i, string(t))
+		return x.value(i, string(t))
 	case time.Time:
 		date := x.cols[i].Type == TypeDate
 		// Excel shows the years 1900 to 9999 of the source's wall clock (which is what
@@ -785,15 +906,15 @@ func (x *xlsxWriter) cell(i int, v any) any {
 			}
 			return t.Format("2006-01-02 15:04:05")
 		}
-		style := x.styles.datetime
+		style := cmp.Or(x.colStyle[i], x.styles.datetime)
 		if date {
-			style = x.styles.date
+			style = cmp.Or(x.colStyle[i], x.styles.date)
 		}
-		x.timeCells[i] = excelize.Cell{StyleID: style, Value: v}
-		return &x.timeCells[i]
+		x.styled[i] = excelize.Cell{StyleID: style, Value: v}
+		return &x.styled[i]
 	default:
 		// Not a type sources send; as text, it can never become a formula or a rich cell.
-		return x.cell(i, fmt.Sprint(v))
+		return x.value(i, fmt.Sprint(v))
 	}
 }
 
@@ -836,6 +957,113 @@ func utf16Len(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// headerText is column c's header: its label, or its name.
+func headerText(c Column) string { return cmp.Or(c.Label, c.Name) }
+
+// cellWidth estimates how many characters v takes when shown in column c, in c's
+// number format if it has one.
+func cellWidth(v any, c Column) int {
+	if c.Format == "" {
+		return textWidth(v, c.Type)
+	}
+	var f float64
+	switch v := v.(type) {
+	case time.Time:
+		// A date or time format shows about as many characters as its code has.
+		return utf8.RuneCountInString(formatLiteral(firstSection(c.Format)))
+	case int64:
+		f = float64(v)
+	case int:
+		f = float64(v)
+	case int32:
+		f = float64(v)
+	case float64:
+		f = v
+	default:
+		return textWidth(v, c.Type)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return textWidth(v, c.Type)
+	}
+	return numberWidth(f, firstSection(c.Format))
+}
+
+// numberWidth estimates the characters f takes in the number format section code:
+// its sign, integer digits (at least the code's zeros), thousands separators if the
+// code has a comma, a point and the code's decimals, a percent sign, and the code's
+// other characters, such as a currency symbol.
+func numberWidth(f float64, code string) int {
+	intPart, frac, hasPoint := strings.Cut(code, ".")
+	decimals := 0
+	if hasPoint {
+		decimals = strings.Count(frac, "0") + strings.Count(frac, "#") + strings.Count(frac, "?")
+	}
+	if strings.Contains(code, "%") {
+		f *= 100
+	}
+	digits := len(strconv.FormatFloat(math.Abs(math.Round(f)), 'f', 0, 64))
+	digits = max(digits, strings.Count(intPart, "0"))
+	w := digits
+	if strings.Contains(intPart, ",") {
+		w += (digits - 1) / 3
+	}
+	if decimals > 0 {
+		w += 1 + decimals
+	}
+	if f < 0 {
+		w++
+	}
+	for _, r := range formatLiteral(code) {
+		if !strings.ContainsRune("0#?.,", r) {
+			w++
+		}
+	}
+	return w
+}
+
+// firstSection is a number format's first section, the one for positive numbers.
+func firstSection(code string) string {
+	inQuote := false
+	for i, r := range code {
+		switch {
+		case r == '"':
+			inQuote = !inQuote
+		case r == ';' && !inQuote:
+			return code[:i]
+		}
+	}
+	return code
+}
+
+// formatLiteral is a number format code as it shows: without quotes, escapes and
+// bracketed parts (colours, conditions, locales).
+func formatLiteral(code string) string {
+	var b strings.Builder
+	inQuote, inBracket, escaped := false, false, false
+	for _, r := range code {
+		switch {
+		case escaped:
+			b.WriteRune(r)
+			escaped = false
+		case r == '"':
+			inQuote = !inQuote
+		case inQuote:
+			b.WriteRune(r)
+		case r == '\\':
+			escaped = true
+		case r == '[':
+			inBracket = true
+		case r == ']':
+			inBracket = false
+		case inBracket, r == '_', r == '*':
+			// _x leaves room as wide as x and *x repeats x: about nothing.
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // textWidth estimates how many characters v takes when shown.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -386,4 +387,91 @@ func (c *cancelRows) Row(v []any) error {
 		c.cancel()
 	}
 	return c.RowWriter.Row(v)
+}
+
+// A column's label and number format size it: a long label widens a short column, and
+// a grouped, two-decimal format widens a number beyond its General digits. Columns
+// with neither keep the width of their name and values.
+func TestWriteXLSXWidthsFitLabelsAndFormats(t *testing.T) {
+	t.Parallel()
+	src := sliceSource{
+		cols: []Column{
+			{Name: "n", Type: TypeInt, Label: "Number of orders this month"}, // 27 characters
+			{Name: "total", Type: TypeNumber, Format: "#,##0.00"},
+			{Name: "plain", Type: TypeNumber},
+			{Name: "at", Type: TypeDatetime, Format: "yyyy-mm-dd hh:mm"},
+		},
+		rows:  [][]any{{int64(3), 1234567.5, 1234567.5, time.Date(2025, 3, 1, 8, 30, 0, 0, time.UTC)}},
+		total: -1,
+	}
+	f, _ := export(t, src, Query{Report: Report{Sheet: "S"}}, nil)
+	// label + 4; "1,234,567.50" + 2; "1234567.5" + 2; "2025-03-01 08:30" + 2
+	for col, want := range map[string]float64{"A": 31, "B": 14, "C": 11, "D": 18} {
+		if got, _ := f.GetColWidth("S", col); got != want {
+			t.Errorf("column %s width %v, want %v", col, got, want)
+		}
+	}
+	if v, _ := f.GetCellValue("S", "B2"); v != "1,234,567.50" {
+		t.Errorf("B2 shows %q, want 1,234,567.50", v)
+	}
+}
+
+func TestNumberWidth(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		v    float64
+		code string
+		want int
+	}{
+		{1234567.5, "#,##0.00", len("1,234,567.50")},
+		{-12.25, "#,##0.00", len("-12.25")},
+		{0.5, "0", len("1")},
+		{7, "000", len("007")},
+		{0.125, "0.0%", len("12.5%")},
+		{1234, `"$"#,##0`, len("$1,234")},
+		{1234, `#,##0.00 "kg"`, len("1,234.00 kg")},
+		{1234, `[Red]#,##0.00_)`, len("1,234.00 ")},
+		{5, `#,##0.00;[Red]-#,##0.00`, len("5.00")},
+	} {
+		if got := numberWidth(tt.v, firstSection(tt.code)); got != tt.want {
+			t.Errorf("numberWidth(%v, %q) = %d, want %d", tt.v, tt.code, got, tt.want)
+		}
+	}
+}
+
+// Each distinct number format is one style, shared by the columns that use it, in
+// every sheet of a rolled-over file; a time column's format replaces the default
+// date format.
+func TestWriteXLSXFormatStyles(t *testing.T) {
+	t.Parallel()
+	day := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	src := sliceSource{
+		cols: []Column{
+			{Name: "a", Type: TypeNumber, Format: "#,##0.00"},
+			{Name: "b", Type: TypeInt, Format: "#,##0.00"},
+			{Name: "c", Type: TypeDate, Format: "dd.mm.yyyy"},
+			{Name: "d", Type: TypeText},
+		},
+		total: -1,
+	}
+	for i := range 5 {
+		src.rows = append(src.rows, []any{float64(i) + 0.5, int64(i), day.AddDate(0, 0, i), "x"})
+	}
+	f, _ := exportWith(t, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{maxSheetRows: 3})
+	for _, sheet := range []string{"S", "S (2)", "S (3)"} {
+		a, _ := f.GetCellStyle(sheet, "A2")
+		b, _ := f.GetCellStyle(sheet, "B2")
+		if a == 0 || a != b {
+			t.Errorf("%s: A2 style %d, B2 style %d: want one style for one format", sheet, a, b)
+		}
+		if v, _ := f.GetCellValue(sheet, "C2"); !regexp.MustCompile(`^\d\d\.03\.2025$`).MatchString(v) {
+			t.Errorf("%s: C2 shows %q, want dd.mm.yyyy", sheet, v)
+		}
+		if d, _ := f.GetCellStyle(sheet, "D2"); d != 0 {
+			t.Errorf("%s: D2 has style %d, want none", sheet, d)
+		}
+	}
+	if v, _ := f.GetCellValue("S (2)", "B3"); v != "3.00" {
+		t.Errorf("B3 of the second sheet shows %q, want 3.00", v)
+	}
 }

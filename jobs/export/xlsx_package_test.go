@@ -3,14 +3,17 @@ package export
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -179,21 +182,26 @@ func zipPart(t *testing.T, data []byte, name string) string {
 // The package file must make the same style ids as the sheet files, whose cells use them.
 func TestStylesAgree(t *testing.T) {
 	t.Parallel()
-	a, sa, err := newFile(t.TempDir(), nil)
+	formats := []string{"#,##0.00", "dd.mm.yyyy", `0.0" kg"`}
+	a, sa, err := newFile(t.TempDir(), formats, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, _, err := newFile(t.TempDir(), &sa)
+	b, _, err := newFile(t.TempDir(), formats, &sa)
 	if err != nil {
 		t.Fatalf("a second file's styles: %v", err)
 	}
 	defer b.Close()
-	if sa.header == 0 || sa.date == sa.header || sa.datetime == sa.date {
+	ids := append([]int{sa.header, sa.date, sa.datetime}, sa.custom...)
+	if sa.header == 0 || len(sa.custom) != len(formats) || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
 		t.Fatalf("styles %+v are not distinct", sa)
 	}
-	if _, _, err := newFile(t.TempDir(), &styles{header: 9}); err == nil {
+	if _, _, err := newFile(t.TempDir(), nil, &styles{header: 9}); err == nil {
 		t.Fatal("different style ids were not noticed")
+	}
+	if _, _, err := newFile(t.TempDir(), formats[:2], &sa); err == nil {
+		t.Fatal("a missing format's style was not noticed")
 	}
 }
 
@@ -204,11 +212,91 @@ func TestWriteXLSXSpillsToTmpDir(t *testing.T) {
 	dir := t.TempDir()
 	text := strings.Repeat("spill ", 5000) // 30,000 characters
 	src := &spillWatch{dir: dir, text: text}
-	if err := writeXLSX(t.Context(), io.Discard, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{tmpDir: dir}); err != nil {
+	var buf bytes.Buffer
+	if err := writeXLSX(t.Context(), &buf, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{tmpDir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	if len(src.seen) == 0 {
 		t.Fatalf("no spill file in %s after %d MiB of sheet XML", dir, 4*len(text)*src.rows>>20)
+	}
+	// A spilled sheet reaches the compressor in pieces: its dimension is patched all the same.
+	if got := dimension(t, sheetXML(t, buf.Bytes(), 1)); got != "A1:D251" {
+		t.Errorf("dimension %q, want A1:D251", got)
+	}
+}
+
+// dimension returns the ref of the one <dimension> in a sheet's XML.
+func dimension(t *testing.T, sheet string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<dimension ref="([^"]*)"`).FindAllStringSubmatch(sheet, -1)
+	if len(m) != 1 {
+		t.Fatalf("%d dimension elements, want 1", len(m))
+	}
+	return m[0][1]
+}
+
+// Every sheet, a rolled-over one too, states its real range: streaming readers size the
+// sheet by it.
+func TestWriteXLSXDimensions(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		rows int64
+		max  int
+		want []string
+	}{
+		{rows: 0, want: []string{"A1:G1"}},
+		{rows: 1, want: []string{"A1:G2"}},
+		{rows: 250, max: 100, want: []string{"A1:G100", "A1:G100", "A1:G53"}},
+		{rows: 198, max: 100, want: []string{"A1:G100", "A1:G100"}},
+	} {
+		_, data := exportWith(t, demoSource{}, demoQuery(tt.rows), xlsxOptions{maxSheetRows: tt.max})
+		for i, want := range tt.want {
+			if got := dimension(t, sheetXML(t, data, i+1)); got != want {
+				t.Errorf("%d rows, %d a sheet: sheet %d dimension %q, want %q", tt.rows, tt.max, i+1, got, want)
+			}
+		}
+	}
+}
+
+// The dimension is patched however excelize cuts the sheet's XML into writes, and the
+// part's size and checksum are those of the patched XML.
+func TestSheetCapturePatchesDimension(t *testing.T) {
+	t.Parallel()
+	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x">`
+	tail := `<sheetViews/><sheetData><row r="1"/></sheetData></worksheet>` + strings.Repeat("<!-- pad -->", 100)
+	in := head + streamDimension + tail
+	want := head + `<dimension ref="A1:C9"/>` + tail
+	for _, size := range []int{1, 2, 7, 31, len(head) + 5, 1000, len(in)} {
+		var comp bytes.Buffer
+		fw, _ := flate.NewWriter(&comp, deflateLevel)
+		c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
+		for p := []byte(in); len(p) > 0; {
+			n := min(size, len(p))
+			if k, err := c.Write(p[:n]); k != n || err != nil {
+				t.Fatalf("pieces of %d: Write = %d, %v", size, k, err)
+			}
+			p = p[n:]
+		}
+		if err := fw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(flate.NewReader(&comp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want || !c.patched {
+			t.Errorf("pieces of %d: got\n%s\nwant\n%s", size, got, want)
+		}
+		if c.part.size != int64(len(want)) || c.crc.Sum32() != crc32.ChecksumIEEE([]byte(want)) {
+			t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, c.part.size, c.crc.Sum32(), len(want), crc32.ChecksumIEEE([]byte(want)))
+		}
+	}
+	// A sheet without the dimension excelize writes (a newer excelize, say) fails
+	// rather than going out with a wrong one.
+	fw, _ := flate.NewWriter(io.Discard, deflateLevel)
+	c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
+	if _, err := c.Write([]byte(strings.Repeat(" ", maxSheetHead+1))); err == nil {
+		t.Error("no error for a sheet without its dimension")
 	}
 }
 

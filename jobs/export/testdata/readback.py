@@ -3,9 +3,19 @@
 
     python3 readback.py FILE.xlsx
 
-Output: {"sheets": [{"name": ..., "header": [CELL, ...], "rows": [[CELL, ...], ...]}]}
-where "header" is the sheet's first row, "rows" the rest, and each CELL is
-[type, value]:
+Output:
+
+    {"properties": {"title": ..., "creator": ..., "created": ..., "modified": ...,
+                    "application": ...},
+     "sheets": [{"name": ..., "max_row": N, "max_column": N,
+                 "header": [CELL, ...], "rows": [[CELL, ...], ...],
+                 "formats": [[FORMAT, ...], ...]}]}
+
+The file is read the way a streaming reader reads it: openpyxl's read-only mode,
+trusting each sheet's <dimension> (no reset_dimensions()), so "max_row" and
+"max_column" are what the file declares, and a wrong dimension loses or invents cells.
+"header" is the sheet's first row, "rows" the rest, "formats" every row's number
+formats (the header's first), and each CELL is [type, value]:
 
     ["n", 12] or ["n", 1.5]      a number (an int when the file holds no fraction)
     ["s", "text"]                text (shared, inline or a formula's cached string)
@@ -23,6 +33,8 @@ trailing cell reads as empty.
 import datetime
 import json
 import sys
+import zipfile
+from xml.etree import ElementTree
 
 import openpyxl
 
@@ -49,23 +61,53 @@ def cell(c):
     return [t, str(v)]
 
 
+def stamp(t):
+    return t.isoformat() if t is not None else None
+
+
+def application(path):
+    """docProps/app.xml's Application, which openpyxl does not read."""
+    ns = "{http://schemas.openxmlformats.org/officeDocument/2006/extended-properties}"
+    with zipfile.ZipFile(path) as z:
+        try:
+            root = ElementTree.fromstring(z.read("docProps/app.xml"))
+        except KeyError:
+            return None
+    el = root.find(ns + "Application")
+    return el.text if el is not None else None
+
+
 def main(path):
     # read_only is the streaming reader a large export needs; data_only=False so a
     # formula shows as a formula ("f"), not as its cached value.
     wb = openpyxl.load_workbook(path, read_only=True, data_only=False)
-    out = {"sheets": []}
+    p = wb.properties
+    out = {
+        "properties": {
+            "title": p.title,
+            "creator": p.creator,
+            "created": stamp(p.created),
+            "modified": stamp(p.modified),
+            "application": application(path),
+        },
+        "sheets": [],
+    }
     for ws in wb.worksheets:
-        # A stream writer states its dimension before it knows it ("A1"), and a
-        # read-only sheet would believe it and stop after the first cell.
-        ws.reset_dimensions()
-        rows = [[cell(c) for c in row] for row in ws.iter_rows()]
+        rows, formats = [], []
+        for row in ws.iter_rows():
+            rows.append([cell(c) for c in row])
+            formats.append([c.number_format or "General" for c in row])
         width = max((len(r) for r in rows), default=0)
-        for r in rows:
+        for r, f in zip(rows, formats):
             r.extend([["empty", None]] * (width - len(r)))
+            f.extend(["General"] * (width - len(f)))
         out["sheets"].append({
             "name": ws.title,
+            "max_row": ws.max_row,
+            "max_column": ws.max_column,
             "header": rows[0] if rows else [],
             "rows": rows[1:],
+            "formats": formats,
         })
     wb.close()
     json.dump(out, sys.stdout, ensure_ascii=False, allow_nan=False)
