@@ -92,15 +92,43 @@ var (
 	lastNames = []string{"Lovelace", "Turing", "Liskov", "Shannon", "Ritchie", "Dijkstra", "Allen", "Hopper",
 		"Lamarr", "Sutherland", "Clarke", "Thompson", "Conway", "Hamilton", "Wirth", "Dahl", "Perlman",
 		"Wilson", "Berners-Lee", "Diffie"}
-	countries  = []string{"Germany", "France", "Spain", "Italy", "Netherlands", "Poland", "Sweden", "Ireland", "Portugal", "Austria"}
-	categories = []string{"Books", "Games", "Garden", "Kitchen", "Office", "Outdoor", "Toys", "Audio"}
-	adjectives = []string{"Classic", "Compact", "Deluxe", "Eco", "Folding", "Heavy-duty", "Mini", "Pro", "Smart", "Vintage"}
-	nouns      = []string{"Lamp", "Kettle", "Notebook", "Chair", "Speaker", "Puzzle", "Planter", "Backpack", "Tent", "Mug",
-		"Headphones", "Board game", "Desk", "Grill", "Kite"}
-	statuses = []string{"paid", "paid", "paid", "paid", "shipped", "shipped", "pending", "refunded"}
-	start    = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
-	end      = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // three years of orders
+	countries = []string{"Germany", "France", "Spain", "Italy", "Netherlands", "Poland", "Sweden", "Ireland", "Portugal", "Austria"}
+	statuses  = []string{"paid", "paid", "paid", "paid", "shipped", "shipped", "pending", "refunded"}
+	start     = time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
+	end       = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // three years of orders
 )
+
+// item is a kind of product, priced between min and max cents.
+type item struct {
+	noun     string
+	min, max int
+}
+
+// categories are the shop's product categories, each with its own items and the
+// words that suit them, so that a product's name, category and price agree (a tent is
+// Outdoor and costs more than a mug).
+var categories = []struct {
+	name       string
+	adjectives []string
+	items      []item
+}{
+	{"Audio", []string{"Wireless", "Compact", "Studio", "Vintage", "Pro"},
+		[]item{{"Headphones", 2900, 29900}, {"Speaker", 1900, 34900}, {"Earbuds", 1900, 19900}, {"Radio", 2400, 12900}}},
+	{"Books", []string{"Illustrated", "Pocket", "Classic", "Hardcover", "Collector's"},
+		[]item{{"Cookbook", 900, 4900}, {"Novel", 700, 2900}, {"Atlas", 1900, 8900}, {"Field guide", 900, 3900}}},
+	{"Games", []string{"Family", "Classic", "Deluxe", "Travel", "Strategy"},
+		[]item{{"Board game", 1900, 8900}, {"Puzzle", 900, 4900}, {"Card game", 500, 2900}, {"Chess set", 1900, 14900}}},
+	{"Garden", []string{"Eco", "Heavy-duty", "Ceramic", "Folding", "Mini"},
+		[]item{{"Planter", 900, 7900}, {"Hose", 1900, 6900}, {"Pruner", 1200, 5900}, {"Bird feeder", 900, 4900}}},
+	{"Kitchen", []string{"Electric", "Ceramic", "Classic", "Pro", "Compact"},
+		[]item{{"Kettle", 1900, 12900}, {"Mug", 500, 2900}, {"Knife set", 2900, 24900}, {"Blender", 3900, 19900}}},
+	{"Office", []string{"Ergonomic", "Compact", "Classic", "Standing", "Smart"},
+		[]item{{"Notebook", 300, 2900}, {"Desk lamp", 1900, 8900}, {"Chair", 8900, 49900}, {"Desk", 12900, 69900}}},
+	{"Outdoor", []string{"Ultralight", "Folding", "Heavy-duty", "Family", "Compact"},
+		[]item{{"Tent", 7900, 59900}, {"Backpack", 2900, 19900}, {"Grill", 4900, 39900}, {"Sleeping bag", 3900, 24900}}},
+	{"Toys", []string{"Wooden", "Classic", "Giant", "Mini", "Rainbow"},
+		[]item{{"Kite", 900, 4900}, {"Building set", 1900, 12900}, {"Plush bear", 900, 5900}, {"Toy train", 1900, 9900}}},
+}
 
 // WriteDB generates the sample shop database at path, deterministically: the same
 // customers, products and orders every time.
@@ -184,9 +212,12 @@ func fill(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	for i := 1; i <= nProducts; i++ {
-		prices[i] = float64(199+rng.IntN(29_800)) / 100
-		name := pick(adjectives) + " " + pick(nouns)
-		if _, err := ins.ExecContext(ctx, i, name, pick(categories), prices[i]); err != nil {
+		cat := categories[rng.IntN(len(categories))]
+		it := cat.items[rng.IntN(len(cat.items))]
+		// Shop prices end in .99: whole euros from the item's range, less a cent.
+		prices[i] = float64((it.min+rng.IntN(it.max-it.min+1))/100*100+99) / 100
+		name := pick(cat.adjectives) + " " + it.noun
+		if _, err := ins.ExecContext(ctx, i, name, cat.name, prices[i]); err != nil {
 			return err
 		}
 	}

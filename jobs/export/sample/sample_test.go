@@ -4,8 +4,11 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +52,7 @@ func TestInstallWritesSampleOnceAndDeterministically(t *testing.T) {
 	if n != Orders || first[:4] != "2023" || last[:4] != "2025" {
 		t.Fatalf("orders: %d from %s to %s; want %d over 2023-2025", n, first, last, Orders)
 	}
+	checkProducts(t, db)
 
 	// A second start leaves everything alone, even a user's edits.
 	if err := os.WriteFile(filepath.Join(dir, "sheetq.toml"), []byte("# mine\n"), 0o644); err != nil {
@@ -68,5 +72,43 @@ func TestInstallWritesSampleOnceAndDeterministically(t *testing.T) {
 	}
 	if fileSum(t, other) != fileSum(t, filepath.Join(dir, DBPath)) {
 		t.Fatal("two generations of the sample database differ")
+	}
+}
+
+// checkProducts checks that every product's category is the one its item belongs to,
+// that its price is in the item's range, and that every category sells something.
+func checkProducts(t *testing.T, db *sql.DB) {
+	t.Helper()
+	rows, err := db.Query(`SELECT name, category, price FROM products`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var name, category string
+		var price float64
+		if err := rows.Scan(&name, &category, &price); err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		for _, c := range categories {
+			for _, it := range c.items {
+				if strings.HasSuffix(name, " "+it.noun) && slices.Contains(c.adjectives, strings.TrimSuffix(name, " "+it.noun)) {
+					cents := int(math.Round(price * 100))
+					ok = c.name == category && cents >= it.min && cents <= it.max+99 && cents%100 == 99
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("product %q in category %q at %.2f does not fit its item", name, category, price)
+		}
+		seen[category] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != len(categories) {
+		t.Errorf("categories sold: %v, want all %d", seen, len(categories))
 	}
 }
