@@ -92,7 +92,7 @@ func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, 
 		return exportKind{}, nil, errors.Join(errors.New("watch reports"), err)
 	}
 	closers = append([]io.Closer{closerFunc(cat.Stop)}, closers...)
-	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: sources})
+	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: sources, Version: cfg.Version})
 	// No export runs yet and this process owns the data directory: spill files in tmp/
 	// are what a killed process left behind.
 	if n, err := kind.RemoveScratch(); err != nil {

@@ -46,6 +46,9 @@ type Config struct {
 	Sources map[string]Source
 	// Now is the clock an export's file is stamped with; nil means time.Now.
 	Now func() time.Time
+	// Version is sheetq's version, which an xlsx file names with its application
+	// (docProps/app.xml); empty: the name alone.
+	Version string
 }
 
 // ErrUnknownSource is returned when a report names a source that is not configured.
@@ -151,6 +154,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	out := &lazyWriter{open: run.Output}
 	return writeXLSX(ctx, out, src, q, xlsxOptions{
 		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield,
+		version: k.cfg.Version,
 	})
 }
 

@@ -58,7 +58,7 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 	rep := Report{ID: "long", Title: "Long text", Source: "mem", Sheet: "Long"}
 	at := time.Date(2025, 6, 30, 8, 15, 42, 0, time.Local)
 	kind := New(Config{TmpDir: filepath.Join(dir, "spill"), Library: oneReport{rep}, Sources: map[string]Source{"mem": src},
-		Now: func() time.Time { return at }})
+		Now: func() time.Time { return at }, Version: "9.9.9-test"})
 	eng.Register(Name, kind)
 	if err := eng.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -93,6 +93,19 @@ func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	// The document properties name the report, sheetq with the configured version,
+	// and the export's time.
+	props, err := f.GetDocProps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := at.UTC().Format(time.RFC3339)
+	if props.Title != "Long text" || props.Creator != "sheetq" || props.Created != stamp || props.Modified != stamp {
+		t.Errorf("document properties %+v, want title Long text, creator sheetq, created and modified %s", props, stamp)
+	}
+	if app, err := f.GetAppProps(); err != nil || app.Application != "sheetq 9.9.9-test" {
+		t.Errorf("application %+v (%v), want sheetq 9.9.9-test", app, err)
+	}
 	rows, err := f.GetRows("Long")
 	if err != nil || len(rows) != 4 || !strings.HasSuffix(rows[2][2], " characters]") {
 		t.Fatalf("rows = %d (%v)", len(rows), err)
