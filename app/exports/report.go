@@ -15,10 +15,15 @@ type Report struct {
 	Source      string         `json:"source,omitempty"`
 	Sheet       string         `json:"sheet,omitempty"`
 	Params      []export.Param `json:"params"`
-	Count       bool           `json:"count,omitempty"`
-	SQL         string         `json:"sql,omitempty"`
-	File        string         `json:"file,omitempty"`
-	Error       *LoadError     `json:"error,omitempty"`
+	// Columns are the report's column lines: label, type and number format by column
+	// name; a column without a line is as its source gives it.
+	Columns []export.ColumnSpec `json:"columns"`
+	// Filename is the download name's pattern, without the extension.
+	Filename string     `json:"filename,omitempty"`
+	Count    bool       `json:"count,omitempty"`
+	SQL      string     `json:"sql,omitempty"`
+	File     string     `json:"file,omitempty"`
+	Error    *LoadError `json:"error,omitempty"`
 }
 
 // LoadError is why a report file did not load, with where when known.
@@ -32,9 +37,12 @@ type LoadError struct {
 func ReportOf(e export.Entry) Report {
 	r := e.Report
 	out := Report{ID: r.ID, Title: r.Title, Description: r.Description, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
-		Count: r.Count, SQL: r.Query, File: e.File}
+		Columns: r.Columns, Filename: r.Filename, Count: r.Count, SQL: r.Query, File: e.File}
 	if out.Params == nil {
 		out.Params = []export.Param{}
+	}
+	if out.Columns == nil {
+		out.Columns = []export.ColumnSpec{}
 	}
 	if e.Err != nil {
 		le := &LoadError{Message: e.Err.Error(), File: e.File}

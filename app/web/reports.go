@@ -47,6 +47,10 @@ func reportView(rj exports.Report) ui.ReportView {
 		}
 		v.Params = append(v.Params, pv)
 	}
+	for _, c := range rj.Columns {
+		v.Columns = append(v.Columns, ui.ColumnView{Name: c.Name, Label: c.Label, Type: string(c.Type), Format: c.Format})
+	}
+	v.Filename = rj.Filename
 	if le := rj.Error; le != nil {
 		v.ErrFile = le.File
 		v.ErrText = le.Message

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
@@ -73,11 +74,29 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "FAIL %s\n", e.Err)
 			continue
 		}
-		fmt.Fprintf(stdout, "ok   %s  %s (source %s, %d params)\n", e.Report.ID, e.Report.Title, e.Report.Source, len(e.Report.Params))
+		printReport(stdout, e.Report)
 	}
 	if broken > 0 {
 		return fmt.Errorf("%d of %d report files in %s are broken", broken, len(entries), dir)
 	}
 	fmt.Fprintf(stdout, "%d report files in %s are valid\n", len(entries), dir)
 	return nil
+}
+
+// printReport shows a valid report: a summary line, then what the header says about
+// the file, written as the header lines it comes from so an author recognises them.
+func printReport(w io.Writer, r export.Report) {
+	fmt.Fprintf(w, "ok   %s  %s (source %s, %d params, %d column lines)\n", r.ID, r.Title, r.Source, len(r.Params), len(r.Columns))
+	const indent = "       "
+	if r.Description != "" {
+		for line := range strings.SplitSeq(r.Description, "\n") {
+			fmt.Fprintf(w, "%s%s\n", indent, line)
+		}
+	}
+	if r.Filename != "" {
+		fmt.Fprintf(w, "%sfilename: %s (+ .xlsx or .csv)\n", indent, r.Filename)
+	}
+	for _, c := range r.Columns {
+		fmt.Fprintf(w, "%scolumn: %s\n", indent, c)
+	}
 }

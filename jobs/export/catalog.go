@@ -437,5 +437,6 @@ func cloneReport(r Report) Report {
 	if r.Params != nil {
 		r.Params = slices.Clone(r.Params)
 	}
+	r.Columns = slices.Clone(r.Columns)
 	return r
 }

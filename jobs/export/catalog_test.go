@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -115,7 +116,7 @@ func TestCatalogLoad(t *testing.T) {
 
 	// Sorted by id, bytewise; the built-in demo comes before the file that reuses its id.
 	want := `Upper!0:report file name "Upper.SQL" must end in .sql, ` +
-		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, queue, description; a free comment must not start with a lowercase "word:"), ` +
+		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, queue, description, column, filename; a free comment must not start with a lowercase "word:"), ` +
 		`demo=Demo rows, ` +
 		`demo!0:report id "demo" is reserved for the built-in report, ` +
 		`orders=Orders`
@@ -155,6 +156,27 @@ func TestCatalogLoad(t *testing.T) {
 		t.Fatal("changing a returned report changed the catalog")
 	}
 	var _ Library = c
+}
+
+// A report's column lines come with it, and a caller's copy is its own.
+func TestCatalogReportColumns(t *testing.T) {
+	dir := t.TempDir()
+	writeReportFile(t, filepath.Join(dir, "labelled.sql"), reportSource("Labelled", `-- column: total "Total" number(0.00)`, "-- filename: all"))
+	c := startCatalog(t, dir, nil)
+	want := []ColumnSpec{{Name: "total", Label: "Total", Type: TypeNumber, Format: "0.00"}}
+	rep, err := c.Report("labelled")
+	if err != nil || !reflect.DeepEqual(rep.Columns, want) || rep.Filename != "all" {
+		t.Fatalf("Report(labelled) = %+v, %v", rep, err)
+	}
+	rep.Columns[0].Label = "changed"
+	for _, e := range c.Entries() {
+		if e.Report.ID == "labelled" {
+			e.Report.Columns[0].Format = "changed"
+		}
+	}
+	if again, _ := c.Report("labelled"); !reflect.DeepEqual(again.Columns, want) {
+		t.Fatalf("changing a returned report's columns changed the catalog: %+v", again.Columns)
+	}
 }
 
 func TestCatalogBeforeStartHasBuiltins(t *testing.T) {

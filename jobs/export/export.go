@@ -76,6 +76,12 @@ type Report struct {
 	// Queue is the queue (lane) the report's exports run in ("-- queue: NAME"); empty:
 	// the exports lane (store.DefaultQueue).
 	Queue string `json:"queue,omitempty"`
+	// Columns are the report's column lines: each column's label, type and number
+	// format ("-- column: NAME "Label" TYPE(FORMAT)"), applied by withColumns.
+	Columns []ColumnSpec `json:"columns,omitempty"`
+	// Filename is the download name's pattern ("-- filename: orders-{from}-{to}"),
+	// without the extension; empty: <report>-<day>-<short id> (DownloadName).
+	Filename string `json:"filename,omitempty"`
 	// File names the file the report was loaded from, as reports/orders.sql (not the
 	// server's absolute path); empty for built-ins.
 	File string `json:"file,omitempty"`
@@ -144,6 +150,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
+	src = withColumns(src, rep.Columns, run.Warn)
 	now := k.cfg.Now
 	if now == nil {
 		now = time.Now

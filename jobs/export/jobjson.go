@@ -2,7 +2,6 @@ package export
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	"sheetq/internal/apiv1"
@@ -65,26 +64,9 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// DownloadName is the name a browser saves a job's file as:
-// <report>-<YYYY-MM-DD>-<short id>.xlsx, the day it finished (or was created).
+// DownloadName is the name a browser saves a job's file as: its report's "-- filename:"
+// pattern filled with the job's params (filename.go), or <report>-<YYYY-MM-DD>-<short id>,
+// the day it finished (or was created); the extension is the file format's.
 func DownloadName(report string, j store.Job) string {
-	day := j.FinishedAt
-	if day.IsZero() {
-		day = j.CreatedAt
-	}
-	safe := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			return r
-		}
-		return '-'
-	}, report)
-	if safe == "" {
-		safe = "export"
-	}
-	short := j.ID
-	if len(short) > 8 {
-		short = short[:8]
-	}
-	return safe + "-" + day.UTC().Format("2006-01-02") + "-" + short + FileExt
+	return downloadName(report, j, FileExt)
 }

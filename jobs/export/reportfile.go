@@ -44,7 +44,7 @@ var (
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
-var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description"}
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename"}
 
 // paramTypes are the parameter types in the order messages list them.
 var paramTypes = []Type{TypeText, TypeInt, TypeNumber, TypeDate, TypeDatetime, TypeBool}
@@ -111,14 +111,17 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// The header is the leading run of "--" lines and blank lines.
 	var (
-		title, source, sheet, count, queue headerField
-		params                             []Param
-		paramLines                         []int
-		description                        []string
-		bodyStart                          = len(text)
-		bodyLine                           = 0
+		title, source, sheet, count, queue, filename headerField
+		params                                       []Param
+		paramLines                                   []int
+		columns                                      []ColumnSpec
+		columnLines                                  []int
+		description                                  []string
+		bodyStart                                    = len(text)
+		bodyLine                                     = 0
 	)
-	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue}
+	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue,
+		"filename": &filename}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -157,6 +160,18 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		case key == "description":
 			// Repeatable free text: each line adds a line.
 			description = append(description, value)
+		case key == "column":
+			col, ok := p.column(n, value)
+			if !ok {
+				return Report{}, false
+			}
+			// Case-blind, since a line finds its column case-blind when no name is
+			// exactly equal (columns.go): two such lines could not both apply.
+			if i := slices.IndexFunc(columns, func(c ColumnSpec) bool { return strings.EqualFold(c.Name, col.Name) }); i >= 0 {
+				return Report{}, p.fail(n, "duplicate column %q (first on line %d)", col.Name, columnLines[i])
+			}
+			columns = append(columns, col)
+			columnLines = append(columnLines, n)
 		default:
 			f := single[key]
 			if f.line != 0 {
@@ -204,6 +219,12 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			return Report{}, p.fail(paramLines[i], "param %q is not used in the query (no :%s)", prm.Name, prm.Name)
 		}
 	}
+	// Checked after the params, which may be declared below it.
+	if filename.line != 0 {
+		if _, msg := parseFilename(filename.value, params, false); msg != "" {
+			return Report{}, p.fail(filename.line, "%s", msg)
+		}
+	}
 
 	rep := Report{
 		Description: strings.Join(description, "\n"),
@@ -214,6 +235,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		Query:       query,
 		Count:       count.value == "true",
 		Queue:       queue.value,
+		Columns:     columns,
+		Filename:    filename.value,
 		File:        p.file,
 	}
 	rep.Sheet = cmp.Or(sheet.value, rep.Title)
@@ -337,6 +360,136 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 	}
 	prm.Default = v
 	return prm, true
+}
+
+// columnSyntax is the form of a column line, for messages.
+const columnSyntax = `want: column: <name> ["Label"] [<type>[(<format>)]]`
+
+// maxLabel is the longest column label, in characters: a header, not a paragraph.
+const maxLabel = 255
+
+// maxFormat is the longest number format, in characters: Excel refuses longer codes.
+const maxFormat = 255
+
+// column parses a column line: <name> ["Label"] [<type>[(<format>)]]. The name is the
+// column's name in the query's result, written without quotes or spaces.
+func (p *reportParser) column(n int, s string) (ColumnSpec, bool) {
+	end := strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || r == '(' || r == ')' })
+	if end < 0 {
+		end = len(s)
+	}
+	col := ColumnSpec{Name: s[:end]}
+	rest := strings.TrimSpace(s[end:])
+	switch {
+	case col.Name == "":
+		return ColumnSpec{}, p.fail(n, "column: missing name; %s", columnSyntax)
+	case utf8.RuneCountInString(col.Name) > 128:
+		return ColumnSpec{}, p.fail(n, "column name %q is longer than 128 characters", shorten(col.Name, 40))
+	}
+	if strings.HasPrefix(rest, `"`) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return ColumnSpec{}, p.fail(n, "column %q: the label is not a valid quoted string (close it with \", and write \\\" for a quote inside)", col.Name)
+		}
+		col.Label, _ = strconv.Unquote(q)
+		switch {
+		case col.Label == "":
+			return ColumnSpec{}, p.fail(n, "column %q: the label is empty (leave it out to keep the name)", col.Name)
+		case !utf8.ValidString(col.Label) || strings.ContainsFunc(col.Label, unicode.IsControl):
+			return ColumnSpec{}, p.fail(n, "column %q: the label must be one line of text, without control characters", col.Name)
+		case utf8.RuneCountInString(col.Label) > maxLabel:
+			return ColumnSpec{}, p.fail(n, "column %q: the label is longer than %d characters", col.Name, maxLabel)
+		}
+		rest = strings.TrimSpace(rest[len(q):])
+	}
+	if rest == "" {
+		return col, true
+	}
+	if rest[0] == '(' {
+		return ColumnSpec{}, p.fail(n, "column %q: a format needs a type before it, as in number(#,##0.00); %s", col.Name, columnSyntax)
+	}
+	end = strings.IndexFunc(rest, func(r rune) bool { return unicode.IsSpace(r) || r == '"' || r == '(' })
+	if end < 0 {
+		end = len(rest)
+	}
+	typ := rest[:end]
+	rest = strings.TrimSpace(rest[end:])
+	types := make([]string, len(paramTypes))
+	for i, t := range paramTypes {
+		types[i] = string(t)
+	}
+	if !slices.Contains(types, typ) {
+		return ColumnSpec{}, p.fail(n, "column %q: unknown type %q (want one of %s)", col.Name, typ, strings.Join(types, ", "))
+	}
+	col.Type = Type(typ)
+	if rest == "" {
+		return col, true
+	}
+	if rest[0] != '(' {
+		if rest[0] == '"' {
+			return ColumnSpec{}, p.fail(n, "column %q: the label comes before the type; %s", col.Name, columnSyntax)
+		}
+		return ColumnSpec{}, p.fail(n, "column %q: unexpected %q after the type; %s", col.Name, rest, columnSyntax)
+	}
+	format, after, msg := numberFormat(rest)
+	switch {
+	case msg != "":
+		return ColumnSpec{}, p.fail(n, "column %q: format %s", col.Name, msg)
+	case after != "":
+		return ColumnSpec{}, p.fail(n, "column %q: unexpected %q after the format; %s", col.Name, after, columnSyntax)
+	case strings.TrimSpace(format) == "":
+		return ColumnSpec{}, p.fail(n, "column %q: the format is empty (leave out the brackets to keep the default)", col.Name)
+	case utf8.RuneCountInString(format) > maxFormat:
+		return ColumnSpec{}, p.fail(n, "column %q: the format is longer than %d characters, which Excel refuses", col.Name, maxFormat)
+	}
+	col.Format = format
+	return col, true
+}
+
+// numberFormat reads the "(FORMAT)" that starts s and returns the format, what follows
+// its closing bracket, or a message. An Excel format has brackets of its own, such as
+// #,##0.00;(#,##0.00) and [Red][<0]0.0, and quoted or escaped text ("EUR " or \)), so
+// round brackets nest, square ones pair, and brackets in quotes or after \ are text.
+func numberFormat(s string) (format, after, msg string) {
+	depth, square := 0, -1 // square: where an open [ is, or -1
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\':
+			i++ // the next character is text
+		case '"':
+			q := strings.IndexByte(s[i+1:], '"')
+			if q < 0 {
+				return "", "", "has an unterminated quoted text"
+			}
+			i += q + 1
+		case '[':
+			if square >= 0 {
+				return "", "", "has a [ inside [ ]"
+			}
+			square = i
+		case ']':
+			if square < 0 {
+				return "", "", "has a ] without ["
+			}
+			square = -1
+		case '(':
+			if square < 0 {
+				depth++
+			}
+		case ')':
+			if square >= 0 {
+				continue
+			}
+			depth--
+			if depth == 0 {
+				return s[1:i], strings.TrimSpace(s[i+1:]), ""
+			}
+		}
+	}
+	if square >= 0 {
+		return "", "", "has a [ without ]"
+	}
+	return "", "", "has unbalanced brackets: a ( without )"
 }
 
 // headerWord splits s into its first word (up to a space, a quote or =) and the rest.

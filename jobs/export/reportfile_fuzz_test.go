@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +85,21 @@ func checkParsedReport(t *testing.T, file string, rep Report) {
 	if err != nil {
 		t.Fatalf("validate %v: %v", values, err)
 	}
+	// Column lines name a column and a known type, a format only with a type.
+	for _, c := range rep.Columns {
+		if c.Name == "" || (c.Type != "" && !slices.Contains(paramTypes, c.Type)) || (c.Format != "" && c.Type == "") {
+			t.Fatalf("column line %#v breaks an invariant", c)
+		}
+	}
+	// A filename pattern names declared params only, and fills to a safe name.
+	if rep.Filename != "" {
+		if _, msg := parseFilename(rep.Filename, rep.Params, false); msg != "" {
+			t.Fatalf("filename %q: %s", rep.Filename, msg)
+		}
+		if name := safeFileName(renderFilename(rep.Filename, canon)); name != "" {
+			checkSafeName(t, name)
+		}
+	}
 	for _, style := range []PlaceholderStyle{QuestionMarks, DollarNumbers} {
 		_, args, err := BindNamed(rep.Query, style, canon)
 		if err != nil {
@@ -132,6 +148,12 @@ func formatReport(rep Report) string {
 	fmt.Fprintf(&b, "-- sheet: %s\n-- count: %t\n", rep.Sheet, rep.Count)
 	if rep.Queue != "" {
 		fmt.Fprintf(&b, "-- queue: %s\n", rep.Queue)
+	}
+	for _, c := range rep.Columns {
+		fmt.Fprintf(&b, "-- column: %s\n", c)
+	}
+	if rep.Filename != "" {
+		fmt.Fprintf(&b, "-- filename: %s\n", rep.Filename)
 	}
 	fmt.Fprintf(&b, "%s\n", rep.Query)
 	return b.String()
