@@ -73,7 +73,7 @@ func TestCSVSourceJoin(t *testing.T) {
 		WHERE c.name <> :skip GROUP BY c.id ORDER BY c.id`, Param{Name: "skip", Type: TypeText})
 	rep.Count = true
 	rec := srcMustStream(t, src, rep, map[string]any{"skip": "nobody"})
-	want := []Column{{"name", TypeText}, {"since", TypeDatetime}, {"orders", TypeInt}, {"total", TypeNumber}, {"zip", TypeText}}
+	want := []Column{{Name: "name", Type: TypeText}, {Name: "since", Type: TypeDatetime}, {Name: "orders", Type: TypeInt}, {Name: "total", Type: TypeNumber}, {Name: "zip", Type: TypeText}}
 	if !slices.Equal(rec.cols, want) {
 		t.Errorf("columns = %v, want %v", rec.cols, want)
 	}
@@ -106,7 +106,7 @@ func TestCSVSourceSeparators(t *testing.T) {
 		"tabs.csv": "a\tb\n1\tx\n",
 	})
 	rec := srcMustStream(t, src, srcReport(`SELECT semi.a, semi.b, tabs.b AS c FROM semi, tabs`), nil)
-	if want := []Column{{"a", TypeInt}, {"b", TypeText}, {"c", TypeText}}; !slices.Equal(rec.cols, want) {
+	if want := []Column{{Name: "a", Type: TypeInt}, {Name: "b", Type: TypeText}, {Name: "c", Type: TypeText}}; !slices.Equal(rec.cols, want) {
 		t.Errorf("columns = %v, want %v", rec.cols, want)
 	}
 	srcCheckRows(t, rec.rows, [][]any{{int64(1), "2,5", "x"}})

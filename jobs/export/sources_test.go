@@ -232,8 +232,8 @@ func TestPostgresSource(t *testing.T) {
 			7::smallint AS small, '{"a":1}'::jsonb AS doc, '\x00ff'::bytea AS raw,
 			'00000000-0000-0000-0000-000000000001'::uuid AS id, 'infinity'::date AS forever,
 			interval '1 day' AS span`), nil)
-		want := []Column{{"wide", TypeNumber}, {"nan", TypeNumber}, {"small", TypeInt}, {"doc", TypeText},
-			{"raw", TypeText}, {"id", TypeText}, {"forever", TypeDate}, {"span", TypeText}}
+		want := []Column{{Name: "wide", Type: TypeNumber}, {Name: "nan", Type: TypeNumber}, {Name: "small", Type: TypeInt}, {Name: "doc", Type: TypeText},
+			{Name: "raw", Type: TypeText}, {Name: "id", Type: TypeText}, {Name: "forever", Type: TypeDate}, {Name: "span", Type: TypeText}}
 		if !slices.Equal(rec.cols, want) {
 			t.Errorf("columns = %v, want %v", rec.cols, want)
 		}
@@ -279,9 +279,9 @@ func TestMySQLSource(t *testing.T) {
 		t.Cleanup(func() { fx.exec(t, "DROP TABLE IF EXISTS "+more) })
 		fx.exec(t, "INSERT INTO "+more+` VALUES (b'1', b'1000000001', -3, 200, 1, 3.3, 18446744073709551615, 'b',
 			'10:11:12', 2024, x'00ff', '0000-00-00')`)
-		want := []Column{{"flag", TypeBool}, {"mask", TypeInt}, {"tiny", TypeInt}, {"utiny", TypeInt}, {"ok", TypeBool},
-			{"f", TypeNumber}, {"huge", TypeInt}, {"e", TypeText}, {"tm", TypeText}, {"y", TypeInt}, {"bin", TypeText},
-			{"zero", TypeDate}}
+		want := []Column{{Name: "flag", Type: TypeBool}, {Name: "mask", Type: TypeInt}, {Name: "tiny", Type: TypeInt}, {Name: "utiny", Type: TypeInt}, {Name: "ok", Type: TypeBool},
+			{Name: "f", Type: TypeNumber}, {Name: "huge", Type: TypeInt}, {Name: "e", Type: TypeText}, {Name: "tm", Type: TypeText}, {Name: "y", Type: TypeInt}, {Name: "bin", Type: TypeText},
+			{Name: "zero", Type: TypeDate}}
 		row := []any{true, int64(513), int64(-3), int64(200), true, 3.3, "18446744073709551615", "b", "10:11:12",
 			int64(2024), "0x00ff", nil}
 		// Without parameters MySQL answers in its text protocol, with them in its binary

@@ -93,9 +93,9 @@ func utcAt(y int, m time.Month, d, hh, mm, ss int) time.Time {
 // the same data, whatever the database calls the types.
 var (
 	itemColumns = []Column{
-		{"id", TypeInt}, {"big", TypeInt}, {"price", TypeNumber}, {"ratio", TypeNumber},
-		{"f4", TypeNumber}, {"day", TypeDate}, {"at", TypeDatetime}, {"atz", TypeDatetime},
-		{"ok", TypeBool}, {"name", TypeText}, {"note", TypeText},
+		{Name: "id", Type: TypeInt}, {Name: "big", Type: TypeInt}, {Name: "price", Type: TypeNumber}, {Name: "ratio", Type: TypeNumber},
+		{Name: "f4", Type: TypeNumber}, {Name: "day", Type: TypeDate}, {Name: "at", Type: TypeDatetime}, {Name: "atz", Type: TypeDatetime},
+		{Name: "ok", Type: TypeBool}, {Name: "name", Type: TypeText}, {Name: "note", Type: TypeText},
 	}
 	itemRows = [][]any{
 		{int64(1), int64(9007199254740993), 1234.56, 0.25, 1.1, utcDay(2024, 2, 29), utcAt(2024, 3, 1, 13, 45, 30),
@@ -392,8 +392,8 @@ func TestSQLiteSourceUntypedColumns(t *testing.T) {
 	rec := srcMustStream(t, src, srcReport(`SELECT count(*) AS n, max(day) AS last_day, max(at) AS last_at,
 		sum(price) AS total, 'x' || name AS label, NULL AS empty, CAST('ab' AS BLOB) AS blob
 		FROM items WHERE name IS NOT NULL`), nil)
-	want := []Column{{"n", TypeInt}, {"last_day", TypeDate}, {"last_at", TypeDatetime}, {"total", TypeNumber},
-		{"label", TypeText}, {"empty", TypeText}, {"blob", TypeText}}
+	want := []Column{{Name: "n", Type: TypeInt}, {Name: "last_day", Type: TypeDate}, {Name: "last_at", Type: TypeDatetime}, {Name: "total", Type: TypeNumber},
+		{Name: "label", Type: TypeText}, {Name: "empty", Type: TypeText}, {Name: "blob", Type: TypeText}}
 	if !slices.Equal(rec.cols, want) {
 		t.Errorf("columns = %v, want %v", rec.cols, want)
 	}
@@ -404,7 +404,7 @@ func TestSQLiteSourceUntypedColumns(t *testing.T) {
 	// held back meanwhile keep their order.
 	rec = srcMustStream(t, src, srcReport(`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 250)
 		SELECT x, CASE WHEN x > 50 THEN x * 0.5 END AS half, CASE WHEN x > 150 THEN 'late' END AS late FROM c`), nil)
-	want = []Column{{"x", TypeInt}, {"half", TypeNumber}, {"late", TypeText}}
+	want = []Column{{Name: "x", Type: TypeInt}, {Name: "half", Type: TypeNumber}, {Name: "late", Type: TypeText}}
 	if !slices.Equal(rec.cols, want) {
 		t.Errorf("columns = %v, want %v", rec.cols, want)
 	}
