@@ -59,8 +59,12 @@ type Metrics struct {
 
 	pending  atomic.Bool    // a background catch-up is scheduled (onChange)
 	bg       sync.WaitGroup // background catch-ups
-	stopping chan struct{}  // closed by wait: a scheduled catch-up is dropped
-	stopOnce sync.Once
+	stopping chan struct{}  // closed by Stop: a scheduled catch-up is dropped
+	// bgMu orders bg.Add before Stop's bg.Wait: a WaitGroup must not gain work while
+	// it is being waited for, and OnChange may still be called after Stop (a
+	// PostgreSQL node's listener outlives the services it wakes).
+	bgMu    sync.Mutex
+	stopped bool
 
 	// By job kind.
 	accepted, started, succeeded, failed, retried, recovered, canceled *prometheus.CounterVec
@@ -226,6 +230,11 @@ func (m *Metrics) OnChange() {
 	if m.pending.Swap(true) {
 		return // the scheduled catch-up has not started reading yet: it will see this change
 	}
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
+	if m.stopped {
+		return // the counters end with the process
+	}
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
@@ -255,7 +264,12 @@ const metricsGather = time.Second
 // Stop ends background catch-ups and waits for them, before the store closes; it may be
 // called more than once.
 func (m *Metrics) Stop() {
-	m.stopOnce.Do(func() { close(m.stopping) })
+	m.bgMu.Lock()
+	if !m.stopped {
+		m.stopped = true
+		close(m.stopping)
+	}
+	m.bgMu.Unlock()
 	m.bg.Wait()
 }
 
