@@ -122,7 +122,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 	var publish func() error
 	if run.hash != nil {
 		res.Size, res.SHA256 = run.hash.size, run.hash.sum()
-		res.Name = e.cfg.Files.Key(job.ID, job.Attempt, fileName(e.handlers[job.Kind], job.ID))
+		res.Name = e.cfg.Files.Key(job.ID, job.Attempt, fileName(e.handlers[job.Kind], job.ID, job.Args))
 		// Commit the final row count before publishing: a crash between the publish and
 		// the commit leaves a job that recovery completes from its file (rule 5), with
 		// the rows of its last stamp. The fenced stamp also renews the lease right

@@ -3,6 +3,7 @@ package jobs
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash"
 	"io"
@@ -66,17 +67,19 @@ func HashFile(path string) (int64, string, error) {
 }
 
 // FileNamer is implemented by a Handler whose kind names its published file: the name
-// of job id's file in the exports directory, such as "<id>.xlsx" for an export. The
-// engine publishes, records (store.FileResult.Name) and recovers the file under it. A
-// kind that does not implement it publishes its file under the bare id.
+// of job id's file in the exports directory, such as "<id>.xlsx" or "<id>.csv" for an
+// export, given the job's args as accepted (the file's format is one of them). The
+// engine publishes, records (store.FileResult.Name) and recovers the file under it, so
+// the name must depend on nothing but id and args. A kind that does not implement it
+// publishes its file under the bare id.
 type FileNamer interface {
-	FileName(id string) string
+	FileName(id string, args json.RawMessage) string
 }
 
-// fileName is the name job id of kind h publishes its file under (FileNamer).
-func fileName(h Handler, id string) string {
+// fileName is the name job id of kind h, with args, publishes its file under (FileNamer).
+func fileName(h Handler, id string, args json.RawMessage) string {
 	if n, ok := h.(FileNamer); ok {
-		return n.FileName(id)
+		return n.FileName(id, args)
 	}
 	return id
 }

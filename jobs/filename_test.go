@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // csvKind is a kind that names its file (jobs.FileNamer), as the export kind does.
 type csvKind struct{ jobs.HandlerFunc }
 
-func (csvKind) FileName(id string) string { return id + ".csv" }
+func (csvKind) FileName(id string, _ json.RawMessage) string { return id + ".csv" }
 
 // The job's kind names its published file: the engine publishes and records it under
 // that name, and recovery completes an orphan from the file of that name (rule 5).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -29,7 +30,7 @@ import (
 // writes payload(id); calls counts its runs.
 type xlsxWriter struct{ calls *atomic.Int64 }
 
-func (k xlsxWriter) FileName(id string) string { return id + ".xlsx" }
+func (k xlsxWriter) FileName(id string, _ json.RawMessage) string { return id + ".xlsx" }
 
 func (k xlsxWriter) Run(ctx context.Context, run *jobs.Run) error {
 	if k.calls != nil {

@@ -57,7 +57,7 @@ func (e *Engine) reap(ctx context.Context, staleAfter time.Duration) error {
 			}
 			continue
 		}
-		key := e.cfg.Files.Key(j.ID, j.Attempt, fileName(e.handlers[j.Kind], j.ID))
+		key := e.cfg.Files.Key(j.ID, j.Attempt, fileName(e.handlers[j.Kind], j.ID, j.Args))
 		fi, ferr := e.cfg.Files.Stat(ctx, key)
 		if ferr == nil {
 			_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{

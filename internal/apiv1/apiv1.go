@@ -18,15 +18,19 @@ type Job struct {
 	Report    string `json:"report"`
 	CreatedBy string `json:"created_by,omitempty"`
 	// Queue is the lane the export runs in ("exports", or its report's -- queue:).
-	Queue       string         `json:"queue,omitempty"`
-	Params      map[string]any `json:"params"`
-	Attempt     int            `json:"attempt"`
-	MaxAttempts int            `json:"max_attempts"`
-	Progress    Progress       `json:"progress"`
-	CreatedAt   *time.Time     `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at"`
-	HeartbeatAt *time.Time     `json:"heartbeat_at"`
-	FinishedAt  *time.Time     `json:"finished_at"`
+	Queue  string         `json:"queue,omitempty"`
+	Params map[string]any `json:"params"`
+	// Format is the file's format, "xlsx" or "csv"; BOM is set for a csv file that
+	// starts with a UTF-8 byte order mark.
+	Format      string     `json:"format"`
+	BOM         bool       `json:"bom,omitempty"`
+	Attempt     int        `json:"attempt"`
+	MaxAttempts int        `json:"max_attempts"`
+	Progress    Progress   `json:"progress"`
+	CreatedAt   *time.Time `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
 	// NextAttemptAt is when a PENDING job that already ran will run again.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// Error is the last attempt's error; a retrying job keeps it, a SUCCEEDED one has none.

@@ -1,5 +1,5 @@
 // Package export is the export job kind: it runs a report's query on its source and
-// streams the rows into an .xlsx file.
+// streams the rows into an .xlsx or a .csv file.
 package export
 
 import (
@@ -21,6 +21,10 @@ const Name = "export"
 type Args struct {
 	Report string         `json:"report"`
 	Params map[string]any `json:"params"`
+	// Format is the file's format: FormatCSV, or "" for xlsx (Args.WithFormat).
+	Format string `json:"format,omitempty"`
+	// BOM starts a csv file with a UTF-8 byte order mark, for Excel.
+	BOM bool `json:"bom,omitempty"`
 	// Spec is the report as it was when the job was accepted, so that editing or
 	// removing its file never changes a queued or running job.
 	Spec *Report `json:"spec,omitempty"`
@@ -159,6 +163,13 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	// The part file is created on the first byte, so an attempt that fails before
 	// producing anything (an upstream error, a cancel) leaves no file behind.
 	out := &lazyWriter{open: run.Output}
+	switch a.Format {
+	case "":
+	case FormatCSV:
+		return writeCSV(ctx, out, src, q, csvOptions{bom: a.BOM, progress: run.Progress, warn: run.Warn, yield: run.Yield})
+	default:
+		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)
+	}
 	return writeXLSX(ctx, out, src, q, xlsxOptions{
 		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield,
 		version: k.cfg.Version,

@@ -9,15 +9,17 @@ import (
 	"sheetq/store"
 )
 
-// FileExt is the extension of an export's file, published and downloaded.
+// FileExt is the extension of an xlsx export's file, published and downloaded (CSVExt
+// is a csv one's).
 const FileExt = ".xlsx"
 
 // The engine asks the kind for its file's name (ARCHITECTURE.md, "Data directory").
 var _ jobs.FileNamer = (*Kind)(nil)
 
-// FileName is the name of job id's published file in the exports directory; it makes
-// *Kind a jobs.FileNamer, so the engine publishes and recovers under this name.
-func (*Kind) FileName(id string) string { return id + FileExt }
+// FileName is the name of job id's published file in the exports directory, with the
+// extension of the format in its args; it makes *Kind a jobs.FileNamer, so the engine
+// publishes and recovers under this name.
+func (*Kind) FileName(id string, args json.RawMessage) string { return id + formatOf(args).FileExt() }
 
 // JobJSON is an export job as API v1 shows it, the one shape the API, the pages' data,
 // the event stream and the webhook payload share (ARCHITECTURE.md, "Public contracts").
@@ -28,6 +30,7 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 	_ = json.Unmarshal(j.Args, &args) // a job of another kind shows no report or params
 	out := apiv1.Job{
 		ID: j.ID, Status: string(j.Status), Report: args.Report, CreatedBy: j.CreatedBy, Queue: j.Queue, Params: args.Params,
+		Format: args.FileFormat(), BOM: args.BOM,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		Progress:  apiv1.Progress{Rows: j.ProgressRows},
 		CreatedAt: timePtr(j.CreatedAt), StartedAt: timePtr(j.StartedAt),
@@ -68,5 +71,5 @@ func timePtr(t time.Time) *time.Time {
 // pattern filled with the job's params (filename.go), or <report>-<YYYY-MM-DD>-<short id>,
 // the day it finished (or was created); the extension is the file format's.
 func DownloadName(report string, j store.Job) string {
-	return downloadName(report, j, FileExt)
+	return downloadName(report, j, formatOf(j.Args).FileExt())
 }

@@ -49,6 +49,9 @@ func TestJobJSON(t *testing.T) {
 	running := base
 	running.Status, running.Attempt, running.StartedAt, running.CancelRequested = store.StatusProcessing, 1, day, true
 	running.Args = json.RawMessage(`{"report":"orders"}`)
+	csvDone := succeeded
+	csvDone.Args = json.RawMessage(`{"report":"orders","params":{},"format":"csv","bom":true}`)
+	csvDone.FileName, csvDone.Warnings = "0123456789abcdef.csv", nil
 	const created = `"created_at":"2025-03-04T23:30:00.123Z"`
 	tests := []struct {
 		name string
@@ -57,18 +60,22 @@ func TestJobJSON(t *testing.T) {
 		want string
 	}{
 		{"pending", func() store.Job { j := base; j.Status = store.StatusPending; return j }(), "",
-			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"attempt":0,"max_attempts":3,"progress":{"rows":0},` +
+			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx","attempt":0,"max_attempts":3,"progress":{"rows":0},` +
 				created + `,"started_at":null,"heartbeat_at":null,"finished_at":null}`},
 		{"retrying", retrying, "",
-			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"attempt":1,"max_attempts":3,"progress":{"rows":0},` +
+			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
 				created + `,"started_at":null,"heartbeat_at":null,"finished_at":null,"next_attempt_at":"2025-03-04T23:31:00.123Z","error":{"code":"io","message":"disk"}}`},
 		{"running, no params, cancel asked", running, "",
-			`{"id":"0123456789abcdef","status":"PROCESSING","report":"orders","created_by":"ci","params":{},"attempt":1,"max_attempts":3,"progress":{"rows":0},` +
+			`{"id":"0123456789abcdef","status":"PROCESSING","report":"orders","created_by":"ci","params":{},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
 				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":null,"finished_at":null,"cancel_requested":true}`},
 		{"succeeded, base url", succeeded, "https://sheetq.example.com",
-			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
+			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
 				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z",` +
 				`"download_url":"https://sheetq.example.com/api/v1/exports/0123456789abcdef/file","file":{"name":"orders-2025-03-04-01234567.xlsx","size":42,"sha256":"ab"},"warnings":["w"]}`},
+		{"csv with a BOM", csvDone, "",
+			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{},"format":"csv","bom":true,"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
+				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z",` +
+				`"download_url":"/api/v1/exports/0123456789abcdef/file","file":{"name":"orders-2025-03-04-01234567.csv","size":42,"sha256":"ab"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,7 +91,7 @@ func TestJobJSON(t *testing.T) {
 	if got := export.JobJSON(succeeded, "").DownloadURL; got != "/api/v1/exports/0123456789abcdef/file" {
 		t.Errorf("download_url without a base: %q", got)
 	}
-	if got, want := (&export.Kind{}).FileName("x"), fmt.Sprint("x", export.FileExt); got != want {
+	if got, want := (&export.Kind{}).FileName("x", nil), fmt.Sprint("x", export.FileExt); got != want {
 		t.Errorf("FileName = %q, want %q", got, want)
 	}
 }
