@@ -226,6 +226,14 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: id, header: http.Header{"Range": {"bytes=0-9"}}, status: 206})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: id, header: http.Header{"If-None-Match": {file.Header.Get("ETag")}}, status: 304})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
+	// A csv export: its request, the job (format, bom), its file (text/csv), and a bad format.
+	csvJob := decodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
+		body: []byte(`{"report":"demo","params":{"rows":3},"format":"csv","bom":true}`), status: 202, checkRequest: true}))
+	cid := map[string]string{"id": csvJob.ID}
+	ts.waitStatus(csvJob.ID, store.StatusSucceeded)
+	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: cid, status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: cid, status: 200, checkRequest: true})
+	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"report":"demo","format":"pdf"}`), status: 422, code: "invalid_format"})
 
 	// A slow job: not finished, cancelled, retried, cancelled again, deleted.
 	slow := c.ts.create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)

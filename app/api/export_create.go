@@ -16,8 +16,12 @@ import (
 )
 
 type createRequest struct {
-	Report  string          `json:"report"`
-	Params  map[string]any  `json:"params"`
+	Report string         `json:"report"`
+	Params map[string]any `json:"params"`
+	// Format is the file's: "xlsx" (or absent) or "csv"; BOM, with csv only, starts
+	// the file with a UTF-8 byte order mark for Excel.
+	Format  string          `json:"format"`
+	BOM     bool            `json:"bom"`
 	Webhook *webhookRequest `json:"webhook,omitempty"`
 }
 
@@ -68,7 +72,7 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 		return problem.New(http.StatusUnprocessableEntity, "missing_report",
 			`the body needs "report": the id of a report (see GET /api/v1/reports)`)
 	}
-	args, prob := a.exports.Validate(req.Report, req.Params)
+	args, prob := a.exports.Validate(req.Report, req.Params, req.Format, req.BOM)
 	if prob != nil {
 		return prob
 	}

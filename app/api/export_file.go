@@ -15,8 +15,6 @@ import (
 	"sheetq/store"
 )
 
-const xlsxType = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-
 // getExportFile downloads a finished job's file.
 func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	job, err := a.loadJob(r)
@@ -67,12 +65,12 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	var args struct{ Report string }
-	_ = json.Unmarshal(job.Args, &args)
-	name := export.DownloadName(args.Report, job)
+	var args export.Args
+	_ = json.Unmarshal(job.Args, &args) // the zero value is an xlsx file
+	name, contentType := export.DownloadName(args.Report, job), args.ContentType()
 	if a.cfg.Download == DownloadRedirect && r.Method == http.MethodGet {
 		// A presigned URL is signed for GET: a HEAD is answered here, from the object.
-		link, err := a.cfg.Files.Presign(r.Context(), job.FileName, presignTTL, name, xlsxType)
+		link, err := a.cfg.Files.Presign(r.Context(), job.FileName, presignTTL, name, contentType)
 		switch {
 		case err == nil:
 			// The link expires: a cached redirect would outlive it.
@@ -85,7 +83,7 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	w.Header().Set("Content-Type", xlsxType)
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	w.Header().Set("ETag", `"`+job.FileSHA256+`"`)
 	w.Header().Set("Cache-Control", "private, max-age=3600")

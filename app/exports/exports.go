@@ -42,11 +42,15 @@ type Service struct {
 	Metrics Deduper
 }
 
-// Validate checks a request for report with params, for the API and the form alike, and
-// returns the canonical args, or the problem to show when the request is wrong.
-func (s *Service) Validate(report string, params map[string]any) (export.Args, *problem.Problem) {
+// Validate checks a request for report with params, written in format ("" or "xlsx",
+// or "csv") with or without a BOM, for the API and the form alike, and returns the
+// canonical args, or the problem to show when the request is wrong.
+func (s *Service) Validate(report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
 	args, err := s.Kind.Validate(report, params)
 	if err == nil {
+		if args, err = args.WithFormat(format, bom); err != nil {
+			return args, problem.New(http.StatusUnprocessableEntity, "invalid_format", err.Error())
+		}
 		return args, nil
 	}
 	p := problem.New(http.StatusUnprocessableEntity, "invalid_request", err.Error())
@@ -81,11 +85,12 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		// The spec snapshot is left out: a report edited between two retries of one
 		// request is still the same request.
 		// The webhook is part of the request; left out when absent, so hashes of requests
-		// without one are unchanged.
+		// without one are unchanged. So are the file's format and BOM (Args.Format is ""
+		// for xlsx): the same key asking for csv instead is another request.
 		canon, err := json.Marshal(struct {
 			export.Args
 			Webhook string `json:"webhook,omitempty"`
-		}{export.Args{Report: args.Report, Params: args.Params}, webhookURL})
+		}{export.Args{Report: args.Report, Params: args.Params, Format: args.Format, BOM: args.BOM}, webhookURL})
 		if err != nil {
 			return store.Job{}, false, err
 		}

@@ -85,9 +85,18 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	endForeground := p.cfg.Gate.Foreground()
 	defer endForeground()
 	params := formParams(rep.Params, r.PostForm)
-	args, prob := p.exports.Validate(rep.ID, params)
+	format, bom := r.PostForm.Get(formatField), r.PostForm.Get(bomField) == "true"
+	args, prob := p.exports.Validate(rep.ID, params, format, bom)
 	if prob != nil {
 		fieldErrs := p.fieldErrors(rep, params)
+		// Checked on its own too, so that a wrong format shows beside wrong params; the
+		// API's detail names its JSON fields, the form names its own.
+		if _, err := (export.Args{}).WithFormat(format, bom); err != nil {
+			fieldErrs[formatField] = "Choose Excel workbook or CSV."
+			if bom && format != export.FormatCSV {
+				fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."
+			}
+		}
 		endForeground()
 		f := exportForm(rep, r.PostForm, fieldErrs, key)
 		if len(fieldErrs) == 0 {
@@ -113,6 +122,14 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	http.Redirect(w, r, "/exports/"+job.ID, http.StatusSeeOther)
 	return nil
 }
+
+// The form's fields for the file's format and BOM (exports.Service.Validate). A param's
+// name has no '-' (a report file's param names are [a-z0-9_]), so these never collide
+// with one.
+const (
+	formatField = "file-format"
+	bomField    = "file-bom"
+)
 
 // formParams reads the declared params from a form. An unchecked checkbox sends nothing,
 // which for a bool means false, not "use the default".
@@ -200,7 +217,15 @@ func sentence(msg string) string {
 // exportForm builds the form of rep: defaults, or the values sent (form, when not nil),
 // with the errors by field.
 func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string) ui.ExportForm {
-	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key}
+	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key,
+		Format: export.FormatXLSX, FormatError: errs[formatField]}
+	if form != nil {
+		if vs := form[formatField]; len(vs) > 0 {
+			f.Format = vs[0]
+		}
+		vs := form[bomField]
+		f.BOM = len(vs) > 0 && vs[len(vs)-1] == "true"
+	}
 	for _, p := range rep.Params {
 		fd := ui.Field{Name: p.Name, Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
 		def := ""
