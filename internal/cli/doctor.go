@@ -229,7 +229,7 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 		add(p)
 	}
 
-	// Published files: exports/<id>.xlsx (the export kind's name, export.Kind.FileName)
+	// Published files: exports/<id>.xlsx or <id>.csv (the export kind's name, export.Kind.FileName)
 	// must belong to an export that has (or, while it is being published or recovered,
 	// is about to have) a file.
 	var files []string
@@ -241,12 +241,15 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 		}
 		jobFiles = nil // their files are in the bucket, not in exports/
 	case jobsRead:
-		files, _ = filepath.Glob(filepath.Join(dir.Exports(), "*"+export.FileExt))
+		for _, ext := range []string{export.FileExt, export.CSVExt} {
+			found, _ := filepath.Glob(filepath.Join(dir.Exports(), "*"+ext))
+			files = append(files, found...)
+		}
 		rep.Published = len(files)
 	}
 	onDisk := map[string]bool{}
 	for _, path := range files {
-		id := strings.TrimSuffix(filepath.Base(path), export.FileExt)
+		id, _ := publishedID(filepath.Base(path))
 		onDisk[id] = true
 		if odd[path] {
 			continue
@@ -263,7 +266,7 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 		}
 	}
 	for _, j := range jobFiles {
-		if j.Status == store.StatusSucceeded && j.FileName != "" && !onDisk[strings.TrimSuffix(j.FileName, export.FileExt)] {
+		if id, _ := publishedID(j.FileName); j.Status == store.StatusSucceeded && j.FileName != "" && !onDisk[id] {
 			path := filepath.Join(dir.Exports(), j.FileName)
 			if _, err := os.Stat(path); err != nil {
 				add(doctorProblem{Check: "missing_file", Path: path, Job: j.ID,
@@ -355,7 +358,7 @@ func linkTarget(path string) string {
 
 // jobOfEntry is the export id in a file name of exports/ or tmp/.
 func jobOfEntry(name string) string {
-	if id, ok := strings.CutSuffix(name, export.FileExt); ok {
+	if id, ok := publishedID(name); ok {
 		return id
 	}
 	if ok, _ := filepath.Match(jobs.PartGlob, name); ok {
@@ -363,4 +366,15 @@ func jobOfEntry(name string) string {
 		return id
 	}
 	return ""
+}
+
+// publishedID is the export id in a published file's name: <id>.xlsx or <id>.csv, by
+// the export's format (export.Kind.FileName).
+func publishedID(name string) (string, bool) {
+	for _, ext := range []string{export.FileExt, export.CSVExt} {
+		if id, ok := strings.CutSuffix(name, ext); ok {
+			return id, true
+		}
+	}
+	return "", false
 }

@@ -16,7 +16,7 @@ import (
 	"sheetq/internal/durable"
 )
 
-// exportCmd runs `sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--json]`.
+// exportCmd runs `sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom]] [--wait] [-o FILE] [--json]`.
 func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -26,19 +26,24 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		wait   bool
 		out    string
 		asJSON bool
+		format string
+		bom    bool
 	)
 	cf.register(fs)
 	fs.Func("p", "report parameter `name=value` (repeatable)", paramFlag(params))
+	fs.StringVar(&format, "format", "", "the file's `format`: xlsx or csv (default xlsx)")
+	fs.BoolVar(&bom, "bom", false, "with --format csv, start the file with a UTF-8 byte order mark, for Excel")
 	fs.BoolVar(&wait, "wait", false, "wait for the export, showing its progress, and download the file")
 	fs.StringVar(&out, "o", "", "with --wait, save the file as `FILE` (default: the server's file name, in the current folder)")
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, the finished job; progress goes to stderr)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--json] [--server URL]
+		fmt.Fprintf(stderr, `Usage: sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom]] [--wait] [-o FILE] [--json] [--server URL]
 
 Ask a running sheetq server for an export of REPORT. Without --wait it prints the job id.
 With --wait it follows the export's progress and downloads the file, checking its sha256.
 Example:
   sheetq export demo -p rows=50000 -p seconds=10 --wait -o demo.xlsx
+  sheetq export demo -p rows=50000 --format csv --bom --wait
 
 Exit status: 0 done, 1 the export failed, 2 bad command line or rejected request
 (unknown report, bad param), 3 the export was canceled, 4 server or network error,
@@ -58,6 +63,13 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	if out != "" && !wait {
 		return usageError{errors.New("-o needs --wait")}
 	}
+	// Checked here as well as by the server, so that a typo costs no request (exit 2).
+	switch {
+	case format != "" && format != "xlsx" && format != "csv":
+		return usageError{fmt.Errorf("--format %q: want xlsx or csv", format)}
+	case bom && format != "csv":
+		return usageError{errors.New("--bom needs --format csv")}
+	}
 	if wait {
 		// Before any request: a path that cannot be written would otherwise be found
 		// only after the export ran, and exit as if the export had failed.
@@ -70,11 +82,12 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return err
 	}
 
-	key := loadPendingKey(c.Base(), pos[0], params)
+	req := client.ExportRequest{Report: pos[0], Params: params, Format: format, BOM: bom}
+	key := loadPendingKey(c.Base(), req)
 	if key.Resumed {
 		fmt.Fprintln(stderr, "sheetq: resuming the export this command started before it was interrupted")
 	}
-	job, raw, err := c.CreateExport(ctx, pos[0], params, key.Key, func(err error, wait time.Duration) {
+	job, raw, err := c.CreateExport(ctx, req, key.Key, func(err error, wait time.Duration) {
 		fmt.Fprintf(stderr, "sheetq: %v; trying again in %s\n", err, wait)
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"sheetq/internal/client"
 )
 
 // pendingKeyAge is how long an interrupted export request is resumed by an identical
@@ -28,11 +30,20 @@ type pendingKey struct {
 }
 
 // loadPendingKey returns the stored key of an unfinished identical request, or a new one.
-func loadPendingKey(server, report string, params map[string]string) pendingKey {
+// The file's format is part of the request: the same report in another format is a
+// new export, never a resumed one (which the server would refuse as a reused key).
+func loadPendingKey(server string, req client.ExportRequest) pendingKey {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", strings.TrimRight(server, "/"), report)
-	for _, name := range slices.Sorted(maps.Keys(params)) {
-		fmt.Fprintf(h, "%s=%s\x00", name, params[name])
+	fmt.Fprintf(h, "%s\x00%s\x00", strings.TrimRight(server, "/"), req.Report)
+	for _, name := range slices.Sorted(maps.Keys(req.Params)) {
+		fmt.Fprintf(h, "%s=%s\x00", name, req.Params[name])
+	}
+	// Left out for the default, so that a key stored before formats is still found.
+	if req.Format != "" && req.Format != "xlsx" {
+		fmt.Fprintf(h, "format=%s\x00", req.Format)
+	}
+	if req.BOM {
+		fmt.Fprint(h, "bom\x00")
 	}
 	pk := pendingKey{Key: rand.Text()}
 	dir, err := os.UserCacheDir()

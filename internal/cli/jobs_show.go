@@ -25,6 +25,11 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		row("id", j.ID)
 		row("status", j.Status)
 		row("report", j.Report)
+		format := j.Format
+		if j.BOM {
+			format += " (with a UTF-8 BOM)"
+		}
+		row("format", format)
 		if len(j.Params) > 0 {
 			p, _ := json.Marshal(j.Params)
 			row("params", string(p))

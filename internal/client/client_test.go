@@ -82,7 +82,7 @@ func TestCreateExportRetriesWithOneKey(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var waits []time.Duration
-	job, raw, err := New(srv.URL, "tok", nil).CreateExport(t.Context(), "demo", map[string]string{"rows": "5"}, "key-1",
+	job, raw, err := New(srv.URL, "tok", nil).CreateExport(t.Context(), ExportRequest{Report: "demo", Params: map[string]string{"rows": "5"}}, "key-1",
 		func(err error, wait time.Duration) { waits = append(waits, wait) })
 	if err != nil || job.ID != "job1" || !strings.Contains(string(raw), "job1") {
 		t.Fatalf("CreateExport: %+v %s %v", job, raw, err)
@@ -107,7 +107,7 @@ func TestCreateExportRetriesWithOneKey(t *testing.T) {
 		fmt.Fprint(w, `{"status":422,"code":"unknown_report","detail":"no report nope"}`)
 	}))
 	t.Cleanup(refuse.Close)
-	_, _, err = New(refuse.URL, "", nil).CreateExport(t.Context(), "nope", nil, "key-2", nil)
+	_, _, err = New(refuse.URL, "", nil).CreateExport(t.Context(), ExportRequest{Report: "nope"}, "key-2", nil)
 	if !Refused(err) || refusals.Load() != 1 {
 		t.Fatalf("refusal: %v after %d requests, want one request", err, refusals.Load())
 	}

@@ -75,6 +75,9 @@ func (c *Client) downloadOnce(ctx context.Context, path string, job Job, out str
 		out = filepath.Base(filepath.Clean("/" + out)) // a name, never a path
 		if out == "/" || out == "." {
 			out = job.ID + ".xlsx"
+			if job.Format == "csv" {
+				out = job.ID + ".csv"
+			}
 		}
 	}
 	part := out + ".part"
