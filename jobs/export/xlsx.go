@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"compress/flate"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -199,9 +198,6 @@ type sheetPart struct {
 	size, comp int64 // uncompressed and compressed sizes
 }
 
-// deflateLevel is what archive/zip, and so excelize, compresses with.
-const deflateLevel = 5
-
 // writeEntry adds the part to zw as name, copying its compressed bytes. A part of
 // zip64Threshold (xlsxOptions) or more keeps its sizes in a ZIP64 data descriptor and says version
 // 4.5 in its local header as well as in the central directory: archive/zip alone would
@@ -298,7 +294,7 @@ func (p *packageZip) Close() error {
 type sheetCapture struct {
 	name string // the sheet's part name in the sheet file
 	part *sheetPart
-	fw   *flate.Writer
+	fw   *parallelDeflate
 	crc  hash.Hash32
 	seen bool
 	// head holds the sheet's first bytes until the dimension is found in them, in
@@ -748,10 +744,11 @@ func (x *xlsxWriter) closeSheet() error {
 func (x *xlsxWriter) compress(part *sheetPart) error {
 	comp := &countWriter{w: part.file}
 	bw := bufio.NewWriterSize(ctxWriter{stop: x.stop, w: comp}, 64<<10)
-	fw, _ := flate.NewWriter(bw, deflateLevel) // the level is valid
+	fw := newParallelDeflate(bw, deflateLevel, x.opt.yield)
 	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE(), yield: x.opt.yield}
 	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
 	buf, err := x.f.WriteToBuffer()
+	cerr := fw.Close() // always: it waits for the blocks in flight
 	switch {
 	case err != nil:
 		return err
@@ -762,9 +759,8 @@ func (x *xlsxWriter) compress(part *sheetPart) error {
 		return fmt.Errorf("excelize wrote no %s", c.name)
 	case !c.patched:
 		return fmt.Errorf("no %s in %s", streamDimension, c.name)
-	}
-	if err := fw.Close(); err != nil {
-		return err
+	case cerr != nil:
+		return cerr
 	}
 	if err := bw.Flush(); err != nil {
 		return err
