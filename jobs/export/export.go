@@ -154,7 +154,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
-	src = withColumns(src, rep.Columns, run.Warn)
+	src = piped(withColumns(src, rep.Columns, run.Warn))
 	now := k.cfg.Now
 	if now == nil {
 		now = time.Now
