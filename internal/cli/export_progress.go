@@ -56,7 +56,9 @@ func (p *progress) update(j client.Job) {
 		line += " [" + strings.Repeat("#", filled) + strings.Repeat(".", width-filled) + "]"
 	}
 	line += " " + j.Rows() + " rows" + p.percentETA(j, now)
-	fmt.Fprintf(p.w, "\r%-79s", line)
+	// \r, then the line, then ESC[K (erase to the end of the line): a shorter line, such
+	// as the finished one that has no ETA, must not keep the tail of a longer one.
+	fmt.Fprint(p.w, "\r"+line+"\x1b[K")
 	p.drawn = true
 }
 
