@@ -27,7 +27,7 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "Usage: sheetq backup FILE [--data DIR]\n\nWrite a consistent copy of the database to FILE, which must not exist.\nSafe while the server runs. Example:\n  sheetq backup ~/sheetq-2026-01-31.db\n\n"+
 			"With a PostgreSQL job store (--store, SHEETQ_STORE or the config file's [store] url) it writes\n"+
 			"nothing and exits 1: back that database up with pg_dump, and a bucket with its provider's tools.\n\nFlags:\n")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	// Flags may come before or after FILE.
 	var files []string

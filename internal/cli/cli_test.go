@@ -29,7 +29,7 @@ func TestReportsCheck(t *testing.T) {
 	}
 	write("good.sql", "-- title: Good\n-- source: shop\n-- param: n int\nSELECT :n;\n")
 	out, errOut, code := runCLI(t, "reports", "check", dir)
-	if code != 0 || !strings.Contains(out, "ok   good  Good") {
+	if code != 0 || !strings.Contains(out, "ok  good  Good (source shop, 1 param, 0 column lines)") {
 		t.Fatalf("valid folder: exit %d, output:\n%s%s", code, out, errOut)
 	}
 
@@ -110,7 +110,7 @@ func TestReportsCheckQueues(t *testing.T) {
 		{"reports", "check", "--data", root}, // the data directory's own sheetq.toml
 	} {
 		out, _, code := runCLI(t, args...)
-		if code != 1 || !strings.Contains(out, "ok   big") || !strings.Contains(out, filepath.Join(reports, "lost.sql")+":2:") ||
+		if code != 1 || !strings.Contains(out, "ok    big  big (source shop") || !strings.Contains(out, filepath.Join(reports, "lost.sql")+":2:") ||
 			!strings.Contains(out, "nowhere") {
 			t.Fatalf("%v: exit %d, want 1 with lost.sql:2 refused and big ok:\n%s", args, code, out)
 		}

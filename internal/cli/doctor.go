@@ -77,7 +77,7 @@ Exit status: 0 healthy, 1 problems found (one line each), 2 bad command line.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args); err != nil {
 		return err

@@ -51,7 +51,7 @@ Exit status: 0 done, 1 the export failed, 2 bad command line or rejected request
 
 Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 `)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {

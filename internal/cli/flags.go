@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -66,11 +68,8 @@ func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error 
 // parseWithEnv parses args, then fills every flag not given on the command line from
 // SHEETQ_<NAME> (dashes become underscores), so flags beat the environment.
 func parseWithEnv(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -94,11 +93,8 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err}
+		if err := parseQuiet(fs, args); err != nil {
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -112,6 +108,62 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 	return pos, parseWithEnv(fs, nil)
+}
+
+// parseQuiet is fs.Parse without the flag package's own reporting, which prints a bad
+// flag's error, then the whole usage text, then (through Exit) the error again: a bad
+// flag is one line, "sheetq: <error> (see sheetq <command> --help)", exit 2. -h and
+// --help still print the usage.
+func parseQuiet(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		if usage != nil {
+			usage()
+		} else {
+			printFlags(out, fs)
+		}
+		return err
+	default:
+		msg := longFlag.ReplaceAllString(err.Error(), "flag --$1")
+		return usageError{fmt.Errorf("%s (see sheetq %s --help)", msg, fs.Name())}
+	}
+}
+
+// longFlag is a multi-letter flag as the flag package's errors name it ("flag -limit").
+var longFlag = regexp.MustCompile(`flag -([A-Za-z0-9][-A-Za-z0-9_]+)`)
+
+// printFlags replaces flag.PrintDefaults: the same listing, with each flag written
+// with two dashes (one-letter flags with one) as README.md writes them ("  --name value\n    \tusage"); Go's flag
+// package accepts both.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name // -p and -o, as README.md writes them
+		}
+		if name != "" {
+			line += " " + name
+		}
+		line += "\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t")
+		switch def := f.DefValue; {
+		case def == "" || def == "false" || def == "0" || def == "0s" || def == "[]":
+			// a zero default goes unsaid, as flag.PrintDefaults leaves it
+		case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
+			line += fmt.Sprintf(" (default %q)", def)
+		default:
+			line += " (default " + def + ")"
+		}
+		fmt.Fprintln(w, line)
+	})
 }
 
 // dataRoot is the data directory a command works on: the --data value, or the user's

@@ -66,7 +66,7 @@ func newJobsFlags(sub, help string, stderr io.Writer) (*flag.FlagSet, *jobsFlags
 	fs.BoolVar(&jf.asJSON, "json", false, "print the server's JSON")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, help+"\nFlags (each also read from SHEETQ_<NAME>):\n")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	return fs, jf
 }

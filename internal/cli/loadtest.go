@@ -119,7 +119,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (to check it is not the bottleneck)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, loadtestUsage)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
@@ -27,7 +28,7 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 	config := fs.String("config", "", "config `file` whose [queues] the reports may name (default without DIR: <data>/sheetq.toml; with DIR: none, and queue names are checked for their form only)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sheetq reports check [--config FILE] [DIR]\n\nParse every report file in DIR and print its errors with file and line.\nExits 1 if any file is broken. Example:\n  sheetq reports check --config ./sheetq.toml ./reports\n\nFlags:\n")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args[1:]); err != nil {
 		return err
@@ -68,13 +69,17 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	broken := 0
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	for _, e := range entries {
 		if e.Err != nil {
 			broken++
-			fmt.Fprintf(stdout, "FAIL %s\n", e.Err)
+			fmt.Fprintf(tw, "FAIL\t\t%s\n", e.Err)
 			continue
 		}
-		printReport(stdout, e.Report)
+		printReport(tw, e.Report)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	if broken > 0 {
 		return fmt.Errorf("%d of %d report files in %s are broken", broken, len(entries), dir)
@@ -83,20 +88,32 @@ func reportsCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// printReport shows a valid report: a summary line, then what the header says about
-// the file, written as the header lines it comes from so an author recognises them.
-func printReport(w io.Writer, r export.Report) {
-	fmt.Fprintf(w, "ok   %s  %s (source %s, %d params, %d column lines)\n", r.ID, r.Title, r.Source, len(r.Params), len(r.Columns))
-	const indent = "       "
+// printReport shows a valid report as a row of tw: ok, its id, then its title and a
+// summary; under the title, what the header says about the file, written as the header
+// lines it comes from so an author recognises them. The detail lines (and a broken
+// file's error) are rows of the same table, with empty first cells, so that the ids and
+// titles of all reports line up.
+func printReport(tw io.Writer, r export.Report) {
+	fmt.Fprintf(tw, "ok\t%s\t%s (source %s, %s, %s)\n", r.ID, r.Title, r.Source,
+		plural(len(r.Params), "param", "params"), plural(len(r.Columns), "column line", "column lines"))
+	detail := func(s string) { fmt.Fprintf(tw, "\t\t%s\n", s) }
 	if r.Description != "" {
 		for line := range strings.SplitSeq(r.Description, "\n") {
-			fmt.Fprintf(w, "%s%s\n", indent, line)
+			detail(line)
 		}
 	}
 	if r.Filename != "" {
-		fmt.Fprintf(w, "%sfilename: %s (+ .xlsx or .csv)\n", indent, r.Filename)
+		detail("filename: " + r.Filename + " (+ .xlsx or .csv)")
 	}
 	for _, c := range r.Columns {
-		fmt.Fprintf(w, "%scolumn: %s\n", indent, c)
+		detail("column: " + c.String())
 	}
+}
+
+// plural is "1 param", "0 params", "2 params".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -71,7 +71,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\n"+
 			"Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_STALE_AFTER=1m, and from the config file's\n"+
 			"[serve] table, e.g. stale_after = \"1m\"; flags beat the environment, which beats the file):\n")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args); err != nil {
 		return err

@@ -55,7 +55,7 @@ the database as it was.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
