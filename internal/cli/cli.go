@@ -61,7 +61,7 @@ Usage:
                          move a stopped server's queue into PostgreSQL, and its files into a bucket
   sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
                          ask a running server for an export; --wait follows it and downloads the file
-  sheetq jobs list|show|cancel|retry
+  sheetq jobs list|show|wait|download|cancel|retry|delete|events
                          look at and manage a running server's exports
   sheetq loadtest [--profile burst|overload|steady] [--server URL]
                          measure a running server under load and check every request

@@ -118,18 +118,37 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	if asJSON {
 		progressOut = stderr
 	}
-	pr := newProgress(progressOut, isTerminal(progressOut))
+	if job, err = follow(ctx, c, job, progressOut); err != nil {
+		return err
+	}
+	if err := endError(job); err != nil {
+		return err
+	}
+	return download(ctx, c, job, out, asJSON, stdout)
+}
+
+// follow shows job's progress on w (a bar on a terminal, lines otherwise) until it
+// ends; Ctrl-C is exit 130, and the export keeps running.
+func follow(ctx context.Context, c *client.Client, job client.Job, w io.Writer) (client.Job, error) {
+	pr := newProgress(w, isTerminal(w))
 	pr.update(job)
-	job, err = c.Wait(ctx, job, pr.update)
+	job, err := c.Wait(ctx, job, pr.update)
 	pr.done()
 	if err != nil {
 		if ctx.Err() != nil {
-			return exitError{exitInterrupted, fmt.Errorf("interrupted; export %s keeps running (sheetq jobs show %s)", job.ID, job.ID)}
+			return job, exitError{exitInterrupted, fmt.Errorf("interrupted; export %s keeps running (sheetq jobs show %s)", job.ID, job.ID)}
 		}
-		return classify(err)
+		return job, classify(err)
 	}
+	return job, nil
+}
+
+// endError is nil for a SUCCEEDED export, else the error and exit status of how it
+// ended (README.md, "Command line"): 3 canceled, 1 failed or expired.
+func endError(job client.Job) error {
 	switch job.Status {
 	case "SUCCEEDED":
+		return nil
 	case "CANCELED":
 		return exitError{exitCanceled, fmt.Errorf("export %s was canceled", job.ID)}
 	case "FAILED":
@@ -141,22 +160,6 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	default: // EXPIRED
 		return exitError{exitFailed, fmt.Errorf("export %s ended %s: its file is gone", job.ID, job.Status)}
 	}
-	path, err := c.Download(ctx, job, out)
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitError{exitInterrupted, fmt.Errorf("interrupted while downloading export %s", job.ID)}
-		}
-		return classify(err)
-	}
-	if asJSON {
-		_, b, err := c.GetJob(ctx, job.ID)
-		if err != nil {
-			return classify(err)
-		}
-		return writeIndented(stdout, b)
-	}
-	fmt.Fprintf(stdout, "saved %s (%d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
-	return nil
 }
 
 // checkOutput tells whether the file can be saved as out (or, when out is "", under the

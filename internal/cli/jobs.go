@@ -15,23 +15,31 @@ import (
 const jobsUsage = `Usage:
   sheetq jobs list [--status S] [--report R] [--limit N] [--json]
   sheetq jobs show ID [--json]
+  sheetq jobs wait ID [--json]
+  sheetq jobs download ID [-o FILE] [--json]
   sheetq jobs cancel ID [--json]
   sheetq jobs retry ID [--json]
+  sheetq jobs delete ID [--json]
+  sheetq jobs events [ID] [--json]
 
 Look at and manage the exports of a running sheetq server. Examples:
   sheetq jobs list --status FAILED
   sheetq jobs show 3xq4abcd... --json
   sheetq jobs retry 3xq4abcd...
+  sheetq jobs wait 3xq4abcd... && sheetq jobs download 3xq4abcd... -o orders.xlsx
 
 Exit status: 0 done, 1 refused by the server (unknown id, already finished, not
-retryable), 2 bad command line, 4 server or network error.
+retryable, not finished yet) or, for wait and download, the export failed or expired,
+2 bad command line (an unknown --report too), 3 (wait, download) the export was
+canceled, 4 server or network error, 130 interrupted (wait, events).
 `
 
-// jobsCmd runs `sheetq jobs list|show|cancel|retry`: one file per subcommand.
+// jobsCmd runs `sheetq jobs list|show|wait|download|cancel|retry|delete|events`: one
+// file per subcommand.
 func jobsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, jobsUsage)
-		return usageError{errors.New("jobs needs a subcommand: list, show, cancel or retry")}
+		return usageError{errors.New("jobs needs a subcommand: " + jobsSubs)}
 	}
 	switch sub := args[0]; sub {
 	case "-h", "--help", "-help", "help":
@@ -45,10 +53,20 @@ func jobsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return jobsCancel(ctx, args[1:], stdout, stderr)
 	case "retry":
 		return jobsRetry(ctx, args[1:], stdout, stderr)
+	case "wait":
+		return jobsWait(ctx, args[1:], stdout, stderr)
+	case "download":
+		return jobsDownload(ctx, args[1:], stdout, stderr)
+	case "delete":
+		return jobsDelete(ctx, args[1:], stdout, stderr)
+	case "events":
+		return jobsEvents(ctx, args[1:], stdout, stderr)
 	default:
-		return usageError{fmt.Errorf("unknown jobs subcommand %q (want list, show, cancel or retry)", sub)}
+		return usageError{fmt.Errorf("unknown jobs subcommand %q (want %s)", sub, jobsSubs)}
 	}
 }
+
+const jobsSubs = "list, show, wait, download, cancel, retry, delete or events"
 
 // jobsFlags are the flags every jobs subcommand takes.
 type jobsFlags struct {

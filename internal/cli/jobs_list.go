@@ -8,13 +8,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"sheetq/internal/client"
 )
 
-const jobsListHelp = "Usage: sheetq jobs list [--status S] [--report R] [--limit N] [--json]\n\nList exports, newest first. Example:\n  sheetq jobs list --status PROCESSING --limit 10\n"
+const jobsListHelp = "Usage: sheetq jobs list [--status S] [--report R] [--limit N] [--json]\n\nList exports, newest first, with their parameters, file size and run time. Example:\n  sheetq jobs list --status PROCESSING --limit 10\n"
 
 // jobsList runs `sheetq jobs list`: a table of exports, newest first.
 func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,9 +54,6 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return classify(err)
 	}
-	if jf.asJSON {
-		return writeIndented(stdout, b)
-	}
 	var page struct {
 		Exports    []client.Job `json:"exports"`
 		NextCursor string       `json:"next_cursor"`
@@ -61,10 +61,155 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := json.Unmarshal(b, &page); err != nil {
 		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
 	}
+	// The server filters by any report id without complaint; a typo would read as "none
+	// yet". Asked only when nothing matched, so exports of a removed report still list.
+	if len(page.Exports) == 0 && report != "" {
+		if err := checkReport(ctx, c, report); err != nil {
+			return err
+		}
+	}
+	if jf.asJSON {
+		return writeIndented(stdout, b)
+	}
+	if len(page.Exports) == 0 {
+		var of []string
+		if status != "" {
+			of = append(of, "status "+status)
+		}
+		if report != "" {
+			of = append(of, "report "+report)
+		}
+		if len(of) > 0 {
+			fmt.Fprintf(stdout, "no exports with %s\n", strings.Join(of, " and "))
+		} else {
+			fmt.Fprintln(stdout, "no exports")
+		}
+		return nil
+	}
+	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tREPORT\tATTEMPT\tROWS\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tREPORT\tPARAMS\tATTEMPT\tROWS\tSIZE\tDURATION\tCREATED")
 	for _, j := range page.Exports {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Status, j.Report, j.Attempt, j.MaxAttempts, j.Rows(), fmtTime(j.CreatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Report, paramSummary(j.Params, 40),
+			j.Attempt, j.MaxAttempts, rowsText(j), sizeText(j), durationText(j, now), fmtTime(j.CreatedAt))
 	}
 	return tw.Flush()
+}
+
+// checkReport is a usage error (exit 2) when the server has no report id.
+func checkReport(ctx context.Context, c *client.Client, id string) error {
+	b, err := c.Call(ctx, http.MethodGet, "/api/v1/reports", nil, nil)
+	if err != nil {
+		return classify(err)
+	}
+	var list struct {
+		Reports []struct {
+			ID string `json:"id"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
+	}
+	ids := make([]string, 0, len(list.Reports))
+	for _, r := range list.Reports {
+		if r.ID == id {
+			return nil
+		}
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	return usageError{fmt.Errorf("--report %s: the server has no such report (it has: %s)", id, strings.Join(ids, ", "))}
+}
+
+// paramSummary is "rows=5000 seconds=10", sorted by name, cut to width runes with "…";
+// "-" for none.
+func paramSummary(params map[string]any, width int) string {
+	if len(params) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(params))
+	for k := range params {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		v := params[k]
+		if f, ok := v.(float64); ok && f == float64(int64(f)) {
+			v = int64(f) // JSON numbers: 5000, not 5e+03
+		}
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	}
+	s := strings.Join(parts, " ")
+	if r := []rune(s); len(r) > width {
+		s = string(r[:width-1]) + "…"
+	}
+	return s
+}
+
+// rowsText is the progress with thousands separators: "50,000/50,000" or "1,234".
+func rowsText(j client.Job) string {
+	s := thousands(j.Progress.Rows)
+	if j.Progress.TotalRows != nil {
+		s += "/" + thousands(*j.Progress.TotalRows)
+	}
+	return s
+}
+
+// thousands writes n with a comma every three digits: 1234567 is "1,234,567".
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, s = "-", s[1:]
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return sign + b.String()
+}
+
+// sizeText is the file's size in bytes, KB, MB or GB (powers of 1000), "-" for none.
+func sizeText(j client.Job) string {
+	if j.File == nil {
+		return "-"
+	}
+	n := float64(j.File.Size)
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", j.File.Size)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f KB", n/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%.1f MB", n/1e6)
+	default:
+		return fmt.Sprintf("%.1f GB", n/1e9)
+	}
+}
+
+// durationText is how long the export ran (so far, for a running one), "-" when it
+// has not started.
+func durationText(j client.Job, now time.Time) string {
+	if j.StartedAt == nil {
+		return "-"
+	}
+	end := now
+	if j.FinishedAt != nil {
+		end = *j.FinishedAt
+	} else if j.Finished() {
+		return "-"
+	}
+	d := max(end.Sub(*j.StartedAt), 0)
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
 }

@@ -73,7 +73,7 @@ func TestJobsAgainstAServer(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"jobs", "list", "--status", "FAILED", "--limit", "7"}, 0, "j1  SUCCEEDED  demo    1/3      5/5"},
+		{[]string{"jobs", "list", "--status", "FAILED", "--limit", "7"}, 0, "j1  SUCCEEDED  demo    rows=5  1/3      5/5   123 B  -"},
 		{[]string{"jobs", "show", "j1"}, 0, "download:  " + srv.URL + "/api/v1/exports/j1/file"},
 		{[]string{"jobs", "show", "j1", "--json"}, 0, `"sha256": "abc"`},
 		{[]string{"jobs", "cancel", "j1"}, 0, "export j1: cancel requested (PROCESSING); it stops within one heartbeat"},

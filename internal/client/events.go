@@ -2,7 +2,11 @@ package client
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -46,4 +50,38 @@ func ReadEvents(r io.Reader, fn func(Event) bool) error {
 		}
 	}
 	return sc.Err()
+}
+
+// Events opens GET /api/v1/events (only job's events when job is not empty), replaying
+// what followed lastID when it is not empty, and calls fn with each event until the
+// stream ends or fails, ctx ends, or fn returns false. It returns the id of the last
+// event seen (lastID when none had one) and why the stream ended: nil when it simply
+// ended, a *Problem when the server refused it.
+func (c *Client) Events(ctx context.Context, job, lastID string, fn func(Event) bool) (string, error) {
+	path := "/api/v1/events"
+	if job != "" {
+		path += "?job=" + url.QueryEscape(job)
+	}
+	hdr := http.Header{"Accept": {"text/event-stream"}}
+	if lastID != "" {
+		hdr.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.Request(ctx, http.MethodGet, path, nil, hdr)
+	if err != nil {
+		return lastID, err
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return lastID, fmt.Errorf("the server answered %q, not an event stream (a proxy that buffers it?)", ct)
+	}
+	err = ReadEvents(resp.Body, func(e Event) bool {
+		if e.ID != "" {
+			lastID = e.ID
+		}
+		return fn(e)
+	})
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return lastID, err
 }
