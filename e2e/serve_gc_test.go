@@ -10,7 +10,7 @@ import (
 
 // The server collects garbage at GOGC=400 under a soft memory limit of 64 MiB plus
 // 16 MiB per export slot unless GOGC or GOMEMLIMIT says otherwise, as /metrics shows
-// (internal/cli/serve.go, serveMemoryLimit). A GOGC of the user's own sets no limit:
+// (internal/gcdefaults). A GOGC of the user's own sets no limit:
 // the limit only bounds what the server's own GOGC lets a long export pile up.
 func TestServeGCTarget(t *testing.T) {
 	gogc := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\S+)$`)

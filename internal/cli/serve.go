@@ -10,12 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 	"time"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
+	"sheetq/internal/gcdefaults"
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -146,12 +146,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		}
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(serveGCPercent)
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(serveMemoryLimit(lanes))
-		}
-	}
+	gcdefaults.Apply(exportSlots(lanes))
 	if eng.ShutdownGrace == 0 {
 		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
 	}
@@ -224,34 +219,14 @@ func secondSignal() (force <-chan struct{}, unwatch func()) {
 	return f, func() { close(done) }
 }
 
-// serveGCPercent is the server's garbage-collection target (GOGC) unless the GOGC
-// variable sets one. Accepting a request allocates about 35 KB (decoding, the insert, the
-// answer, the event stream), and the live heap is a few MB, so with Go's default of 100 a
-// burst of 1,200 requests a second ran about 30 collections a second; each one's mark
-// phase takes a whole P, half of a 2-core machine, and the group commit that every
-// request waits for queued behind it. At 400 the heap may grow to five times the live
-// data (tens of MB here) and collections are a quarter as frequent (BENCHMARKS.md).
-const serveGCPercent = 400
-
-// serveMemoryLimit is the server's soft memory limit (GOMEMLIMIT) when neither GOGC nor
-// GOMEMLIMIT is set: memoryBase plus memoryPerExport for each export slot of every lane
-// but the webhooks one, whose deliveries hold a few KB. serveGCPercent lets the heap grow
-// to five times the live data, which a request burst needs, but a long export's garbage
-// then piled up with its rows: peak RSS 108 MB at 100k rows and 185 MB at 3M. Below the
-// limit the collector paces by GOGC as before; near it, it collects sooner, so a 3M-row
-// export peaks at 1.22x the 100k one (BENCHMARKS.md, "Memory at default settings"). It is
-// soft: a server that needs more gets it, with more collections.
-func serveMemoryLimit(lanes jobs.Config) int64 {
-	exports := lanes.Workers
-	for q, n := range lanes.Queues {
+// exportSlots is how many exports the lanes run at once: every lane's workers but the
+// webhooks lane's, whose deliveries hold a few KB (gcdefaults.MemoryLimit).
+func exportSlots(lanes jobs.Config) int {
+	n := lanes.Workers
+	for q, w := range lanes.Queues {
 		if q != webhook.Queue {
-			exports += n
+			n += w
 		}
 	}
-	return memoryBase + int64(exports)*memoryPerExport
+	return n
 }
-
-const (
-	memoryBase      = 64 << 20
-	memoryPerExport = 16 << 20
-)
