@@ -184,10 +184,15 @@ func TestJobsEvents(t *testing.T) {
 		}
 	}
 
-	// The first export runs a while, so that its stream is open before the second exists.
-	a := newExport(t, srv, "rows=3000", "seconds=1.5")
+	// The first export runs a while, so that the streams are open before the second exists.
+	a := newExport(t, srv, "rows=3000", "seconds=3")
 	all, stopAll := follow()
 	only, stopOnly := follow(a)
+	// Both streams are open once they show a's progress; only then is b made.
+	progressOf := func(buf *syncBuffer, id string) bool {
+		return regexp.MustCompile(`(?m)^\S+ \S+  progress +` + id + `  `).MatchString(buf.String())
+	}
+	eventually(t, 30*time.Second, "both streams open", func() bool { return progressOf(all, a) && progressOf(only, a) })
 	b := newExport(t, srv, "rows=10")
 	succeeded := func(buf *syncBuffer, id string) bool {
 		return regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  succeeded +` + id + ` +SUCCEEDED, attempt 1/3`).MatchString(buf.String())
