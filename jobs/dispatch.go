@@ -139,6 +139,9 @@ func (e *Engine) register(l *lane, job store.Job) (*execution, context.Context) 
 	}
 	x.run.onProgress = e.cfg.OnProgress
 	x.run.gate = e.cfg.Gate
+	if e.cfg.Nice != 0 && LowerPrioritySupported {
+		x.run.nice = e.cfg.Nice
+	}
 	e.mu.Lock()
 	e.running[x] = struct{}{}
 	e.mu.Unlock()

@@ -23,7 +23,8 @@ func threadNice(t testing.TB) int {
 	return 20 - p
 }
 
-// With Nice set, a handler runs on a thread of that nice value, a panicking handler is
+// With Nice set, a handler runs on a thread of that nice value, and so does what it
+// starts with run.Go; a panicking handler is
 // still caught, and the lowered priority stays with the handlers' threads: the engine's
 // own goroutines and the rest of the process keep theirs.
 func TestNiceRunsHandlersAtLowerPriority(t *testing.T) {
@@ -38,6 +39,13 @@ func TestNiceRunsHandlersAtLowerPriority(t *testing.T) {
 	e := h.start(t, cfg, map[string]jobs.Handler{
 		"nice": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
 			seen <- threadNice(t)
+			// Work the handler spreads over goroutines with run.Go runs at its priority.
+			done := make(chan struct{})
+			run.Go(func() {
+				defer close(done)
+				seen <- threadNice(t)
+			})
+			<-done
 			return nil
 		}),
 		"panics": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
@@ -48,6 +56,9 @@ func TestNiceRunsHandlersAtLowerPriority(t *testing.T) {
 		j := enqueue(t, e, "nice", 1)
 		if got := recv(t, "handler's nice value", seen); got != 15 {
 			t.Fatalf("handler ran at nice %d, want 15", got)
+		}
+		if got := recv(t, "nice value of the handler's run.Go", seen); got != 15 {
+			t.Fatalf("run.Go ran at nice %d, want 15", got)
 		}
 		h.waitStatus(t, j.ID, store.StatusSucceeded)
 	}

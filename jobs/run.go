@@ -41,6 +41,7 @@ type Run struct {
 	partPath   string
 	onProgress func(id string, rows, total int64)
 	gate       *Gate // the engine's (Config.Gate); nil: Yield only lets others run
+	nice       int   // the handler's thread priority (Config.Nice) where it is lowered; 0: not
 
 	rows, total atomic.Int64 // total < 0: unknown
 	progressed  atomic.Int64 // bumped on every Progress call that moves rows; read by the stall guard
@@ -126,6 +127,19 @@ func (r *Run) Yield() {
 		return
 	}
 	r.gate.Yield()
+}
+
+// Go runs f on a goroutine of its own at the handler's priority: where the engine runs
+// handlers on threads of lowered priority (Config.Nice), f's thread is lowered too, so
+// that the work a handler spreads over several cores still lets requests go first. The
+// handler must wait for f to return before it does.
+func (r *Run) Go(f func()) {
+	go func() {
+		if r.nice != 0 {
+			lowerPriority(r.nice) // as the handler's own thread; if it fails, f runs at normal priority
+		}
+		f()
+	}()
 }
 
 // progress returns the latest figures for a heartbeat.
