@@ -10,10 +10,10 @@ import (
 )
 
 // deflateLevel is the flate level of the sheets, klauspost/compress's. Level 4 is the
-// knee of size against time on sheet XML (BENCHMARKS.md, "Compression level"): 3.4x the
-// speed of archive/zip's default (the standard library's level 5, excelize's) for
-// files about 16% larger; level 1 is only 25% faster for files 10% larger again, and
-// level 5 a third slower for 7% smaller.
+// knee of size against time on sheet XML (BENCHMARKS.md, "Compression level"): 4x the
+// speed of archive/zip's default (the standard library's level 5, excelize's) for files
+// about 16% larger; level 1 is only 15% faster for files 10% larger again, and level 5
+// is 31% slower for 7% smaller.
 const deflateLevel = 4
 
 // deflateBlock is how much of a sheet's XML one goroutine compresses at a time. Large
@@ -26,39 +26,58 @@ const deflateBlock = 1 << 20
 const deflateWindow = 32 << 10
 
 // parallelDeflate compresses what is written to it into one raw deflate stream on w, in
-// blocks compressed by up to procs goroutines at once, as pigz does: every block but the
+// blocks compressed by up to procs goroutines at once (started with spawn, the job's
+// run.Go, so that they run at the job's priority), as pigz does: every block but the
 // last ends with a sync flush, which byte-aligns it, so the blocks' outputs concatenate
 // into one stream, and each starts from its predecessor's last 32 KiB, so a match can
 // still reach back across a boundary. The outputs are written to w in order, on the
 // writing goroutine (so w need not be safe for concurrent use). Close writes the last
 // block, and must be called even after an error: it waits for the blocks in flight.
 type parallelDeflate struct {
-	w     io.Writer
-	level int
-	procs int
-	yield func() // between pieces of a block (xlsxOptions.yield)
+	w       io.Writer
+	level   int
+	procs   int
+	yield   func()       // between pieces of a block (xlsxOptions.yield)
+	spawn   func(func()) // starts a compressing goroutine (xlsxOptions.spawn)
+	work    chan *block  // to the compressing goroutines; closed by Close
+	started int          // compressing goroutines started, at most procs
 
 	buf      []byte   // the block being filled
 	dict     []byte   // the last block's final deflateWindow bytes
 	inflight []*block // in order; at most procs
 	err      error    // the first error: w's, or a compressor's
-	writers  sync.Pool
-	free     sync.Pool // *[]byte input buffers of deflateBlock capacity
 }
 
 type block struct {
 	in, dict []byte
 	last     bool
-	out      bytes.Buffer
+	out      *bytes.Buffer
 	err      error
 	done     chan struct{}
 }
 
-func newParallelDeflate(w io.Writer, level int, yield func()) *parallelDeflate {
+// Buffers and compressors are reused across sheets and exports: an export of a few
+// thousand rows is one block, and allocating its 1 MiB buffer and its compressor's
+// tables afresh made a burst of small exports collect garbage more often.
+var (
+	deflateIns     sync.Pool // *[]byte of deflateBlock capacity
+	deflateOuts    sync.Pool // *bytes.Buffer
+	deflateWriters sync.Pool // *flate.Writer at deflateLevel
+)
+
+// newParallelDeflate compresses to w at level, on as many goroutines as there are
+// cores (the server raises GOMAXPROCS above that for its low-priority workers). A nil
+// yield or spawn is a no-op and the go statement.
+func newParallelDeflate(w io.Writer, level int, yield func(), spawn func(func())) *parallelDeflate {
 	if yield == nil {
 		yield = func() {}
 	}
-	return &parallelDeflate{w: w, level: level, procs: max(1, runtime.GOMAXPROCS(0)), yield: yield}
+	if spawn == nil {
+		spawn = func(f func()) { go f() }
+	}
+	procs := max(1, min(runtime.GOMAXPROCS(0), runtime.NumCPU()))
+	return &parallelDeflate{w: w, level: level, procs: procs, yield: yield, spawn: spawn,
+		work: make(chan *block, procs)}
 }
 
 // Write implements io.Writer.
@@ -88,16 +107,25 @@ func (d *parallelDeflate) Close() error {
 		if d.buf == nil {
 			d.buf = d.getBuf()
 		}
-		d.start(true)
+		if d.started == 0 {
+			// The whole stream is this one block: compressed here, with no goroutine.
+			b := &block{in: d.buf, dict: d.dict, last: true, done: make(chan struct{})}
+			d.buf = nil
+			d.compress(b)
+			d.inflight = append(d.inflight, b)
+		} else {
+			d.start(true)
+		}
 	}
 	for len(d.inflight) > 0 {
 		d.finishOldest()
 	}
+	close(d.work) // the compressing goroutines end
 	return d.err
 }
 
 func (d *parallelDeflate) getBuf() []byte {
-	if b, ok := d.free.Get().(*[]byte); ok {
+	if b, ok := deflateIns.Get().(*[]byte); ok {
 		return (*b)[:0]
 	}
 	return make([]byte, 0, deflateBlock)
@@ -119,7 +147,15 @@ func (d *parallelDeflate) start(last bool) {
 	}
 	d.buf = nil
 	d.inflight = append(d.inflight, b)
-	go d.compress(b)
+	if d.started < d.procs && d.started < len(d.inflight) {
+		d.started++
+		d.spawn(func() {
+			for b := range d.work {
+				d.compress(b)
+			}
+		})
+	}
+	d.work <- b // a compressing goroutine takes it
 }
 
 // finishOldest waits for the oldest block in flight and writes its output.
@@ -128,29 +164,40 @@ func (d *parallelDeflate) finishOldest() {
 	d.inflight = d.inflight[1:]
 	<-b.done
 	in := b.in
-	d.free.Put(&in)
+	deflateIns.Put(&in)
 	if d.err == nil {
 		d.err = b.err
 	}
 	if d.err == nil {
 		_, d.err = d.w.Write(b.out.Bytes())
 	}
+	b.out.Reset()
+	deflateOuts.Put(b.out)
 }
 
 func (d *parallelDeflate) compress(b *block) {
 	defer close(b.done)
+	b.out, _ = deflateOuts.Get().(*bytes.Buffer)
+	if b.out == nil {
+		b.out = new(bytes.Buffer)
+	}
 	b.out.Grow(len(b.in) / 4)
-	fw, _ := d.writers.Get().(*flate.Writer)
+	var fw *flate.Writer
+	if d.level == deflateLevel {
+		fw, _ = deflateWriters.Get().(*flate.Writer)
+	}
 	if fw == nil {
 		var err error
-		if fw, err = flate.NewWriterDict(&b.out, d.level, b.dict); err != nil {
+		if fw, err = flate.NewWriterDict(b.out, d.level, b.dict); err != nil {
 			b.err = err
 			return
 		}
 	} else {
-		fw.ResetDict(&b.out, b.dict)
+		fw.ResetDict(b.out, b.dict)
 	}
-	defer d.writers.Put(fw)
+	if d.level == deflateLevel {
+		defer deflateWriters.Put(fw)
+	}
 	// In pieces, with a yield between them: a block is milliseconds of CPU.
 	for p := b.in; len(p) > 0; {
 		piece := p[:min(len(p), 64<<10)]

@@ -71,6 +71,6 @@ func BenchmarkSheetDeflate(b *testing.B) {
 		})
 	}
 	b.Run("parallel-"+strconv.Itoa(deflateLevel)+"-procs-"+strconv.Itoa(runtime.GOMAXPROCS(0)), func(b *testing.B) {
-		run(b, func(w io.Writer) (io.WriteCloser, error) { return newParallelDeflate(w, deflateLevel, nil), nil })
+		run(b, func(w io.Writer) (io.WriteCloser, error) { return newParallelDeflate(w, deflateLevel, nil, nil), nil })
 	})
 }

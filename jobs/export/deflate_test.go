@@ -54,7 +54,7 @@ func TestParallelDeflateRoundTrip(t *testing.T) {
 			in := data[:tc.size]
 			var out bytes.Buffer
 			var yields atomic.Int64 // yield is called from the compressing goroutines
-			d := newParallelDeflate(&out, deflateLevel, func() { yields.Add(1) })
+			d := newParallelDeflate(&out, deflateLevel, func() { yields.Add(1) }, nil)
 			d.procs = tc.procs
 			for p := in; len(p) > 0; {
 				k := min(len(p), tc.piece)
@@ -97,7 +97,7 @@ func (f *failingDest) Write(p []byte) (int, error) {
 // the blocks in flight and returns that error.
 func TestParallelDeflateWriteError(t *testing.T) {
 	full := errors.New("disk full")
-	d := newParallelDeflate(&failingDest{n: 1, err: full}, deflateLevel, nil)
+	d := newParallelDeflate(&failingDest{n: 1, err: full}, deflateLevel, nil, nil)
 	d.procs = 2
 	data := sheetLike(8 * deflateBlock)
 	var werr error

@@ -154,7 +154,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
-	src = piped(withColumns(src, rep.Columns, run.Warn))
+	src = piped(withColumns(src, rep.Columns, run.Warn), run.Go)
 	now := k.cfg.Now
 	if now == nil {
 		now = time.Now
@@ -171,7 +171,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)
 	}
 	return writeXLSX(ctx, out, src, q, xlsxOptions{
-		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield,
+		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield, spawn: run.Go,
 		version: k.cfg.Version,
 	})
 }

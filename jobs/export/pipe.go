@@ -10,13 +10,31 @@ import (
 	"sheetq/jobs"
 )
 
-// piped runs src on a goroutine of its own, handing its rows to the writer in batches,
-// so that reading rows (the driver, decoding, column conversions) and writing them (cell
-// XML, compression) use two cores instead of taking turns on one. The writer's methods
-// still run on the caller's goroutine, in order. With one core it only adds a copy.
-func piped(src Source) Source { return pipedSource{src} }
+// piped lets a long export read and write on two cores: after the first pipeAfter rows,
+// which go straight to the writer as without it, the writer moves to a goroutine of its
+// own (started with spawn: jobs.Run.Go, which keeps it at the job's priority) and the
+// source hands it rows in batches, so that reading rows (the driver, decoding, column
+// conversions) and writing them (cell XML, compression) no longer take turns on one
+// core. A small export never starts the goroutine. The writer's methods still run one at
+// a time, in order, and all of them have returned when Stream does. nil spawn: the go
+// statement.
+func piped(src Source, spawn func(func())) Source {
+	if spawn == nil {
+		spawn = func(f func()) { go f() }
+	}
+	return pipedSource{Source: src, spawn: spawn, after: pipeAfter}
+}
 
-type pipedSource struct{ Source }
+type pipedSource struct {
+	Source
+	spawn func(func())
+	after int64 // rows written directly before the pipe starts
+}
+
+// pipeAfter is how many rows an export writes before it pipes: a few tens of
+// milliseconds of work, below which a second goroutine (and, at a lowered priority, a
+// thread of its own) costs more than it brings.
+const pipeAfter = 8192
 
 // Batches are handed over when they hold pipeRows rows or pipeBytes bytes of text and
 // binary values, whichever comes first; pipeDepth batches may wait. At most
@@ -28,7 +46,7 @@ const (
 	pipeDepth = 4
 )
 
-// batch is a run of rows, or the Begin that comes before them.
+// batch is a run of rows, or a Begin.
 type batch struct {
 	begin bool
 	cols  []Column
@@ -45,27 +63,13 @@ var errWriterStopped = errors.New("the file writer stopped")
 func (p pipedSource) Stream(parent context.Context, q Query, w RowWriter) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	pw := &pipeWriter{ctx: ctx, out: make(chan *batch, pipeDepth), free: make(chan *batch, pipeDepth+2)}
-	srcErr := make(chan error, 1)
-	go func() {
-		err := pw.run(p.Source, q)
-		close(pw.out)
-		srcErr <- err
-	}()
-	var werr error
-	for b := range pw.out {
-		if werr == nil {
-			werr = deliver(w, b)
-			if werr != nil {
-				cancel(errWriterStopped) // the source stops at its next row
-			}
-		}
-		select {
-		case pw.free <- b:
-		default:
-		}
+	pw := &pipeWriter{ctx: ctx, cancel: cancel, w: w, spawn: p.spawn, after: p.after}
+	defer pw.stop() // also when the source panics: the writer's goroutine ends first
+	err := p.Source.Stream(ctx, q, pw)
+	if serr := pw.send(); err == nil { // the rows before an error arrive too, as without the pipe
+		err = serr
 	}
-	err := <-srcErr
+	werr := pw.stop()
 	var je *jobs.Error
 	switch {
 	case werr != nil:
@@ -77,57 +81,56 @@ func (p pipedSource) Stream(parent context.Context, q Query, w RowWriter) error 
 	return err
 }
 
-func deliver(w RowWriter, b *batch) error {
-	if b.begin {
-		return w.Begin(b.cols, b.total)
-	}
-	for _, row := range b.rows {
-		if err := w.Row(row); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // pipeWriter is the RowWriter the source writes to, on the source's goroutine.
 type pipeWriter struct {
-	ctx  context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	w      RowWriter
+	spawn  func(func())
+	after  int64
+
+	rows int64
+	cols int
+	werr error // the writer's error, once it failed (directly or on its goroutine)
+
+	// Set once the pipe has started.
 	out  chan *batch
 	free chan *batch
+	done chan error // the writer goroutine's error, once out is closed and drained
 	cur  *batch
-	cols int
-}
-
-// run streams src into the pipe and sends what is left, even after an error; a panic in the source becomes
-// the export's error, as the engine makes of one in a job (it is on another goroutine,
-// where the engine's recover does not reach).
-func (pw *pipeWriter) run(src Source, q Query) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			slog.Default().Error("export source panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			err = jobs.Retryable("panic", fmt.Errorf("source panicked: %v", p))
-		}
-	}()
-	err = src.Stream(pw.ctx, q, pw)
-	if serr := pw.send(); err == nil { // the rows before an error arrive too, as without the pipe
-		err = serr
-	}
-	return err
 }
 
 // Begin implements RowWriter.
 func (pw *pipeWriter) Begin(cols []Column, total int64) error {
+	pw.cols = len(cols)
+	if pw.out == nil {
+		return pw.direct(pw.w.Begin(cols, total))
+	}
 	if err := pw.send(); err != nil {
 		return err
 	}
-	pw.cols = len(cols)
 	return pw.put(&batch{begin: true, cols: cols, total: total})
 }
 
-// Row implements RowWriter: a copy of values joins the batch. The source may reuse
-// values and a []byte in them once Row returns, so those are copied; strings and the
-// other values are immutable.
+// direct notes err, from a writer's method called on the source's goroutine.
+func (pw *pipeWriter) direct(err error) error {
+	if err != nil {
+		pw.werr = err
+	}
+	return err
+}
+
+// Row implements RowWriter: before the pipe starts, the writer's Row; after, a copy of
+// values joins the batch. The source may reuse values and a []byte in them once Row
+// returns, so those are copied; strings and the other values are immutable.
 func (pw *pipeWriter) Row(values []any) error {
+	pw.rows++
+	if pw.out == nil {
+		if pw.rows <= pw.after {
+			return pw.direct(pw.w.Row(values))
+		}
+		pw.start()
+	}
 	b := pw.cur
 	if b == nil {
 		b = pw.take()
@@ -159,6 +162,63 @@ func (pw *pipeWriter) Row(values []any) error {
 		return pw.send()
 	}
 	return nil
+}
+
+// start moves the writer to a goroutine of its own. A panic there becomes the export's
+// error, as the engine makes of one in a job: the engine's recover does not reach it.
+func (pw *pipeWriter) start() {
+	pw.out = make(chan *batch, pipeDepth)
+	pw.free = make(chan *batch, pipeDepth+2)
+	pw.done = make(chan error, 1)
+	pw.spawn(func() {
+		var werr error
+		defer func() {
+			if p := recover(); p != nil {
+				slog.Default().Error("export writer panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				werr = jobs.Retryable("panic", fmt.Errorf("file writer panicked: %v", p))
+				pw.cancel(errWriterStopped)
+				for range pw.out { // let the source finish its sends
+				}
+			}
+			pw.done <- werr
+		}()
+		for b := range pw.out {
+			if werr == nil {
+				if werr = deliver(pw.w, b); werr != nil {
+					pw.cancel(errWriterStopped) // the source stops at its next row
+				}
+			}
+			select {
+			case pw.free <- b:
+			default:
+			}
+		}
+	})
+}
+
+func deliver(w RowWriter, b *batch) error {
+	if b.begin {
+		return w.Begin(b.cols, b.total)
+	}
+	for _, row := range b.rows {
+		if err := w.Row(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop ends the pipe, if it started: out is closed, and once the writer's goroutine has
+// written what it was given and returned, its error is the writer's. It may be called
+// more than once.
+func (pw *pipeWriter) stop() error {
+	if pw.out != nil {
+		pw.send() // after a panic in the source, the rows it sent before it; else a no-op
+		close(pw.out)
+		pw.werr = <-pw.done
+		pw.out, pw.cur = nil, nil
+	}
+	return pw.werr
 }
 
 // take is an empty batch: a used one if the writer has handed one back.

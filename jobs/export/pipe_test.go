@@ -10,6 +10,12 @@ import (
 	"sheetq/jobs"
 )
 
+// pipedAfter is piped with the pipe starting after n rows, so that a test sees both the
+// rows written directly and the piped ones.
+func pipedAfter(src Source, n int64) Source {
+	return pipedSource{Source: src, spawn: func(f func()) { go f() }, after: n}
+}
+
 // funcSource streams by calling fn.
 type funcSource func(ctx context.Context, w RowWriter) error
 
@@ -34,7 +40,13 @@ func (r *recordWriter) Row(values []any) error {
 	if len(r.rows)+1 == r.failAt {
 		return errors.New("disk full")
 	}
-	r.rows = append(r.rows, append([]any(nil), values...))
+	row := append([]any(nil), values...)
+	for i, v := range row {
+		if b, ok := v.([]byte); ok {
+			row[i] = append([]byte(nil), b...) // a writer does not keep a source's values
+		}
+	}
+	r.rows = append(r.rows, row)
 	return nil
 }
 
@@ -65,7 +77,7 @@ func TestPipedDeliversRowsInOrder(t *testing.T) {
 		return nil
 	})
 	var w recordWriter
-	if err := piped(src).Stream(t.Context(), Query{}, &w); err != nil {
+	if err := pipedAfter(src, 100).Stream(t.Context(), Query{}, &w); err != nil {
 		t.Fatal(err)
 	}
 	if w.begins != 1 || len(w.cols) != 4 || w.total != n || len(w.rows) != n {
@@ -82,62 +94,110 @@ func TestPipedDeliversRowsInOrder(t *testing.T) {
 	}
 }
 
-// A writer that fails stops the source at its next row, and its error is the export's;
+// A writer that fails stops the source at its next row, and its error is the export's,
+// whether it fails before the pipe starts (row 50) or on its own goroutine (row 1000);
 // the source has returned by the time Stream does.
 func TestPipedWriterErrorStopsTheSource(t *testing.T) {
-	returned := make(chan error, 1)
-	src := funcSource(func(ctx context.Context, w RowWriter) (err error) {
-		defer func() { returned <- err }()
-		if err := w.Begin([]Column{{Name: "i"}}, -1); err != nil {
-			return err
-		}
-		for i := int64(0); ; i++ { // endless, but for the writer
-			if err := w.Row([]any{i}); err != nil {
-				return fmt.Errorf("source: %w", err)
+	for _, failAt := range []int{50, 1000} {
+		returned := make(chan error, 1)
+		src := funcSource(func(ctx context.Context, w RowWriter) (err error) {
+			defer func() { returned <- err }()
+			if err := w.Begin([]Column{{Name: "i"}}, -1); err != nil {
+				return err
 			}
+			for i := int64(0); ; i++ { // endless, but for the writer
+				if err := w.Row([]any{i}); err != nil {
+					return fmt.Errorf("source: %w", err)
+				}
+			}
+		})
+		w := recordWriter{failAt: failAt}
+		err := pipedAfter(src, 100).Stream(t.Context(), Query{}, &w)
+		if err == nil || err.Error() != "disk full" {
+			t.Fatalf("failing at row %d: Stream: %v, want the writer's error", failAt, err)
 		}
-	})
-	w := recordWriter{failAt: 1000}
-	err := piped(src).Stream(t.Context(), Query{}, &w)
-	if err == nil || err.Error() != "disk full" {
-		t.Fatalf("Stream: %v, want the writer's error", err)
-	}
-	select {
-	case serr := <-returned:
-		if !errors.Is(serr, errWriterStopped) {
-			t.Errorf("the source's Row returned %v, want errWriterStopped", serr)
+		if len(w.rows) != failAt-1 {
+			t.Errorf("failing at row %d: the writer took %d rows", failAt, len(w.rows))
 		}
-	default:
-		t.Fatal("Stream returned while the source was still running")
+		select {
+		case serr := <-returned:
+			if failAt > 100 && !errors.Is(serr, errWriterStopped) {
+				t.Errorf("failing at row %d: the source's Row returned %v, want errWriterStopped", failAt, serr)
+			}
+		default:
+			t.Fatalf("failing at row %d: Stream returned while the source was still running", failAt)
+		}
 	}
 }
 
-// A source's error comes back as it is, after the rows it sent before it; a source
-// that panics fails the export with a retryable "panic" instead of the process.
-func TestPipedSourceErrorAndPanic(t *testing.T) {
+// A source's error comes back as it is, after the rows it sent before it, before and
+// after the pipe starts.
+func TestPipedSourceError(t *testing.T) {
 	upstream := jobs.Retryable("upstream", errors.New("connection reset"))
-	src := funcSource(func(ctx context.Context, w RowWriter) error {
-		w.Begin([]Column{{Name: "i"}}, -1)
-		for i := range 10 {
-			w.Row([]any{int64(i)})
+	for _, n := range []int{10, 1000} {
+		src := funcSource(func(ctx context.Context, w RowWriter) error {
+			w.Begin([]Column{{Name: "i"}}, -1)
+			for i := range n {
+				w.Row([]any{int64(i)})
+			}
+			return upstream
+		})
+		var w recordWriter
+		if err := pipedAfter(src, 100).Stream(t.Context(), Query{}, &w); err != upstream || len(w.rows) != n {
+			t.Fatalf("Stream: %v with %d rows, want the source's error after its %d rows", err, len(w.rows), n)
 		}
-		return upstream
+	}
+}
+
+// panicWriter panics at row at.
+type panicWriter struct{ n, at int }
+
+func (p *panicWriter) Begin([]Column, int64) error { return nil }
+func (p *panicWriter) Row([]any) error {
+	if p.n++; p.n == p.at {
+		var cols []Column
+		_ = cols[p.n] // out of range: a writer's bug
+	}
+	return nil
+}
+
+// A writer that panics on the pipe's goroutine, where the engine's recover does not
+// reach, fails the export with a retryable "panic" instead of the process, and stops
+// the source. A source that panics does so on the handler's goroutine, where the
+// engine's recover does reach, after the writer's goroutine has ended.
+func TestPipedPanics(t *testing.T) {
+	endless := funcSource(func(ctx context.Context, w RowWriter) error {
+		w.Begin([]Column{{Name: "i"}}, -1)
+		for i := int64(0); ; i++ {
+			if err := w.Row([]any{i}); err != nil {
+				return err
+			}
+		}
 	})
-	var w recordWriter
-	if err := piped(src).Stream(t.Context(), Query{}, &w); err != upstream || len(w.rows) != 10 {
-		t.Fatalf("Stream: %v with %d rows, want the source's error after its 10 rows", err, len(w.rows))
+	err := pipedAfter(endless, 100).Stream(t.Context(), Query{}, &panicWriter{at: 1000})
+	var je *jobs.Error
+	if !errors.As(err, &je) || je.Code != "panic" || je.Permanent {
+		t.Fatalf("a panicking writer: %v, want a retryable panic error", err)
 	}
 
 	boom := funcSource(func(ctx context.Context, w RowWriter) error {
 		w.Begin([]Column{{Name: "i"}}, -1)
-		var cols []Column
-		_ = cols[len(w.(*pipeWriter).out)+1] // out of range: a source's bug
-		return nil
+		for i := range 1000 {
+			w.Row([]any{int64(i)})
+		}
+		panic("a source's bug")
 	})
-	err := piped(boom).Stream(t.Context(), Query{}, &recordWriter{})
-	var je *jobs.Error
-	if !errors.As(err, &je) || je.Code != "panic" || je.Permanent {
-		t.Fatalf("a panicking source: %v, want a retryable panic error", err)
+	var w recordWriter
+	func() {
+		defer func() {
+			if p := recover(); p != "a source's bug" {
+				t.Fatalf("recovered %v, want the source's panic", p)
+			}
+		}()
+		pipedAfter(boom, 100).Stream(t.Context(), Query{}, &w)
+	}()
+	if len(w.rows) != 1000 {
+		t.Fatalf("the writer had %d rows when the panic went on, want the 1000 sent before it", len(w.rows))
 	}
 }
 
@@ -156,7 +216,7 @@ func TestPipedCancel(t *testing.T) {
 		}
 	})
 	w := cancelAt{at: 5000, cancel: cancel}
-	err := piped(src).Stream(ctx, Query{}, &w)
+	err := pipedAfter(src, 100).Stream(ctx, Query{}, &w)
 	var je *jobs.Error
 	if !errors.As(err, &je) || je.Code != "canceled" {
 		t.Fatalf("Stream after a cancel: %v, want a canceled error", err)

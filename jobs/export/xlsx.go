@@ -42,6 +42,9 @@ type xlsxOptions struct {
 	// yield is called between units of work so that accepting requests goes first
 	// (jobs.Run.Yield); nil: runtime.Gosched.
 	yield func()
+	// spawn starts the goroutines that compress a sheet (jobs.Run.Go, which keeps
+	// them at the job's priority); nil: the go statement.
+	spawn func(func())
 	// maxSheetRows is how many rows, header included, a sheet takes before the writer
 	// starts the next one (default Excel's limit, excelize.TotalRows; at least 2).
 	// Tests lower it to see the split.
@@ -744,7 +747,7 @@ func (x *xlsxWriter) closeSheet() error {
 func (x *xlsxWriter) compress(part *sheetPart) error {
 	comp := &countWriter{w: part.file}
 	bw := bufio.NewWriterSize(ctxWriter{stop: x.stop, w: comp}, 64<<10)
-	fw := newParallelDeflate(bw, deflateLevel, x.opt.yield)
+	fw := newParallelDeflate(bw, deflateLevel, x.opt.yield, x.opt.spawn)
 	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE(), yield: x.opt.yield}
 	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
 	buf, err := x.f.WriteToBuffer()

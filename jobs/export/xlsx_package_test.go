@@ -268,7 +268,7 @@ func TestSheetCapturePatchesDimension(t *testing.T) {
 	want := head + `<dimension ref="A1:C9"/>` + tail
 	for _, size := range []int{1, 2, 7, 31, len(head) + 5, 1000, len(in)} {
 		var comp bytes.Buffer
-		fw := newParallelDeflate(&comp, deflateLevel, nil)
+		fw := newParallelDeflate(&comp, deflateLevel, nil, nil)
 		c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
 		for p := []byte(in); len(p) > 0; {
 			n := min(size, len(p))
@@ -293,7 +293,7 @@ func TestSheetCapturePatchesDimension(t *testing.T) {
 	}
 	// A sheet without the dimension excelize writes (a newer excelize, say) fails
 	// rather than going out with a wrong one.
-	fw := newParallelDeflate(io.Discard, deflateLevel, nil)
+	fw := newParallelDeflate(io.Discard, deflateLevel, nil, nil)
 	c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
 	if _, err := c.Write([]byte(strings.Repeat(" ", maxSheetHead+1))); err == nil {
 		t.Error("no error for a sheet without its dimension")
