@@ -37,9 +37,11 @@ func (l library) Report(id string) (export.Report, error) {
 }
 
 // runPipeline enqueues one export job in a fresh store and waits for the engine to
-// finish it: the query runs, the xlsx is written to the part file, fsynced, renamed
-// and hashed, and the job is committed SUCCEEDED.
-func runPipeline(ctx context.Context, dir, db, query string) (result, error) {
+// finish it: the query runs, the file (xlsx or csv, as format says) is written to the
+// part file, fsynced, renamed and hashed, and the job is committed SUCCEEDED. The
+// process collects garbage as the server does by default (gcdefaults, with the default
+// two export workers), so that its peak RSS is the server's as shipped.
+func runPipeline(ctx context.Context, dir, db, query, format string) (result, error) {
 	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
 	if err != nil {
 		return result{}, err
@@ -70,6 +72,9 @@ func runPipeline(ctx context.Context, dir, db, query string) (result, error) {
 	})
 	eng.Register(export.Name, kind)
 	args, err := kind.Validate("bench", nil)
+	if err == nil {
+		args, err = args.WithFormat(format, false)
+	}
 	if err != nil {
 		return result{}, err
 	}
