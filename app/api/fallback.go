@@ -10,24 +10,13 @@ import (
 // apiCatchAll is the pattern that takes every API request no other route took.
 const apiCatchAll = "/api/"
 
-// probeMethods are the methods a 405's Allow header can list.
-var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
-	http.MethodPatch, http.MethodDelete}
-
 // fallback answers API requests that no route took, as problem+json: 405 with an Allow
 // header when the path has routes for other methods, 404 when it has none. The mux
 // itself would answer 405, but the catch-all pattern matches every method and hides it,
 // so the fallback asks the mux which other methods would have matched.
 func (a *API) fallback(mux *http.ServeMux) problem.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		var allow []string
-		for _, m := range probeMethods {
-			probe := r.WithContext(r.Context()) // a shallow copy; only the method differs
-			probe.Method = m
-			if _, pattern := mux.Handler(probe); pattern != "" && pattern != apiCatchAll {
-				allow = append(allow, m)
-			}
-		}
+		allow := problem.AllowedMethods(mux, r, apiCatchAll)
 		if len(allow) == 0 {
 			return problem.New(http.StatusNotFound, "no_route", "no API route "+r.Method+" "+r.URL.Path)
 		}

@@ -399,9 +399,10 @@ func (m *Metrics) instrument(mux *http.ServeMux, next http.Handler) http.Handler
 }
 
 // routeLabel is a pattern without its method ("GET /api/v1/exports/{id}" becomes
-// "/api/v1/exports/{id}"), or "unmatched" for a request no route took.
+// "/api/v1/exports/{id}"), or "unmatched" for a request no route took: no pattern, or
+// the pages' catch-all "/" (its not-found page).
 func routeLabel(pattern string) string {
-	if pattern == "" {
+	if pattern == "" || pattern == "/" {
 		return "unmatched"
 	}
 	if i := strings.IndexByte(pattern, ' '); i >= 0 {

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/a-h/templ"
 
@@ -78,6 +79,27 @@ func (p *Pages) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /login", h(p.loginPage))
 	mux.Handle("POST /login", p.cfg.Middleware.SameOrigin(h(p.login)))
 	mux.Handle("POST /logout", p.cfg.Middleware.SameOrigin(h(p.logout)))
+
+	// Every other path (the API has its own catch-all, "/api/"): a page in the layout.
+	mux.Handle(pagesCatchAll, h(p.fallback(mux)))
+}
+
+// pagesCatchAll is the pattern that takes every request no other route took.
+const pagesCatchAll = "/"
+
+// fallback answers requests that no route took with a page inside the layout, whose
+// navigation is the way back: 405 with an Allow header when the path has routes for
+// other methods (a form posted to a page, say), 404 when it has none.
+func (p *Pages) fallback(mux *http.ServeMux) problem.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if allow := problem.AllowedMethods(mux, r, pagesCatchAll); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return &pageError{status: http.StatusMethodNotAllowed, title: "Not allowed here",
+				message: "This page does not take a " + r.Method + " request."}
+		}
+		return &pageError{status: http.StatusNotFound, title: "Page not found",
+			message: "There is no page at " + r.URL.Path + "."}
+	}
 }
 
 // pageError is a page that says what went wrong and what to do, which a handler returns.

@@ -1,0 +1,25 @@
+package problem
+
+import (
+	"net/http"
+	"slices"
+)
+
+// probeMethods are the methods a 405's Allow header can list.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete}
+
+// AllowedMethods lists the methods that a route of mux other than the catch-all
+// patterns would take r's path with. A catch-all pattern ("/api/", "/") matches every
+// method, so the mux no longer answers 405 by itself; its fallback asks this instead.
+func AllowedMethods(mux *http.ServeMux, r *http.Request, catchAll ...string) []string {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.WithContext(r.Context()) // a shallow copy; only the method differs
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && !slices.Contains(catchAll, pattern) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}

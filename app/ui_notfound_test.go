@@ -1,0 +1,40 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A path with no page gets a 404 page inside the layout, with its navigation and a
+// link back, instead of Go's bare "404 page not found"; a page asked with a method it
+// does not take gets a 405 page with an Allow header. API paths keep problem+json.
+func TestUIUnknownPathsGetAPage(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	for _, path := range []string{"/nope", "/exports/abc/nothing", "/reports/x/y"} {
+		doc := page(t, ts.get(path), http.StatusNotFound)
+		if got := strings.TrimSpace(doc.Find("h1").Text()); got != "Page not found" {
+			t.Errorf("%s: heading %q", path, got)
+		}
+		if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, path) {
+			t.Errorf("%s: message %q does not name the path", path, msg)
+		}
+		for _, id := range []string{"nav-exports", "nav-new", "nav-reports", "nav-queue"} {
+			if tid(doc, id).Length() != 1 {
+				t.Errorf("%s: no %s in the 404 page", path, id)
+			}
+		}
+		if doc.Find(`a[href="/"]`).Length() == 0 {
+			t.Errorf("%s: no way back to the exports", path)
+		}
+	}
+
+	res := ts.request(http.MethodPost, "/queue", nil, nil)
+	page(t, res, http.StatusMethodNotAllowed)
+	if allow := res.Header.Get("Allow"); allow != "GET, HEAD" {
+		t.Errorf("POST /queue: Allow %q, want GET, HEAD", allow)
+	}
+
+	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
+	checkProblem(t, ts.request(http.MethodPut, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
+}
