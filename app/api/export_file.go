@@ -67,7 +67,7 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	var args export.Args
 	_ = json.Unmarshal(job.Args, &args) // the zero value is an xlsx file
-	name, contentType := export.DownloadName(args.Report, job), args.ContentType()
+	name, contentType := export.DownloadName(args, job), args.ContentType()
 	if a.cfg.Download == DownloadRedirect && r.Method == http.MethodGet {
 		// A presigned URL is signed for GET: a HEAD is answered here, from the object.
 		link, err := a.cfg.Files.Presign(r.Context(), job.FileName, presignTTL, name, contentType)

@@ -133,7 +133,7 @@ func fetch(t *testing.T, c *http.Client, method, url string, header http.Header)
 func checkAttachment(t *testing.T, res *http.Response, job store.Job) {
 	t.Helper()
 	disp, params, err := mime.ParseMediaType(res.Header.Get("Content-Disposition"))
-	if want := export.DownloadName("sales", job); err != nil || disp != "attachment" || params["filename"] != want {
+	if want := export.DownloadName(export.Args{Report: "sales"}, job); err != nil || disp != "attachment" || params["filename"] != want {
 		t.Errorf("Content-Disposition %q; want attachment with filename %q", res.Header.Get("Content-Disposition"), want)
 	}
 	if ct := res.Header.Get("Content-Type"); ct != xlsxType {

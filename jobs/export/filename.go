@@ -152,20 +152,15 @@ func safeFileName(name string) string {
 	return name
 }
 
-// downloadName is the name job j's file downloads as, ext its extension (".xlsx"): the
-// pattern of the report's "-- filename:" line as the job was accepted with, filled
-// with the job's params and made safe; without one, or if nothing of it is left,
-// <report>-<YYYY-MM-DD>-<short id>, the day the job finished (or was created).
-func downloadName(report string, j store.Job, ext string) string {
-	var args struct {
-		Params map[string]any `json:"params"`
-		Spec   *struct {
-			Filename string `json:"filename"`
-		} `json:"spec"`
-	}
-	_ = json.Unmarshal(j.Args, &args) // args of another kind, or none, name no pattern
-	if args.Spec != nil && args.Spec.Filename != "" {
-		if name := safeFileName(renderFilename(args.Spec.Filename, args.Params)); name != "" {
+// DownloadName is the name a browser saves job j's file as, a its decoded args (the
+// caller has them already: JobJSON, the file's download): the pattern of the report's
+// "-- filename:" line as the job was accepted with, filled with the job's params and
+// made safe; without one, or if nothing of it is left, <report>-<YYYY-MM-DD>-<short id>,
+// the day the job finished (or was created); the extension is the args' format's.
+func DownloadName(a Args, j store.Job) string {
+	ext := a.FileExt()
+	if a.Spec != nil && a.Spec.Filename != "" {
+		if name := safeFileName(renderFilename(a.Spec.Filename, a.Params)); name != "" {
 			return name + ext
 		}
 	}
@@ -179,7 +174,7 @@ func downloadName(report string, j store.Job, ext string) string {
 			return r
 		}
 		return '-'
-	}, report)
+	}, a.Report)
 	if safe == "" {
 		safe = "export"
 	}

@@ -15,17 +15,25 @@ import (
 // every OS; without a pattern, or when nothing of it is left, the name is as before.
 func TestDownloadNameFromPattern(t *testing.T) {
 	day := time.Date(2025, 3, 4, 23, 30, 0, 0, time.UTC)
-	job := func(pattern string, params map[string]any) store.Job {
+	// job is a job with these args, and the args as decoded from it (numbers as JSON's).
+	job := func(pattern string, params map[string]any, ext string) (Args, store.Job) {
 		t.Helper()
 		args := Args{Report: "orders", Params: params}
 		if pattern != "" {
 			args.Spec = &Report{ID: "orders", Filename: pattern}
 		}
+		if ext == CSVExt {
+			args.Format = FormatCSV
+		}
 		raw, err := json.Marshal(args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store.Job{ID: "0123456789abcdef", Args: raw, CreatedAt: day, FinishedAt: day}
+		var decoded Args
+		if err := json.Unmarshal(raw, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		return decoded, store.Job{ID: "0123456789abcdef", Args: raw, CreatedAt: day, FinishedAt: day}
 	}
 	long := strings.Repeat("ä", 200)
 	tests := []struct {
@@ -37,7 +45,7 @@ func TestDownloadNameFromPattern(t *testing.T) {
 	}{
 		{"no pattern", "", map[string]any{"from": "2025-03-01"}, ".xlsx", "orders-2025-03-04-01234567.xlsx"},
 		{"dates", "orders-{from}-{to}", map[string]any{"from": "2025-03-01", "to": "2025-04-01"}, ".xlsx", "orders-2025-03-01-2025-04-01.xlsx"},
-		{"the extension is the caller's", "orders-{from}", map[string]any{"from": "2025-03-01"}, ".csv", "orders-2025-03-01.csv"},
+		{"the extension is the format's", "orders-{from}", map[string]any{"from": "2025-03-01"}, ".csv", "orders-2025-03-01.csv"},
 		{"numbers and bools", "revenue {year} {rate} {all}", map[string]any{"year": int64(2025), "rate": 0.25, "all": true}, ".xlsx", "revenue 2025 0.25 true.xlsx"},
 		{"a datetime's colons", "at {t}", map[string]any{"t": "2025-03-04T05:06:07Z"}, ".xlsx", "at 2025-03-04T05-06-07Z.xlsx"},
 		{"every unsafe character", "r {v}", map[string]any{"v": `a/b\c:d*e?f"g<h>i|j`}, ".xlsx", "r a-b-c-d-e-f-g-h-i-j.xlsx"},
@@ -53,7 +61,7 @@ func TestDownloadNameFromPattern(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := downloadName("orders", job(tt.pattern, tt.params), tt.ext)
+			got := DownloadName(job(tt.pattern, tt.params, tt.ext))
 			if got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}

@@ -54,7 +54,7 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 	out.CancelRequested = j.CancelRequested && j.Status == store.StatusProcessing
 	if j.Status == store.StatusSucceeded && j.FileName != "" {
 		out.DownloadURL = base + apiv1.FilePath(j.ID)
-		out.File = &apiv1.File{Name: DownloadName(args.Report, j), Size: j.FileSize, SHA256: j.FileSHA256}
+		out.File = &apiv1.File{Name: DownloadName(args, j), Size: j.FileSize, SHA256: j.FileSHA256}
 	}
 	return out
 }
@@ -65,11 +65,4 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
-}
-
-// DownloadName is the name a browser saves a job's file as: its report's "-- filename:"
-// pattern filled with the job's params (filename.go), or <report>-<YYYY-MM-DD>-<short id>,
-// the day it finished (or was created); the extension is the file format's.
-func DownloadName(report string, j store.Job) string {
-	return downloadName(report, j, formatOf(j.Args).FileExt())
 }

@@ -21,12 +21,12 @@ func TestDownloadName(t *testing.T) {
 		{"", "export-2025-03-05-01234567.xlsx"},
 	}
 	for _, tt := range tests {
-		if got := export.DownloadName(tt.report, j); got != tt.want {
+		if got := export.DownloadName(export.Args{Report: tt.report}, j); got != tt.want {
 			t.Errorf("DownloadName(%q) = %q, want %q", tt.report, got, tt.want)
 		}
 	}
 	unfinished := store.Job{ID: "short", CreatedAt: day}
-	if got, want := export.DownloadName("demo", unfinished), "demo-2025-03-04-short.xlsx"; got != want {
+	if got, want := export.DownloadName(export.Args{Report: "demo"}, unfinished), "demo-2025-03-04-short.xlsx"; got != want {
 		t.Errorf("unfinished: %q, want %q", got, want)
 	}
 }
