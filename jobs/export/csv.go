@@ -3,7 +3,6 @@ package export
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"math"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -114,7 +114,7 @@ func (c *csvWriter) Begin(cols []Column, total int64) error {
 			c.line = append(c.line, ',')
 		}
 		start := len(c.line)
-		c.line = append(c.line, cmp.Or(col.Label, col.Name)...)
+		c.line = append(c.line, headerText(col)...)
 		c.line = c.quote(c.line, start)
 	}
 	if err := c.endLine(); err != nil {
@@ -220,7 +220,7 @@ func (c *csvWriter) appendValue(b []byte, i int, v any) []byte {
 	case string:
 		if !utf8.ValidString(t) {
 			c.fixed[i]++
-			return appendValidUTF8(b, []byte(t))
+			t = strings.ToValidUTF8(t, string(utf8.RuneError)) // a run of bad bytes becomes one U+FFFD
 		}
 		return append(b, t...)
 	case []byte:
@@ -229,26 +229,10 @@ func (c *csvWriter) appendValue(b []byte, i int, v any) []byte {
 			return base64.StdEncoding.AppendEncode(b, t)
 		}
 		return append(b, t...)
-	case int64:
+	case int64: // what every source sends for integers; the others in full, too
 		return strconv.AppendInt(b, t, 10)
-	case int:
-		return strconv.AppendInt(b, int64(t), 10)
-	case int32:
-		return strconv.AppendInt(b, int64(t), 10)
-	case int16:
-		return strconv.AppendInt(b, int64(t), 10)
-	case int8:
-		return strconv.AppendInt(b, int64(t), 10)
-	case uint64:
-		return strconv.AppendUint(b, t, 10)
-	case uint:
-		return strconv.AppendUint(b, uint64(t), 10)
-	case uint32:
-		return strconv.AppendUint(b, uint64(t), 10)
-	case uint16:
-		return strconv.AppendUint(b, uint64(t), 10)
-	case uint8:
-		return strconv.AppendUint(b, uint64(t), 10)
+	case int, int8, int16, int32, uint, uint8, uint16, uint32, uint64:
+		return fmt.Append(b, t)
 	case float64:
 		return appendFloat(b, t, 64)
 	case float32:
@@ -277,35 +261,16 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 	return strconv.AppendFloat(b, f, 'f', -1, bits)
 }
 
-// appendValidUTF8 appends p with each run of bytes that are not UTF-8 replaced by U+FFFD.
-func appendValidUTF8(b, p []byte) []byte {
-	bad := false
-	for len(p) > 0 {
-		r, n := utf8.DecodeRune(p)
-		if r == utf8.RuneError && n == 1 {
-			if !bad {
-				b = utf8.AppendRune(b, utf8.RuneError)
-			}
-			bad = true
-		} else {
-			b = append(b, p[:n]...)
-			bad = false
-		}
-		p = p[n:]
-	}
-	return b
-}
-
 // warnings says, per column, how many values were written as base64 or had bytes
 // replaced.
 func (c *csvWriter) warnings() []string {
 	var out []string
 	for i, col := range c.cols {
 		if n := c.binary[i]; n > 0 {
-			out = append(out, fmt.Sprintf("column %q: %s written as base64, not being UTF-8 text", col.Name, plural(n, "value was", "values were")))
+			out = append(out, fmt.Sprintf("column %q: %s written as base64, not being UTF-8 text", headerText(col), plural(n, "value was", "values were")))
 		}
 		if n := c.fixed[i]; n > 0 {
-			out = append(out, fmt.Sprintf("column %q: %s bytes that are not UTF-8, written as U+FFFD", col.Name, plural(n, "text value had", "text values had")))
+			out = append(out, fmt.Sprintf("column %q: %s bytes that are not UTF-8, written as U+FFFD", headerText(col), plural(n, "text value had", "text values had")))
 		}
 	}
 	return out

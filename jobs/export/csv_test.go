@@ -164,8 +164,9 @@ func TestWriteCSVReadBackByPython(t *testing.T) {
 					}
 				}
 			}
+			// Columns are named as the header shows them, as the xlsx writer's warnings do.
 			wantWarn := []string{
-				`column "text": 1 text value had bytes that are not UTF-8, written as U+FFFD`,
+				`column "Text, \"quoted\"": 1 text value had bytes that are not UTF-8, written as U+FFFD`,
 				`column "raw": 1 value was written as base64, not being UTF-8 text`,
 			}
 			if !slices.Equal(warnings, wantWarn) {
