@@ -85,7 +85,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	endForeground := p.cfg.Gate.Foreground()
 	defer endForeground()
 	params := formParams(rep.Params, r.PostForm)
-	format, bom := r.PostForm.Get(formatField), r.PostForm.Get(bomField) == "true"
+	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
 	args, prob := p.exports.Validate(rep.ID, params, format, bom)
 	if prob != nil {
 		fieldErrs := p.fieldErrors(rep, params)
@@ -130,6 +130,10 @@ const (
 	formatField = "file-format"
 	bomField    = "file-bom"
 )
+
+// bomChecked reads the BOM checkbox's values as the form is shown again and as it is
+// submitted: the last one sent counts.
+func bomChecked(vs []string) bool { return len(vs) > 0 && vs[len(vs)-1] == "true" }
 
 // formParams reads the declared params from a form. An unchecked checkbox sends nothing,
 // which for a bool means false, not "use the default".
@@ -223,8 +227,7 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		if vs := form[formatField]; len(vs) > 0 {
 			f.Format = vs[0]
 		}
-		vs := form[bomField]
-		f.BOM = len(vs) > 0 && vs[len(vs)-1] == "true"
+		f.BOM = bomChecked(form[bomField])
 	}
 	for _, p := range rep.Params {
 		fd := ui.Field{Name: p.Name, Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
