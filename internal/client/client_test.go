@@ -233,3 +233,24 @@ func TestDownloadChecksSHA256(t *testing.T) {
 		t.Fatalf("unwritable output: %v (%T), want a *SaveError", err, err)
 	}
 }
+
+// A download with no usable name from the server (no Content-Disposition, no file name
+// in the job) is saved as <id> with the extension of the job's format.
+func TestDownloadFallbackNameHasTheFormatsExtension(t *testing.T) {
+	body := []byte("id\r\n1\r\n")
+	sum := sha256.Sum256(body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, "", nil)
+	t.Chdir(t.TempDir())
+	for format, want := range map[string]string{"csv": "j1.csv", "xlsx": "j1.xlsx", "": "j1.xlsx", "../x": "j1.xlsx"} {
+		job := Job{ID: "j1", Status: "SUCCEEDED"}
+		job.Format = format
+		job.File = &apiv1.File{Name: "", Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}
+		name, err := c.Download(t.Context(), job, "")
+		if err != nil || name != want {
+			t.Errorf("format %q: saved as %q, %v; want %s", format, name, err, want)
+		}
+		os.Remove(name)
+	}
+}
