@@ -74,6 +74,8 @@ func (p *Pages) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /exports/{id}/retry", h(p.retryExportForm))
 	mux.HandleFunc("GET /reports", h(p.reportsPage))
 	mux.HandleFunc("GET /queue", h(p.queuePage))
+	p.listRoutes(mux)
+	p.formRoutes(mux)
 
 	// Sign-in for browsers when tokens are set (login.go, app/middleware/auth.go).
 	mux.HandleFunc("GET /login", h(p.loginPage))
@@ -108,6 +110,8 @@ type pageError struct {
 	title, message string
 	// close asks for the connection to be closed (a body that may still be arriving).
 	close bool
+	// back is the way on that the page offers; zero: back to the exports.
+	back ui.Link
 }
 
 func (e *pageError) Error() string { return strconv.Itoa(e.status) + " " + e.title }
@@ -129,7 +133,7 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 		if pe.close {
 			w.Header().Set("Connection", "close")
 		}
-		p.RenderError(w, r, pe.status, pe.title, pe.message)
+		p.render(w, r, pe.status, ui.ErrorPage(p.meta(r.Context(), "", ""), pe.title, pe.message, pe.back))
 		return
 	}
 	if f, ok := p.cfg.Problems.Fault(r, err); ok {
@@ -182,5 +186,5 @@ func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, c tem
 // RenderError shows a page that says what went wrong and what to do; the middleware
 // shows its refusals of browsers' requests with it too.
 func (p *Pages) RenderError(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	p.render(w, r, status, ui.ErrorPage(p.meta(r.Context(), "", ""), title, message))
+	p.render(w, r, status, ui.ErrorPage(p.meta(r.Context(), "", ""), title, message, ui.Link{}))
 }

