@@ -45,7 +45,7 @@ func reportUnusable(id string, err error) *pageError {
 	if errors.Is(err, export.ErrUnknownReport) {
 		return &pageError{status: http.StatusNotFound, title: "No such report",
 			message: "There is no report " + strconv.Quote(id) + ". Pick one from the list on the New export page.",
-			back: ui.Link{Href: "/exports/new", Text: "Pick a report"}}
+			back:    ui.Link{Href: "/exports/new", Text: "Pick a report"}}
 	}
 	return &pageError{status: http.StatusUnprocessableEntity, title: "This report cannot be used",
 		message: "Its file has an error: " + err.Error() + ". Fix the file; the Reports page shows when it loads again."}
