@@ -453,7 +453,7 @@ func TestUINewExportForm(t *testing.T) {
 	if got := tid(doc, "error-rows").Text(); !strings.Contains(got, "integer") {
 		t.Errorf("error-rows %q", got)
 	}
-	if got := tid(doc, "error-seconds").Text(); !strings.Contains(got, "between 0 and 86400") {
+	if got := tid(doc, "error-seconds").Text(); !strings.Contains(got, "from 0 to 86,400") {
 		t.Errorf("error-seconds %q", got)
 	}
 	if tid(doc, "error-fail_first").Length() != 0 {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
@@ -25,7 +27,7 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 		for _, e := range p.cfg.Catalog.Entries() {
 			c := ui.ReportChoice{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID), Description: e.Report.Description}
 			if e.Err != nil {
-				c.Broken = e.Err.Error()
+				c.Broken, c.File = e.Err.Error(), e.File
 			}
 			choices = append(choices, c)
 		}
@@ -36,8 +38,70 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return reportUnusable(id, err)
 	}
-	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), exportForm(rep, nil, nil, newFormKey())))
+	var form map[string][]string
+	if q := r.URL.Query(); len(q) > 1 {
+		form = prefill(rep, q)
+	}
+	f := exportForm(rep, form, nil, newFormKey())
+	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), f))
 	return nil
+}
+
+// prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1 (the
+// export page's "Run again with changes") into the form's values: a parameter named in
+// the query takes its value as given, even a wrong one (Start export marks it), the
+// others keep their defaults; keys that name no parameter are ignored.
+func prefill(rep export.Report, q map[string][]string) map[string][]string {
+	last := func(vs []string) string { return vs[len(vs)-1] }
+	truthy := func(v string) bool { return v != "" && v != "false" && v != "0" && v != "off" }
+	form := map[string][]string{}
+	for _, p := range rep.Params {
+		vs, sent := q[p.Name]
+		sent = sent && len(vs) > 0
+		switch {
+		case p.Type == export.TypeBool:
+			on := p.Default != nil && fmt.Sprint(p.Default) == "true"
+			if sent {
+				on = truthy(last(vs))
+			}
+			if on {
+				form[p.Name] = []string{"true"}
+			}
+		case sent:
+			v := last(vs)
+			if p.Type == export.TypeDatetime {
+				v = datetimeLocal(v)
+			}
+			form[p.Name] = []string{v}
+		case p.Default != nil:
+			v := fmt.Sprint(p.Default)
+			if p.Type == export.TypeDatetime {
+				v = datetimeLocal(v)
+			}
+			form[p.Name] = []string{v}
+		}
+	}
+	if vs := q["format"]; len(vs) > 0 {
+		form[formatField] = []string{last(vs)}
+	}
+	if vs := q["bom"]; len(vs) > 0 && truthy(last(vs)) {
+		form[bomField] = []string{"true"}
+	}
+	return form
+}
+
+// datetimeLocal writes an RFC 3339 time as a datetime-local input takes it (UTC, no
+// zone: the form reads a time without a zone as UTC); anything else stays as given.
+func datetimeLocal(v string) string {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return v
+	}
+	t = t.UTC()
+	if t.Second() != 0 {
+		return t.Format("2006-01-02T15:04:05")
+	}
+	return t.Format("2006-01-02T15:04")
 }
 
 // reportUnusable is the page that says why a report's form cannot be shown.
@@ -265,6 +329,11 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		case p.Max != nil:
 			fd.Hint = "At most " + num(*p.Max) + "."
 		}
+		if fd.Error != "" && fd.Hint != "" && isRangeError(fd.Error) {
+			// The value is out of bounds: one message with the bounds as the hint
+			// writes them, instead of raw numbers above the same bounds again.
+			fd.Error, fd.Hint = "Must be "+strings.ToLower(fd.Hint[:1])+fd.Hint[1:], ""
+		}
 		fd.Value = def
 		if form != nil {
 			vs, sent := form[p.Name]
@@ -280,6 +349,15 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		f.Fields = append(f.Fields, fd)
 	}
 	return f
+}
+
+// isRangeError says whether a field's error is the out-of-bounds one of
+// export.Param's range check ("must be between 0 and 10000000"), which the field's
+// hint says better.
+func isRangeError(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.HasPrefix(msg, "must be between ") || strings.HasPrefix(msg, "must be at least ") ||
+		strings.HasPrefix(msg, "must be at most ")
 }
 
 // num writes a bound for people: 10,000,000, or 0.5.

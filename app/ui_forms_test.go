@@ -1,0 +1,142 @@
+package app
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+)
+
+// The New export chooser: every card shows its report's title, id and description, and
+// a broken file's card shows its error, cut to a few lines with the whole of it below.
+func TestUIFormsReportCards(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "described.sql", "-- title: Described\n-- description: Orders of one week.\n-- source: demo\nSELECT 1;\n")
+	long := strings.Repeat("averyveryverylongidentifierwithoutanyspace", 8)
+	writeReport(t, ts, "broken.sql", "-- title: Broken\n-- "+long+": x\nSELECT 1;\n")
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		doc = page(t, ts.get("/exports/new"), http.StatusOK)
+		return doc.Find(`[data-testid="report-card"][data-id="broken"]`).Length() == 1 &&
+			doc.Find(`[data-testid="report-card"][data-id="described"]`).Length() == 1, "reports not loaded yet"
+	})
+	card := doc.Find(`[data-testid="report-card"][data-id="described"]`)
+	if got := card.Find("strong").Text(); got != "Described" {
+		t.Errorf("title %q", got)
+	}
+	if got := tid(card, "report-description").Text(); got != "Orders of one week." {
+		t.Errorf("description %q", got)
+	}
+	if !strings.Contains(card.Text(), "described") {
+		t.Errorf("card has no id: %q", card.Text())
+	}
+	broken := doc.Find(`[data-testid="report-card"][data-id="broken"]`)
+	msg := tid(broken, "report-broken")
+	if title := msg.AttrOr("title", ""); !strings.Contains(title, long) {
+		t.Errorf("the broken card's error has not the whole error in its title: %q", title)
+	}
+	if !strings.Contains(tid(broken, "report-broken-full").Text(), long) {
+		t.Error("a long error is not offered whole")
+	}
+	if tid(broken, "report-choice").Length() != 0 {
+		t.Error("a broken report can be chosen")
+	}
+}
+
+// A number out of its bounds gets one message, with thousands separators, and no hint
+// that says the same under it; other errors keep the hint.
+func TestUIFormsRangeErrorSaysOneThing(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	key := formOf(t, page(t, ts.get("/exports/new?report=demo"), http.StatusOK)).Get("idempotency_key")
+	bad := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"20000000"}, "seconds": {"x"}, "fail_first": {"0"}}
+	doc := page(t, ts.postForm("/exports", bad, nil), http.StatusUnprocessableEntity)
+	help := doc.Find("#help-rows")
+	if got := strings.Join(strings.Fields(help.Text()), " "); got != "Must be from 0 to 10,000,000." {
+		t.Errorf("rows help %q, want one message with separators", got)
+	}
+	if got := tid(doc, "error-seconds").Text(); !strings.Contains(got, "number") {
+		t.Errorf("seconds error %q", got)
+	}
+	if got := doc.Find("#help-seconds .muted").Text(); got != "From 0 to 86,400." {
+		t.Errorf("seconds hint %q: another error keeps the hint", got)
+	}
+}
+
+// /exports/new?report=ID&NAME=VALUE... opens the form filled in: unknown keys are
+// ignored, a wrong value is shown as given, format and BOM are taken.
+func TestUIFormsPrefill(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "kinds.sql", "-- title: Kinds\n-- source: demo\n-- param: on bool \"On\" = true\n"+
+		"-- param: at datetime \"At\" = 2025-01-01T00:00:00Z\n-- param: n int \"N\" = 5\nSELECT :on, :at, :n;\n")
+	doc := page(t, ts.get("/exports/new?report=demo&rows=25&seconds=oops&nosuch=1&format=csv&bom=1"), http.StatusOK)
+	for name, want := range map[string]string{"rows": "25", "seconds": "oops", "fail_first": "0"} {
+		if got := tid(doc, "param-"+name).AttrOr("value", ""); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if doc.Find(`[name="nosuch"]`).Length() != 0 {
+		t.Error("an unknown key became a field")
+	}
+	if v := tid(doc, "file-format").Find("option[selected]").AttrOr("value", ""); v != "csv" {
+		t.Errorf("format %q, want csv", v)
+	}
+	if _, on := tid(doc, "file-bom").Attr("checked"); !on {
+		t.Error("bom=1 did not check the BOM box")
+	}
+	if tid(doc, "error-seconds").Length() != 0 {
+		t.Error("a prefilled wrong value is marked before submit")
+	}
+	// The prefilled form submits as it is, with its values.
+	form := formOf(t, doc)
+	form.Set("seconds", "0")
+	form.Set("file-format", "csv")
+	res := ts.postForm("/exports", form, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("submit: %d %s", res.StatusCode, res.body)
+	}
+	j, _ := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/"))
+	if j.Params["rows"] != float64(25) || j.Format != "csv" || !j.BOM {
+		t.Errorf("job params %v format %q bom %v", j.Params, j.Format, j.BOM)
+	}
+
+	// A bool's default holds unless the query names it; a datetime in RFC 3339 fits the
+	// datetime-local input.
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		return ts.get("/exports/new?report=kinds").StatusCode == http.StatusOK, "kinds not loaded"
+	})
+	doc = page(t, ts.get("/exports/new?report=kinds&n=7"), http.StatusOK)
+	if _, on := tid(doc, "param-on").Attr("checked"); !on {
+		t.Error("a bool default true was cleared by a prefill that does not name it")
+	}
+	doc = page(t, ts.get("/exports/new?report=kinds&on=false&at=2025-03-04T05:06:00Z"), http.StatusOK)
+	if _, on := tid(doc, "param-on").Attr("checked"); on {
+		t.Error("on=false left the box checked")
+	}
+	if got := tid(doc, "param-at").AttrOr("value", ""); got != "2025-03-04T05:06" {
+		t.Errorf("at = %q", got)
+	}
+}
+
+// A report without parameters says so in words, not with an empty table.
+func TestUIFormsReportWithoutParams(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "plain.sql", "-- title: Plain\n-- source: demo\nSELECT 1;\n")
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		doc = page(t, ts.get("/reports"), http.StatusOK)
+		return doc.Find(`[data-testid="report"][data-id="plain"]`).Length() == 1, "plain not loaded"
+	})
+	plain := doc.Find(`[data-testid="report"][data-id="plain"]`)
+	if got := tid(plain, "report-no-params").Text(); got != "No parameters." {
+		t.Errorf("no-params %q", got)
+	}
+	if tid(plain, "report-params").Length() != 0 {
+		t.Error("an empty parameters table is still shown")
+	}
+	if tid(doc.Find(`[data-testid="report"][data-id="demo"]`), "report-params").Length() != 1 {
+		t.Error("demo lost its parameters table")
+	}
+}
