@@ -57,6 +57,106 @@ type Param struct {
 	// Min and Max bound int and number parameters when set.
 	Min *float64 `json:"min,omitempty"`
 	Max *float64 `json:"max,omitempty"`
+	// After names another parameter of the same type (int, number, date or datetime)
+	// that this one must be later than (greater than): `after=from` on a "to" date. The
+	// rule applies when both have a value.
+	After string `json:"after,omitempty"`
+}
+
+// orderable is whether parameters of type t can be compared by After.
+func orderable(t Type) bool {
+	switch t {
+	case TypeInt, TypeNumber, TypeDate, TypeDatetime:
+		return true
+	}
+	return false
+}
+
+// labelOrName is how messages name the parameter: its label, or its name without one.
+func (p Param) labelOrName() string {
+	if p.Label != "" {
+		return p.Label
+	}
+	return p.Name
+}
+
+// checkAfter checks the After rules of decl on canonical values, in declaration order.
+func checkAfter(decl []Param, values map[string]any) error {
+	for _, p := range decl {
+		if p.After == "" {
+			continue
+		}
+		i := slices.IndexFunc(decl, func(q Param) bool { return q.Name == p.After })
+		if i < 0 {
+			return &ParamError{Param: p.Name, Message: fmt.Sprintf("must follow parameter %q, which the report does not declare", p.After)}
+		}
+		v, w := values[p.Name], values[p.After]
+		if v == nil || w == nil {
+			continue
+		}
+		c, ok := compareValues(v, w)
+		if !ok {
+			return &ParamError{Param: p.Name, Message: fmt.Sprintf("cannot be compared with %q", p.After)}
+		}
+		if c <= 0 {
+			return &ParamError{Param: p.Name, Message: fmt.Sprintf("must be after %s (%s)", decl[i].labelOrName(), showValue(w))}
+		}
+	}
+	return nil
+}
+
+// compareValues compares two canonical values of one orderable type: -1, 0 or +1, and
+// false when they are not of one such type.
+func compareValues(a, b any) (int, bool) {
+	switch a := a.(type) {
+	case int64:
+		if b, ok := b.(int64); ok {
+			return cmpOrdered(a, b), true
+		}
+	case float64:
+		if b, ok := b.(float64); ok {
+			return cmpOrdered(a, b), true
+		}
+	case string: // dates and datetimes in canonical form
+		if b, ok := b.(string); ok {
+			ta, errA := parseCanonicalTime(a)
+			tb, errB := parseCanonicalTime(b)
+			if errA != nil || errB != nil {
+				return 0, false
+			}
+			return ta.Compare(tb), true
+		}
+	}
+	return 0, false
+}
+
+func cmpOrdered[T int64 | float64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// parseCanonicalTime reads a canonical date or datetime.
+func parseCanonicalTime(s string) (time.Time, error) {
+	if t, err := time.Parse(dateLayout, s); err == nil {
+		return t, nil
+	}
+	return time.Parse(datetimeLayout, s)
+}
+
+// showValue is a canonical value as a message shows it.
+func showValue(v any) string {
+	switch v := v.(type) {
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // validateParams checks params against the declared ones and returns every declared
@@ -80,6 +180,9 @@ func validateParams(decl []Param, params map[string]any) (map[string]any, error)
 			return nil, &ParamError{Param: p.Name, Message: err.Error()}
 		}
 		out[p.Name] = v
+	}
+	if err := checkAfter(decl, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

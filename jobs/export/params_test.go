@@ -237,3 +237,55 @@ func TestBuiltinReport(t *testing.T) {
 		t.Fatalf("JSON\n got %s\nwant %s", raw, want)
 	}
 }
+
+// after= refuses a value that does not follow the other parameter's, for each orderable
+// type, and names the other parameter by its label and value; a missing value (no
+// default) is left to the required check.
+func TestValidateParamsAfter(t *testing.T) {
+	pair := func(typ Type) []Param {
+		return []Param{{Name: "from", Type: typ, Label: "From"}, {Name: "to", Type: typ, After: "from"}}
+	}
+	tests := []struct {
+		name     string
+		decl     []Param
+		from, to any
+		err      string
+	}{
+		{"date later", pair(TypeDate), "2025-03-01", "2025-03-02", ""},
+		{"date equal", pair(TypeDate), "2025-03-01", "2025-03-01", "must be after From (2025-03-01)"},
+		{"date earlier", pair(TypeDate), "2025-03-31", "2025-03-01", "must be after From (2025-03-31)"},
+		{"datetime later by a second", pair(TypeDatetime), "2025-03-01T10:00:00Z", "2025-03-01 10:00:01", ""},
+		{"datetime earlier across zones", pair(TypeDatetime), "2025-03-01T10:00:00Z", "2025-03-01T11:00:00+02:00",
+			"must be after From (2025-03-01T10:00:00Z)"},
+		{"int", pair(TypeInt), 10, 11, ""},
+		{"int equal", pair(TypeInt), 10, "10", "must be after From (10)"},
+		{"number", pair(TypeNumber), 1.5, 1.25, "must be after From (1.5)"},
+		{"no label: the name", []Param{{Name: "lo", Type: TypeInt}, {Name: "hi", Type: TypeInt, After: "lo"}}, nil, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := map[string]any{tt.decl[0].Name: tt.from, tt.decl[1].Name: tt.to}
+			if tt.from == nil {
+				in = map[string]any{"lo": 5, "hi": 5}
+				tt.err = "must be after lo (5)"
+			}
+			_, err := validateParams(tt.decl, in)
+			if tt.err == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var pe *ParamError
+			if !errors.As(err, &pe) || pe.Param != tt.decl[1].Name || pe.Message != tt.err {
+				t.Fatalf("err = %v, want param %q: %s", err, tt.decl[1].Name, tt.err)
+			}
+		})
+	}
+	// A required "from" left out is its own error, not the rule's.
+	_, err := validateParams(pair(TypeDate), map[string]any{"to": "2025-03-01"})
+	var pe *ParamError
+	if !errors.As(err, &pe) || pe.Param != "from" || pe.Message != "is required" {
+		t.Fatalf("err = %v, want from is required", err)
+	}
+}

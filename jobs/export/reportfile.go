@@ -215,6 +215,22 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		}
 	}
 	for i, prm := range params {
+		if prm.After == "" {
+			continue
+		}
+		j := slices.IndexFunc(params, func(q Param) bool { return q.Name == prm.After })
+		switch {
+		case j < 0:
+			return Report{}, p.fail(paramLines[i], "param %q: after=%s names no declared parameter", prm.Name, prm.After)
+		case params[j].Type != prm.Type:
+			return Report{}, p.fail(paramLines[i], "param %q: after=%s compares a %s with a %s; both must have one type", prm.Name, prm.After, prm.Type, params[j].Type)
+		case prm.Default != nil && params[j].Default != nil:
+			if err := checkAfter(params, map[string]any{prm.Name: prm.Default, prm.After: params[j].Default}); err != nil {
+				return Report{}, p.fail(paramLines[i], "param %q: its default %s", prm.Name, err.(*ParamError).Message)
+			}
+		}
+	}
+	for i, prm := range params {
 		if !used[prm.Name] {
 			return Report{}, p.fail(paramLines[i], "param %q is not used in the query (no :%s)", prm.Name, prm.Name)
 		}
@@ -295,7 +311,7 @@ func (p *reportParser) headerLine(n int, line string) (key, value string, isKey,
 
 // param parses a param declaration: <name> <type> ["Label"] [= default].
 func (p *reportParser) param(n int, s string) (Param, bool) {
-	const syntax = `want: param: <name> <type> ["Label"] [= default]`
+	const syntax = `want: param: <name> <type> ["Label"] [after=<param>] [= default]`
 	name, rest := headerWord(s)
 	if name == "" {
 		return Param{}, p.fail(n, "param: missing name; %s", syntax)
@@ -326,6 +342,29 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 			return Param{}, p.fail(n, "param %q: label is not valid UTF-8", name)
 		}
 		rest = strings.TrimSpace(rest[len(q):])
+	}
+	// Options, before the default: after=<param>.
+	for rest != "" && !strings.HasPrefix(rest, "=") {
+		word := rest
+		if end := strings.IndexAny(rest, " \t"); end >= 0 {
+			word = rest[:end]
+		}
+		rest = strings.TrimSpace(rest[len(word):])
+		other, ok := strings.CutPrefix(word, "after=")
+		if !ok {
+			return Param{}, p.fail(n, "param %q: unexpected %q; %s", name, word, syntax)
+		}
+		switch {
+		case prm.After != "":
+			return Param{}, p.fail(n, "param %q: after= is given twice", name)
+		case !paramNameRe.MatchString(other):
+			return Param{}, p.fail(n, "param %q: after=%s must name another parameter", name, other)
+		case other == name:
+			return Param{}, p.fail(n, "param %q: after= names the parameter itself", name)
+		case !orderable(prm.Type):
+			return Param{}, p.fail(n, "param %q: after= needs an int, number, date or datetime parameter, not %s", name, prm.Type)
+		}
+		prm.After = other
 	}
 	if rest == "" {
 		return prm, true

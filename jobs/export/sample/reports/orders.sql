@@ -2,7 +2,7 @@
 -- description: Every order placed in [from, to), with its customer and product.
 -- source: shop
 -- param: from date "From" = 2025-01-01
--- param: to date "To (exclusive)" = 2025-02-01
+-- param: to date "To (exclusive)" after=from = 2025-02-01
 -- sheet: Orders
 -- count: true
 -- filename: orders-{from}-{to}
