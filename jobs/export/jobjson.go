@@ -43,6 +43,12 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 		total := j.ProgressTotal
 		out.Progress.TotalRows = &total
 	}
+	if j.Status == store.StatusPending {
+		// What a PENDING job's row holds is left over from an attempt that failed or was
+		// killed; the next claim starts from 0. Shown, it reads as progress of a job
+		// that is not running ("62,503/100,000" while it waits).
+		out.Progress = apiv1.Progress{}
+	}
 	if j.Status == store.StatusPending && j.Attempt > 0 {
 		out.NextAttemptAt = timePtr(j.RunAt)
 	}

@@ -46,6 +46,10 @@ func TestJobJSON(t *testing.T) {
 	retrying := base
 	retrying.Status, retrying.Attempt, retrying.RunAt = store.StatusPending, 1, day.Add(time.Minute)
 	retrying.ErrorCode, retrying.ErrorMessage = "io", "disk"
+	// Left over from the attempt that failed: not shown while it waits.
+	retrying.ProgressRows, retrying.ProgressTotal = 62503, 100000
+	failed := retrying
+	failed.Status, failed.Attempt, failed.FinishedAt = store.StatusFailed, 3, day
 	running := base
 	running.Status, running.Attempt, running.StartedAt, running.CancelRequested = store.StatusProcessing, 1, day, true
 	running.Args = json.RawMessage(`{"report":"orders"}`)
@@ -65,6 +69,9 @@ func TestJobJSON(t *testing.T) {
 		{"retrying", retrying, "",
 			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
 				created + `,"started_at":null,"heartbeat_at":null,"finished_at":null,"next_attempt_at":"2025-03-04T23:31:00.123Z","error":{"code":"io","message":"disk"}}`},
+		{"failed: the rows it reached", failed, "",
+			`{"id":"0123456789abcdef","status":"FAILED","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx","attempt":3,"max_attempts":3,"progress":{"rows":62503,"total_rows":100000},` +
+				created + `,"started_at":null,"heartbeat_at":null,"finished_at":"2025-03-04T23:30:00.123Z","error":{"code":"io","message":"disk"}}`},
 		{"running, no params, cancel asked", running, "",
 			`{"id":"0123456789abcdef","status":"PROCESSING","report":"orders","created_by":"ci","params":{},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
 				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":null,"finished_at":null,"cancel_requested":true}`},
