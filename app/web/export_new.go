@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -43,8 +44,24 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 		form = prefill(rep, q)
 	}
 	f := exportForm(rep, form, nil, newFormKey())
+	p.withEstimate(ctx, &f, rep, form)
 	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), f))
 	return nil
+}
+
+// withEstimate adds the estimate of the values a form shows: form's, or rep's defaults
+// when form is nil. The estimate is a help, not the form: when it cannot be read the
+// form is shown without it.
+func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.Report, form map[string][]string) {
+	if form == nil {
+		form = prefill(rep, nil)
+	}
+	e, err := p.estimate(ctx, rep, formParams(rep.Params, form), f.Format)
+	if err != nil {
+		p.cfg.Log.WarnContext(ctx, "estimate an export", "report", rep.ID, "err", err)
+		return
+	}
+	f.Estimate = &e
 }
 
 // prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1 (the
@@ -142,6 +159,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		key = newFormKey()
 		f := exportForm(rep, r.PostForm, nil, key)
 		f.FormError = "The form was incomplete. Check the values and start the export again."
+		p.withEstimate(ctx, &f, rep, r.PostForm)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -167,6 +185,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		if len(fieldErrs) == 0 {
 			f.FormError = prob.Detail
 		}
+		p.withEstimate(ctx, &f, rep, r.PostForm)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -178,6 +197,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		f := exportForm(rep, r.PostForm, nil, newFormKey())
 		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
 			"). Check the values and press Start export again to start another one."
+		p.withEstimate(ctx, &f, rep, r.PostForm)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}

@@ -5,5 +5,5 @@ import "net/http"
 // formRoutes adds the routes of the New export form and the Queue page that are not in
 // Routes.
 func (p *Pages) formRoutes(mux *http.ServeMux) {
-	_ = mux
+	mux.HandleFunc("GET /exports/new/estimate", p.handle(p.estimateFragment))
 }
