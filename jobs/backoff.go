@@ -3,6 +3,8 @@ package jobs
 import (
 	"math/rand/v2"
 	"time"
+
+	"sheetq/store"
 )
 
 // Backoffer is implemented by a Handler whose kind retries on its own schedule (webhook
@@ -11,12 +13,15 @@ type Backoffer interface {
 	Backoff(attempt int) time.Duration
 }
 
-// backoffFor is the delay before retrying a kind's failed attempt.
-func (e *Engine) backoffFor(kind string, attempt int) time.Duration {
-	if b, ok := e.handlers[kind].(Backoffer); ok {
-		return b.Backoff(attempt)
+// backoffFor is the delay before retrying job's failed attempt, on its kind's schedule.
+// It counts the attempts since the last manual retry (store.Job.AttemptBase): a run asked
+// for by hand starts fresh, and does not wait as if it were the fifth try.
+func (e *Engine) backoffFor(job store.Job) time.Duration {
+	n := max(job.Attempt-job.AttemptBase, 1)
+	if b, ok := e.handlers[job.Kind].(Backoffer); ok {
+		return b.Backoff(n)
 	}
-	return e.backoff(attempt)
+	return e.backoff(n)
 }
 
 // backoff is base*2^(attempt-1) capped at max, with equal jitter so that many failed

@@ -295,6 +295,54 @@ func TestStartRecoversOrphans(t *testing.T) {
 	}
 }
 
+// A run asked for by hand (Engine.Retry) of an export that failed 3 times starts fresh:
+// its next failure waits the first backoff (at most base), not the fourth attempt's
+// (base*8), while the attempt number keeps growing for the fences.
+func TestManualRetryBacksOffFromTheStart(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config()
+	cfg.BackoffBase, cfg.BackoffMax = 40*time.Millisecond, 10*time.Second
+	e := h.start(t, cfg, map[string]jobs.Handler{
+		"flaky": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
+			return jobs.Retryable("upstream", fmt.Errorf("no on attempt %d", run.Attempt))
+		}),
+	})
+	j := enqueue(t, e, "flaky", 3)
+	h.waitStatus(t, j.ID, store.StatusFailed)
+	r, err := e.Retry(context.Background(), j.ID, 2)
+	if err != nil || r.Attempt != 3 || r.AttemptBase != 3 || r.MaxAttempts != 5 {
+		t.Fatalf("retry = %+v, %v; want attempt 3, base 3, max 5", r, err)
+	}
+	done := h.waitStatus(t, j.ID, store.StatusFailed)
+	if done.Attempt != 5 {
+		t.Fatalf("after the manual run: attempt %d, want 5", done.Attempt)
+	}
+	var gaps []time.Duration
+	for _, ev := range h.events(t, j.ID) {
+		if ev.Type != store.EventAttemptFailed {
+			continue
+		}
+		retryAt, err := time.Parse(time.RFC3339Nano, eventData(t, ev)["retry_at"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gap := retryAt.Sub(ev.At)
+		gaps = append(gaps, gap)
+		// Attempts 1 and 2 of the first run, then attempt 4 (the first of the manual
+		// one): each waits its place in its own run.
+		n := ev.Attempt
+		if ev.Attempt > 3 {
+			n = ev.Attempt - 3
+		}
+		if ceiling := cfg.BackoffBase << (n - 1); gap > ceiling+time.Millisecond {
+			t.Fatalf("attempt %d waited %s before its retry, more than %s (attempt %d of its run)", ev.Attempt, gap, ceiling, n)
+		}
+	}
+	if len(gaps) != 3 {
+		t.Fatalf("%d retries scheduled (%v), want 3: attempts 1, 2 and 4", len(gaps), gaps)
+	}
+}
+
 func TestRetriesWithBackoffThenFail(t *testing.T) {
 	h := newHarness(t)
 	cfg := h.config()

@@ -82,7 +82,7 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		default:
 			code, msg, permanent = classify(err)
 		}
-		delay := e.backoffFor(job.Kind, job.Attempt)
+		delay := e.backoffFor(job)
 		if d := retryAfter(err); d > 0 {
 			delay = d
 		}
@@ -144,7 +144,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 			return
 		case err != nil:
 			log.ErrorContext(ctx, "publish failed", "key", res.Name, "err", err)
-			e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: err.Error()}, e.backoffFor(job.Kind, job.Attempt))
+			e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: err.Error()}, e.backoffFor(job))
 			return
 		}
 		// For crash tests: the file is in the file store (uploaded to a bucket; for the
@@ -163,7 +163,7 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 		return
 	case errors.As(err, &pe):
 		log.ErrorContext(ctx, "publish failed", "err", err)
-		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job.Kind, job.Attempt))
+		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job))
 		return
 	case err != nil:
 		// Shutdown while the store refused the commit: the job stays PROCESSING and the

@@ -48,7 +48,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 		}
 		// Everything the last run left behind goes; its story stays in job_events.
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PENDING', run_at = ?,
-			max_attempts = attempt + ?, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
+			max_attempts = attempt + ?, attempt_base = attempt, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
 			progress_rows = 0, progress_total = NULL, cancel_requested = 0, error_code = NULL, error_message = NULL,
 			file_name = NULL, file_size = NULL, file_sha256 = NULL, warnings = NULL
 			WHERE id = ? AND status IN ('FAILED', 'CANCELED') RETURNING `+jobColumns, ms(s.now()), budget, id))

@@ -79,7 +79,7 @@ func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := j
-	want.Status, want.RunAt, want.Attempt, want.MaxAttempts = store.StatusPending, clk.Now(), 1, 3
+	want.Status, want.RunAt, want.Attempt, want.MaxAttempts, want.AttemptBase = store.StatusPending, clk.Now(), 1, 3, 1
 	want.Worker, want.StartedAt, want.HeartbeatAt, want.FinishedAt = "", time.Time{}, time.Time{}, time.Time{}
 	want.ProgressRows, want.ProgressTotal, want.ErrorCode, want.ErrorMessage = 0, -1, "", ""
 	if !reflect.DeepEqual(r, want) {

@@ -62,14 +62,18 @@ var ErrFinished = errors.New("job already finished")
 
 // Job is one row of the jobs table. Zero times mean "not yet".
 type Job struct {
-	ID              string
-	Kind            string
-	Args            json.RawMessage
-	Status          Status
-	Priority        int
-	RunAt           time.Time
-	Attempt         int
-	MaxAttempts     int
+	ID          string
+	Kind        string
+	Args        json.RawMessage
+	Status      Status
+	Priority    int
+	RunAt       time.Time
+	Attempt     int
+	MaxAttempts int
+	// AttemptBase is the attempts spent before the last manual retry (Retry): the
+	// retry backoff counts from it, so a run asked for by hand starts fresh, while
+	// Attempt keeps growing for the fences (rule 4).
+	AttemptBase     int
 	Worker          string
 	CreatedAt       time.Time
 	StartedAt       time.Time
@@ -113,7 +117,7 @@ type Event struct {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings, created_by, webhook_url, parent_id, queue, rowid`
+	idempotency_key, request_hash, warnings, created_by, webhook_url, parent_id, queue, attempt_base, rowid`
 
 type scanner interface{ Scan(...any) error }
 
@@ -130,7 +134,7 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &j.Status, &j.Priority, &runAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&createdAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.Seq)
+		&cancel, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.AttemptBase, &j.Seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, ErrNotFound
 	}

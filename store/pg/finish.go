@@ -53,7 +53,7 @@ const claimedColumns = `jobs.id, jobs.kind, jobs.args, jobs.status, jobs.priorit
 	jobs.max_attempts, jobs.worker, jobs.created_at, jobs.started_at, jobs.heartbeat_at, jobs.finished_at,
 	jobs.progress_rows, jobs.progress_total, jobs.cancel_requested, jobs.error_code, jobs.error_message,
 	jobs.file_name, jobs.file_size, jobs.file_sha256, jobs.idempotency_key, jobs.request_hash, jobs.warnings,
-	jobs.created_by, jobs.notify_url, jobs.parent_id, jobs.queue, jobs.seq`
+	jobs.created_by, jobs.notify_url, jobs.parent_id, jobs.queue, jobs.attempt_base, jobs.seq`
 
 // ClaimBatch takes up to limit runnable PENDING jobs of queue (priority, run_at, then
 // insertion order; run_at by the database's clock) in one statement: each becomes

@@ -189,7 +189,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (store.Job, er
 		}
 		// Everything the last run left behind goes; its story stays in job_events.
 		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'PENDING', run_at = `+nowSQL+`,
-			max_attempts = attempt + $2, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
+			max_attempts = attempt + $2, attempt_base = attempt, worker = NULL, started_at = NULL, heartbeat_at = NULL, finished_at = NULL,
 			progress_rows = 0, progress_total = NULL, cancel_requested = false, error_code = NULL, error_message = NULL,
 			file_name = NULL, file_size = NULL, file_sha256 = NULL, warnings = NULL
 			WHERE id = $3 AND status IN ('FAILED', 'CANCELED') RETURNING `+jobColumns, s.now(), budget, id))

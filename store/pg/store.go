@@ -188,7 +188,7 @@ func isUnique(err error) bool {
 const jobColumns = `id, kind, args, status, priority, run_at, attempt, max_attempts, worker,
 	created_at, started_at, heartbeat_at, finished_at, progress_rows, progress_total,
 	cancel_requested, error_code, error_message, file_name, file_size, file_sha256,
-	idempotency_key, request_hash, warnings, created_by, notify_url, parent_id, queue, seq`
+	idempotency_key, request_hash, warnings, created_by, notify_url, parent_id, queue, attempt_base, seq`
 
 // scanJob reads one row of jobColumns; no row is store.ErrNotFound.
 func scanJob(row pgx.Row) (store.Job, error) {
@@ -203,7 +203,7 @@ func scanJob(row pgx.Row) (store.Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Kind, &args, &status, &j.Priority, &j.RunAt, &j.Attempt, &j.MaxAttempts, &worker,
 		&j.CreatedAt, &started, &heartbeat, &finished, &j.ProgressRows, &total,
-		&j.CancelRequested, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.Seq)
+		&j.CancelRequested, &code, &msg, &fname, &fsize, &fsha, &key, &rh, &warnings, &createdBy, &notify, &parent, &j.Queue, &j.AttemptBase, &j.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Job{}, store.ErrNotFound
 	}

@@ -180,7 +180,7 @@ func eachJob(ctx context.Context, src Source, fn func(store.Job) error) error {
 var jobCopyColumns = []string{"id", "seq", "kind", "args", "status", "queue", "priority", "run_at", "attempt",
 	"max_attempts", "worker", "created_at", "started_at", "heartbeat_at", "finished_at", "progress_rows",
 	"progress_total", "cancel_requested", "error_code", "error_message", "file_name", "file_size",
-	"file_sha256", "idempotency_key", "request_hash", "warnings", "created_by", "notify_url", "parent_id"}
+	"file_sha256", "idempotency_key", "request_hash", "warnings", "created_by", "notify_url", "parent_id", "attempt_base"}
 
 // copyJobs streams every job into the jobs table with one COPY, which writes the given
 // seq into the identity column as INSERT ... OVERRIDING SYSTEM VALUE would; one page of
@@ -229,7 +229,7 @@ func jobRow(j store.Job) ([]any, error) {
 	return []any{j.ID, j.Seq, j.Kind, string(j.Args), string(j.Status), j.Queue, j.Priority, j.RunAt, j.Attempt,
 		j.MaxAttempts, null(j.Worker), j.CreatedAt, nullTime(j.StartedAt), nullTime(j.HeartbeatAt), nullTime(j.FinishedAt), j.ProgressRows,
 		total, j.CancelRequested, null(j.ErrorCode), null(j.ErrorMessage), null(j.FileName), size,
-		null(j.FileSHA256), null(j.IdempotencyKey), null(j.RequestHash), warnings, null(j.CreatedBy), null(j.NotifyURL), null(j.ParentID)}, nil
+		null(j.FileSHA256), null(j.IdempotencyKey), null(j.RequestHash), warnings, null(j.CreatedBy), null(j.NotifyURL), null(j.ParentID), j.AttemptBase}, nil
 }
 
 // copyEvents streams the event log into job_events with one COPY, keeping each event's

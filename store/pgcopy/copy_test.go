@@ -148,6 +148,16 @@ func newSource(t *testing.T) *source {
 	if _, err := st.Cancel(ctx, s.canceled); err != nil {
 		t.Fatal(err)
 	}
+	// Run again by hand after it failed: its attempt base (1) is copied with it.
+	// A queue of its own, so that its claim does not take the retried job above.
+	again := enq(store.NewJob{Args: json.RawMessage(`{}`), MaxAttempts: 1, Queue: "manual"})
+	j = claim(again)
+	if _, err := st.Fail(ctx, j.ID, j.Attempt, store.AttemptError{Code: "timeout", Message: "slow"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.Retry(ctx, again, 2); err != nil || r.AttemptBase != 1 {
+		t.Fatalf("retry by hand: %+v, %v", r, err)
+	}
 
 	s.pending = enq(store.NewJob{Args: json.RawMessage(`{"report":"later"}`), Queue: "heavy", Priority: 5})
 	s.keyed = enq(store.NewJob{Args: json.RawMessage(`{"report":"keyed"}`), IdempotencyKey: "key-1", RequestHash: "hash-1", CreatedBy: "ci"})

@@ -865,10 +865,13 @@ func testRetry(t *testing.T, h Harness) {
 	if r.MaxAttempts != 3 || r.ErrorCode != "" || !r.FinishedAt.IsZero() {
 		t.Fatalf("retried job = %+v, want max_attempts 3 and no error", r)
 	}
+	if j.AttemptBase != 0 || r.AttemptBase != 1 {
+		t.Fatalf("attempt base %d before the retry and %d after, want 0 and 1 (the attempt it had)", j.AttemptBase, r.AttemptBase)
+	}
 	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventFailed, store.EventRetried)
 	refusedAll(t, h, j.ID, 1)
-	if c := claimID(t, h, j.ID); c.Attempt != 2 {
-		t.Fatalf("claimed attempt %d after retry, want 2", c.Attempt)
+	if c := claimID(t, h, j.ID); c.Attempt != 2 || c.AttemptBase != 1 {
+		t.Fatalf("claimed attempt %d (base %d) after retry, want 2 (base 1)", c.Attempt, c.AttemptBase)
 	}
 	refusedAll(t, h, j.ID, 1)
 	if _, err := h.Store.Retry(ctx, j.ID, 0); !errors.Is(err, store.ErrNotRetryable) {

@@ -1,0 +1,5 @@
+-- Issue 19: a run asked for by hand (Retry) starts fresh. attempt keeps growing, since
+-- the fences compare it (rule 4), so the attempts spent before the last manual retry
+-- are kept apart, and the retry backoff counts from them. A constant default adds the
+-- column without rewriting the table, and no index names it: heartbeats stay HOT.
+ALTER TABLE jobs ADD COLUMN attempt_base integer NOT NULL DEFAULT 0;
