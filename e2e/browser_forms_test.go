@@ -5,6 +5,8 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The New export form's estimate follows the values: changing the end date of the
@@ -46,4 +48,62 @@ func TestBrowserFormsEstimate(t *testing.T) {
 	if got := b.text(tid("estimate-queue")); !strings.Contains(got, "exports queue") {
 		t.Errorf("estimate-queue %q", got)
 	}
+}
+
+// The Queue page: a count opens the list filtered by its state, a running export's
+// clock counts on by itself, and the waiting ones have their positions.
+func TestBrowserFormsQueueDashboard(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil, "--workers", "1")
+	done := p.submit(t, `{"report":"demo","params":{"rows":5}}`)
+	p.waitJob(t, done.ID, "SUCCEEDED", status("SUCCEEDED"))
+	slow := p.submit(t, `{"report":"demo","params":{"rows":1000,"seconds":300}}`)
+	p.waitJob(t, slow.ID, "PROCESSING", status("PROCESSING"))
+	next := p.submit(t, `{"report":"demo","params":{"rows":5}}`)
+
+	b := newTab(t, p.url)
+	b.open("/queue")
+	b.waitVisible(tid("running-row")+`[data-id="`+slow.ID+`"]`, stepTimeout)
+	if got := b.attr(tid("waiting-row")+`[data-id="`+next.ID+`"]`, "data-position"); got != "1" {
+		t.Errorf("waiting position %q, want 1", got)
+	}
+	clock := tid("running-row") + `[data-id="` + slow.ID + `"] ` + tid("running-for")
+	first := b.text(clock)
+	b.setMarker()
+	b.waitFor("the running clock to move", stepTimeout, `(() => { const e = document.querySelector(`+js(clock)+`); return !!e && e.textContent.trim() !== `+js(first)+`; })()`, nil)
+	b.checkMarker("while the clock ran")
+
+	b.click(tid("count-link-SUCCEEDED"))
+	b.waitFor("the filtered list", stepTimeout, `location.pathname === "/" && location.search === "?status=SUCCEEDED"`, nil)
+	b.waitVisible(rowSel(done.ID), stepTimeout)
+	if n := b.count(rowSel(slow.ID)); n != 0 {
+		t.Errorf("the SUCCEEDED list shows the running export")
+	}
+}
+
+// At 375 px wide the form, the reports and the queue pages fit the screen, and the
+// charts' labels are at least 12 px.
+func TestBrowserFormsPhoneWidth(t *testing.T) {
+	p := startBinary(t, t.TempDir(), nil)
+	j := p.submit(t, `{"report":"demo","params":{"rows":5}}`)
+	p.waitJob(t, j.ID, "SUCCEEDED", status("SUCCEEDED"))
+	b := newTab(t, p.url)
+	b.do("emulate a phone", stepTimeout, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	for _, path := range []string{"/exports/new", "/exports/new?report=orders", "/exports/new?report=demo", "/reports", "/queue"} {
+		b.open(path)
+		b.waitVisible("main h1", stepTimeout)
+		if w := mustEval[float64](b, `document.documentElement.scrollWidth`); w > 375 {
+			wide := mustEval[string](b, `(() => { const out = []; document.querySelectorAll("main *").forEach(e => { const r = e.getBoundingClientRect(); if (r.right > 376 && !e.closest(".table-wrap")) out.push(e.tagName + "." + e.className + " " + Math.round(r.right)); }); return out.slice(0, 8).join(", "); })()`)
+			t.Errorf("%s is %v px wide at 375: %s", path, w, wide)
+		}
+	}
+	b.open("/queue")
+	b.waitVisible(tid("chart-throughput"), stepTimeout)
+	if px := mustEval[float64](b, `Math.min(...[...document.querySelectorAll("svg text")].map(e => parseFloat(getComputedStyle(e).fontSize) * e.getScreenCTM().a))`); px < 12 {
+		t.Errorf("the smallest chart label is %v px on a phone", px)
+	}
+	dir := screenshotDir(t)
+	b.shoot(dir, "queue-forms")
+	b.open("/exports/new?report=orders")
+	b.waitVisible(tid("estimate"), stepTimeout)
+	b.shoot(dir, "estimate-forms")
 }

@@ -74,6 +74,9 @@ type Metrics struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+
+	// depth is the queue depth sampled since Start (depth.go).
+	depth Depth
 }
 
 // New builds the registry with the Go and process collectors and the job and HTTP
@@ -135,7 +138,8 @@ func New(st Store, log *slog.Logger) *Metrics {
 
 // Start counts from the events committed from now on: events already in the store are
 // not counted (one process owns a data directory, and counters start at zero with it).
-// Counting itself runs on OnChange and on each scrape, so Start spawns nothing.
+// Counting itself runs on OnChange and on each scrape; Start spawns only the sampler of
+// the queue depth (depth.go), which Stop ends.
 func (m *Metrics) Start(ctx context.Context) error {
 	head, err := m.st.EventHead(ctx)
 	if err != nil {
@@ -144,6 +148,15 @@ func (m *Metrics) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.cursor = head
 	m.mu.Unlock()
+	if err := m.sampleDepth(ctx); err != nil {
+		m.log.WarnContext(ctx, "sample the queue depth", "err", err)
+	}
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
+	if !m.stopped {
+		m.bg.Add(1)
+		go m.runDepth()
+	}
 	return nil
 }
 

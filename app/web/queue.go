@@ -1,10 +1,15 @@
 package web
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"sheetq/app/metrics"
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -55,9 +60,120 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 	for _, b := range through.Buckets {
 		buckets = append(buckets, ui.Bucket{Start: b.Start, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled})
 	}
-	q.Throughput = ui.ThroughputChart(buckets, time.Duration(through.BucketSeconds)*time.Second)
-	q.Wait = ui.PercentileChart("chart-wait", "Wait before start", dur.Wait.Count, dur.Wait.P50, dur.Wait.P95)
-	q.Run = ui.PercentileChart("chart-run", "Run time", dur.Run.Count, dur.Run.P50, dur.Run.P95)
+	width := time.Duration(through.BucketSeconds) * time.Second
+	q.Throughput = ui.ThroughputChart(buckets, width)
+	q.Wait, q.Run = ui.PercentileCharts(dur.Wait.Count, dur.Wait.P50, dur.Wait.P95, dur.Run.Count, dur.Run.P50, dur.Run.P95)
+	q.Depth, q.DepthNote = p.depthChart(st.GeneratedAt, width, len(through.Buckets))
+	if err := p.jobsNow(ctx, &q, st.GeneratedAt, st.Counts); err != nil {
+		return err
+	}
 	p.render(w, r, http.StatusOK, ui.Queue(p.meta(ctx, "queue", ""), q))
 	return nil
+}
+
+// depthReader is the sampled queue depth (*metrics.Metrics).
+type depthReader interface {
+	QueueDepth(now time.Time, width time.Duration, n int) ([]metrics.DepthBucket, time.Time)
+}
+
+// depthChart is the queue depth over the range's buckets, and the note that says since
+// when this server has sampled it.
+func (p *Pages) depthChart(now time.Time, width time.Duration, n int) (ui.Chart, string) {
+	// The sampler is the metrics' (app/metrics/depth.go), which the exports service
+	// holds; without it (a tool's app without metrics) the chart has no samples.
+	var slots []ui.DepthSlot
+	note := "Not sampled by this server."
+	if d, ok := p.exports.Metrics.(depthReader); ok && n > 0 {
+		bs, since := d.QueueDepth(now, width, n)
+		for _, b := range bs {
+			slots = append(slots, ui.DepthSlot{Start: b.Start, Waiting: b.Waiting, Sampled: b.Sampled})
+		}
+		if !since.IsZero() {
+			note = "The most jobs waiting (every queue) in each slot, sampled every " + ui.Duration(metrics.DepthEvery) +
+				" since this server started, " + ui.Clock(since) + "."
+		}
+	}
+	return ui.DepthChart(slots, width), note
+}
+
+// jobsNowListed is how many running and waiting exports the queue page lists; it says
+// how many more there are.
+const jobsNowListed = 50
+
+// maxPendingRead bounds the waiting exports read to find the first in claim order.
+const maxPendingRead = 10_000
+
+// jobsNow lists the exports that run and the first that wait, with their place in
+// their queue in claim order (priority, run_at, insertion order; store.ClaimBatch).
+func (p *Pages) jobsNow(ctx context.Context, q *ui.QueueView, now time.Time, counts map[store.Status]int) error {
+	running, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Status: store.StatusProcessing, Limit: jobsNowListed})
+	if err != nil {
+		return err
+	}
+	// Longest running first: those are the ones to look at.
+	slices.SortStableFunc(running, func(a, b store.Job) int { return a.StartedAt.Compare(b.StartedAt) })
+	for _, j := range running {
+		elapsed := now.Sub(j.StartedAt).Round(time.Millisecond)
+		rows := ui.Count(j.ProgressRows)
+		if j.ProgressTotal >= 0 {
+			rows += " of " + ui.Count(j.ProgressTotal)
+		}
+		q.Running = append(q.Running, ui.RunningView{ID: j.ID, Title: jobTitle(j), Queue: cmp.Or(j.Queue, store.DefaultQueue),
+			Worker: j.Worker, RunningFor: ui.Duration(elapsed), ElapsedMS: elapsed.Milliseconds(), Rows: rows, Attempt: j.Attempt})
+	}
+	q.RunningMore = max(0, counts[store.StatusProcessing]-len(running))
+
+	// List reads newest first; the head of a queue is its oldest jobs, so read back
+	// through the waiting ones (bounded), then order them as a claim does.
+	var pending []store.Job
+	for before := int64(0); len(pending) < maxPendingRead; {
+		page, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Status: store.StatusPending, Limit: 1000, Before: before})
+		if err != nil {
+			return err
+		}
+		pending = append(pending, page...)
+		if len(page) < 1000 {
+			break
+		}
+		before = page[len(page)-1].Seq
+	}
+	if total := counts[store.StatusPending]; total > len(pending) {
+		q.WaitingNote = "Positions are counted among the newest " + ui.Count(int64(len(pending))) + " waiting exports."
+	}
+	slices.SortStableFunc(pending, func(a, b store.Job) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.Seq, b.Seq))
+	})
+	pos := map[string]int{}
+	for _, j := range pending {
+		queue := cmp.Or(j.Queue, store.DefaultQueue)
+		pos[queue]++
+		if len(q.Waiting) >= jobsNowListed {
+			continue
+		}
+		waited := now.Sub(j.CreatedAt).Round(time.Millisecond)
+		wv := ui.WaitingView{Position: pos[queue], ID: j.ID, Title: jobTitle(j), Queue: queue,
+			WaitingFor: ui.Duration(waited), WaitMS: waited.Milliseconds()}
+		if j.RunAt.After(now) {
+			verb := "may start in "
+			if j.Attempt > 0 {
+				verb = "retry in "
+			}
+			wv.RetryIn = verb + ui.Duration(j.RunAt.Sub(now).Round(time.Second))
+		}
+		q.Waiting = append(q.Waiting, wv)
+	}
+	q.WaitingMore = max(0, max(counts[store.StatusPending], len(pending))-len(q.Waiting))
+	return nil
+}
+
+// jobTitle is an export's report title as it was accepted, else its report's id.
+func jobTitle(j store.Job) string {
+	var a export.Args
+	if json.Unmarshal(j.Args, &a) != nil {
+		return j.ID
+	}
+	if a.Spec != nil && a.Spec.Title != "" {
+		return a.Spec.Title
+	}
+	return cmp.Or(a.Report, j.ID)
 }

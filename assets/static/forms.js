@@ -54,5 +54,41 @@
     last = formQuery(form); // the estimate drawn with the page is for these
   }
 
+  // ---- the Queue page's running clocks ----
+
+  // "Running for" and "Waiting for" count on from what the server said when it drew
+  // them (data-elapsed-ms), by this browser's own clock since then, so a clock skew
+  // between the two does not matter. The page's refresh (app.js) brings new figures.
+  function human(ms) {
+    // The same words and rounding as ui.Duration, so the server's text and the count
+    // that follows it agree.
+    var s = Math.max(0, Math.floor(ms / 1000));
+    if (ms < 1000) return Math.max(0, Math.round(ms)) + " ms";
+    if (ms < 60000) return Math.round(ms / 1000) + " s";
+    var m = Math.floor(s / 60);
+    if (s < 3600) return s % 60 === 0 ? m + " min" : m + " min " + (s % 60) + " s";
+    var h = Math.floor(s / 3600);
+    if (s < 48 * 3600) return m % 60 === 0 ? h + " h" : h + " h " + (m % 60) + " min";
+    return Math.floor(s / 86400) + " days";
+  }
+
+  var seen = new WeakMap();
+
+  function tickClocks() {
+    if (document.hidden) return;
+    var now = performance.now();
+    document.querySelectorAll("[data-elapsed-ms]").forEach(function (el) {
+      var t0 = seen.get(el);
+      if (t0 === undefined) { seen.set(el, now); return; }
+      var ms = Number(el.getAttribute("data-elapsed-ms")) + (now - t0);
+      var text = human(ms);
+      if (el.textContent !== text) el.textContent = text;
+    });
+  }
+
   watchEstimate();
+  if (document.querySelector("#queue-live")) {
+    tickClocks();
+    setInterval(tickClocks, 1000);
+  }
 })();
