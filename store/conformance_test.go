@@ -41,3 +41,8 @@ func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness
 	}
 	return conformance.Reopening(t, open, clk.Now, clk.Advance)
 }
+
+// TestConformanceSchedules runs the schedules cases against SQLite.
+func TestConformanceSchedules(t *testing.T) {
+	conformance.RunSchedules(t, conformanceHarness)
+}

@@ -119,3 +119,8 @@ func TestNodesStartingTogetherMigrateOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestConformanceSchedules runs the schedules cases against PostgreSQL.
+func TestConformanceSchedules(t *testing.T) {
+	conformance.RunSchedules(t, conformanceHarness)
+}

@@ -6,6 +6,7 @@
 package pgcopy
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type Source interface {
 	List(ctx context.Context, o store.ListOptions) ([]store.Job, error)
 	// EventsAfter pages through the event log in id order.
 	EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error)
+	// ListSchedules returns every schedule (issue 20).
+	ListSchedules(ctx context.Context) ([]store.Schedule, error)
 }
 
 // Options says where the published files go; the zero value copies the rows only.
@@ -51,8 +54,8 @@ type Options struct {
 
 // Result counts what Copy did.
 type Result struct {
-	// Jobs and Events are the rows copied.
-	Jobs, Events int64
+	// Jobs, Events and Schedules are the rows copied.
+	Jobs, Events, Schedules int64
 	// Files are the files uploaded; FilesPresent those already in the bucket with the
 	// recorded size and sha256 (from an earlier run that stopped before the rows).
 	Files, FilesPresent int
@@ -106,7 +109,7 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 		// Nodes already pointed at the database wait until the copy commits, and a
 		// second copy finds the first one's rows. ACCESS EXCLUSIVE at once, since the
 		// RESTARTs below need it anyway: taking a weaker lock first could deadlock.
-		if _, err := tx.Exec(ctx, `LOCK TABLE jobs, job_events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE jobs, job_events, schedules IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("lock the target tables: %w", err)
 		}
 		if err := checkEmpty(ctx, tx); err != nil {
@@ -118,6 +121,9 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 		}
 		if res.Events, maxEvent, err = copyEvents(ctx, tx, src); err != nil {
 			return fmt.Errorf("copy events: %w", err)
+		}
+		if res.Schedules, err = copySchedules(ctx, tx, src); err != nil {
+			return fmt.Errorf("copy schedules: %w", err)
 		}
 		// The next job and event continue after the copied ones. Identity values are
 		// integers that this code formats; DDL takes no parameters.
@@ -144,12 +150,13 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 func checkEmpty(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) error {
-	var jobs, events bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs), EXISTS (SELECT 1 FROM job_events)`).Scan(&jobs, &events)
+	var jobs, events, schedules bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs), EXISTS (SELECT 1 FROM job_events), EXISTS (SELECT 1 FROM schedules)`).
+		Scan(&jobs, &events, &schedules)
 	switch {
 	case err != nil:
 		return fmt.Errorf("look at the target: %w", err)
-	case jobs || events:
+	case jobs || events || schedules:
 		return ErrNotEmpty
 	}
 	return nil
@@ -327,4 +334,26 @@ func nullTime(t time.Time) any {
 		return nil
 	}
 	return t
+}
+
+// copySchedules writes every schedule of src as it is, its times and its next firing
+// included: a firing the old server had not made yet is made by the nodes, once.
+func copySchedules(ctx context.Context, tx pgx.Tx, src Source) (int64, error) {
+	list, err := src.ListSchedules(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rows := make([][]any, 0, len(list))
+	for _, sc := range list {
+		var deliver any
+		if len(sc.Deliver) > 0 {
+			deliver = string(sc.Deliver)
+		}
+		rows = append(rows, []any{sc.ID, sc.Report, string(sc.Params), cmp.Or(sc.Format, "xlsx"), sc.BOM, sc.Cron,
+			sc.TimeZone, deliver, null(sc.Owner), sc.Paused, nullTime(sc.NextRunAt), nullTime(sc.LastFiredFor),
+			sc.CreatedAt, sc.UpdatedAt})
+	}
+	return tx.CopyFrom(ctx, pgx.Identifier{"schedules"}, []string{"id", "report", "params", "format", "bom", "cron",
+		"timezone", "deliver", "owner", "paused", "next_run_at", "last_fired_for", "created_at", "updated_at"},
+		pgx.CopyFromRows(rows))
 }

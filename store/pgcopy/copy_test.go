@@ -159,6 +159,28 @@ func newSource(t *testing.T) *source {
 		t.Fatalf("retry by hand: %+v, %v", r, err)
 	}
 
+	// Two schedules: one that fired and waits for its next time, one paused.
+	for _, sc := range []store.Schedule{
+		{ID: "sched-monthly", Report: "orders", Params: json.RawMessage(`{"from":"month_start(-1)","to":"month_start(0)"}`),
+			Format: "csv", BOM: true, Cron: "0 6 1 * *", TimeZone: "Europe/Berlin", Owner: "ci",
+			Deliver: json.RawMessage(`[{"folder":"/srv/out"}]`), NextRunAt: clock.Now()},
+		{ID: "sched-paused", Report: "orders", Params: json.RawMessage(`{}`), Cron: "@daily", TimeZone: "UTC", Paused: true},
+	} {
+		if _, err := st.CreateSchedule(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	monthly, err := st.GetSchedule(ctx, "sched-monthly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, fired, err := st.FireSchedule(ctx, store.Firing{ScheduleID: monthly.ID, Due: monthly.NextRunAt,
+		ScheduledFor: monthly.NextRunAt, Next: monthly.NextRunAt.AddDate(0, 1, 0),
+		Job: store.NewJob{ID: store.NewID(), Kind: "export", Args: json.RawMessage(`{"report":"orders"}`),
+			IdempotencyKey: "schedule:sched-monthly:1", RequestHash: "h"}}); err != nil || !fired {
+		t.Fatalf("fire: %v %v", fired, err)
+	}
+
 	s.pending = enq(store.NewJob{Args: json.RawMessage(`{"report":"later"}`), Queue: "heavy", Priority: 5})
 	s.keyed = enq(store.NewJob{Args: json.RawMessage(`{"report":"keyed"}`), IdempotencyKey: "key-1", RequestHash: "hash-1", CreatedBy: "ci"})
 	return s
@@ -207,8 +229,8 @@ func TestCopyKeepsEveryJobAndEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
-	if res.Jobs != int64(len(jobs)) || res.Events != events || res.Files != 0 {
-		t.Fatalf("copy = %+v, want %d jobs and %d events", res, len(jobs), events)
+	if res.Jobs != int64(len(jobs)) || res.Events != events || res.Schedules != 2 || res.Files != 0 {
+		t.Fatalf("copy = %+v, want %d jobs, %d events and 2 schedules", res, len(jobs), events)
 	}
 
 	dst, err := pg.Open(ctx, dsn, pg.Options{})
@@ -216,6 +238,13 @@ func TestCopyKeepsEveryJobAndEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
+	wantSc, err := src.st.ListSchedules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotSc, err := dst.ListSchedules(ctx); err != nil || !reflect.DeepEqual(gotSc, wantSc) {
+		t.Errorf("schedules (%v):\n got %+v\nwant %+v", err, gotSc, wantSc)
+	}
 	statuses := map[store.Status]int{}
 	var maxSeq, maxEvent int64
 	for _, want := range jobs {

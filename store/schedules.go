@@ -1,0 +1,250 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Schedule is one row of the schedules table (issue 20): an export that runs on a cron
+// expression. The store keeps Params and Deliver as given and never reads them; the
+// firing loop (jobs/schedule for the time arithmetic) computes NextRunAt.
+type Schedule struct {
+	ID     string
+	Report string
+	// Params are the report's parameters as given: literal values and relative dates.
+	Params json.RawMessage
+	// Format is the file's format ("xlsx" or "csv"; "" stores xlsx) and BOM its byte
+	// order mark (csv).
+	Format string
+	BOM    bool
+	// Cron is a five-field cron expression, read in TimeZone (an IANA name).
+	Cron, TimeZone string
+	// Deliver is where each firing's file goes, opaque to the store; nil: nowhere.
+	Deliver json.RawMessage
+	// Owner names the access token that created the schedule ("" when none).
+	Owner  string
+	Paused bool
+	// NextRunAt is the schedule's next firing; zero while it is paused.
+	NextRunAt time.Time
+	// LastFiredFor is the scheduled time of its last firing; zero when it never fired.
+	LastFiredFor time.Time
+	// CreatedAt and UpdatedAt are stamped by the store's clock.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// Firing is one firing of a schedule, for FireSchedule.
+type Firing struct {
+	ScheduleID string
+	// Due is the schedule's NextRunAt as the firing node read it: the firing happens
+	// only while it is still that, so two nodes that read the same due schedule fire it
+	// once, and an edit in between (a new cron, a pause) wins.
+	Due time.Time
+	// ScheduledFor is the firing's time (Due, or the latest missed one when catching up),
+	// and Next is the schedule's next firing after it.
+	ScheduledFor, Next time.Time
+	// Job is the export to enqueue; its IdempotencyKey names (schedule, ScheduledFor).
+	Job NewJob
+}
+
+// ErrScheduleInvalid is returned for a schedule the store cannot keep.
+var ErrScheduleInvalid = errors.New("schedule: id, report, params, cron and timezone are required")
+
+const scheduleColumns = `id, report, params, format, bom, cron, timezone, deliver, owner, paused,
+	next_run_at, last_fired_for, created_at, updated_at`
+
+func scanSchedule(row scanner) (Schedule, error) {
+	var (
+		sc               Schedule
+		params           string
+		deliver, owner   sql.NullString
+		next, last       sql.NullInt64
+		created, updated int64
+		bom, paused      int
+	)
+	err := row.Scan(&sc.ID, &sc.Report, &params, &sc.Format, &bom, &sc.Cron, &sc.TimeZone, &deliver, &owner, &paused,
+		&next, &last, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Schedule{}, ErrNotFound
+	}
+	if err != nil {
+		return Schedule{}, err
+	}
+	sc.Params = json.RawMessage(params)
+	if deliver.Valid {
+		sc.Deliver = json.RawMessage(deliver.String)
+	}
+	sc.Owner, sc.BOM, sc.Paused = owner.String, bom != 0, paused != 0
+	sc.NextRunAt, sc.LastFiredFor = fromMS(next), fromMS(last)
+	sc.CreatedAt, sc.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
+	return sc, nil
+}
+
+func checkSchedule(sc Schedule) error {
+	if sc.ID == "" || sc.Report == "" || len(sc.Params) == 0 || sc.Cron == "" || sc.TimeZone == "" {
+		return ErrScheduleInvalid
+	}
+	return nil
+}
+
+// nextOrNull is a schedule's next_run_at: NULL while paused or when there is none.
+func nextOrNull(sc Schedule) sql.NullInt64 {
+	if sc.Paused || sc.NextRunAt.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: ms(sc.NextRunAt), Valid: true}
+}
+
+func rawOrNullString(b json.RawMessage) sql.NullString {
+	return sql.NullString{String: string(b), Valid: len(b) > 0}
+}
+
+// CreateSchedule stores a new schedule, stamping CreatedAt and UpdatedAt; an id that
+// exists is ErrConflict.
+func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	if err := checkSchedule(sc); err != nil {
+		return Schedule{}, err
+	}
+	now := ms(s.now())
+	var out Schedule
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanSchedule(tx.QueryRowContext(ctx, `INSERT INTO schedules (id, report, params, format, bom, cron,
+			timezone, deliver, owner, paused, next_run_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+scheduleColumns,
+			sc.ID, sc.Report, string(sc.Params), cmp.Or(sc.Format, "xlsx"), sc.BOM, sc.Cron, sc.TimeZone,
+			rawOrNullString(sc.Deliver), nullString(sc.Owner), sc.Paused, nextOrNull(sc), now, now))
+		if isUnique(err) {
+			return ErrConflict
+		}
+		return err
+	})
+	if err != nil {
+		return Schedule{}, fmt.Errorf("create schedule %s: %w", sc.ID, err)
+	}
+	return out, nil
+}
+
+// GetSchedule returns the schedule id, or ErrNotFound.
+func (s *Store) GetSchedule(ctx context.Context, id string) (Schedule, error) {
+	return scanSchedule(s.r.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = ?`, id))
+}
+
+// ListSchedules returns every schedule, oldest first.
+func (s *Store) ListSchedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
+}
+
+// UpdateSchedule replaces everything of schedule sc.ID that a user edits (report,
+// params, format, cron, zone, deliveries, paused, and NextRunAt, which the caller
+// computes again), stamping UpdatedAt; Owner, CreatedAt and LastFiredFor stay. An
+// unknown id is ErrNotFound.
+func (s *Store) UpdateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	if err := checkSchedule(sc); err != nil {
+		return Schedule{}, err
+	}
+	var out Schedule
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE schedules SET report = ?, params = ?, format = ?, bom = ?,
+			cron = ?, timezone = ?, deliver = ?, paused = ?, next_run_at = ?, updated_at = ?
+			WHERE id = ? RETURNING `+scheduleColumns,
+			sc.Report, string(sc.Params), cmp.Or(sc.Format, "xlsx"), sc.BOM, sc.Cron, sc.TimeZone,
+			rawOrNullString(sc.Deliver), sc.Paused, nextOrNull(sc), ms(s.now()), sc.ID))
+		return err
+	})
+	if err != nil {
+		return Schedule{}, fmt.Errorf("update schedule %s: %w", sc.ID, err)
+	}
+	return out, nil
+}
+
+// DeleteSchedule removes schedule id (ErrNotFound when there is none). Its firings stay:
+// they are exports like any other.
+func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM schedules WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("delete schedule %s: %w", id, ErrNotFound)
+		}
+		return err
+	})
+}
+
+// DueSchedules returns up to limit schedules that are not paused and whose NextRunAt
+// has come by the store's clock, the most overdue first.
+func (s *Store) DueSchedules(ctx context.Context, limit int) ([]Schedule, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules
+		WHERE next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at, id LIMIT ?`, ms(s.now()), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Schedule
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
+}
+
+// FireSchedule records one firing in one transaction: the schedule moves on to f.Next
+// (remembering f.ScheduledFor), but only while its NextRunAt is still f.Due and it is
+// not paused, and f.Job is enqueued. fired is false, with no job, when the schedule had
+// moved on already (another node fired it, or an edit changed it), and false with the
+// existing job when f.Job's idempotency key has one (that time was fired before, even
+// with other values).
+func (s *Store) FireSchedule(ctx context.Context, f Firing) (job Job, fired bool, err error) {
+	if f.Job.IdempotencyKey == "" {
+		return Job{}, false, errors.New("fire schedule: the job needs an idempotency key")
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE schedules SET next_run_at = ?, last_fired_for = ?
+			WHERE id = ? AND next_run_at = ?`, ms(f.Next), ms(f.ScheduledFor), f.ScheduleID, ms(f.Due))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // moved on: nothing to do
+		}
+		var existed bool
+		job, existed, err = s.enqueueTx(ctx, tx, f.Job)
+		if errors.Is(err, ErrIdempotencyMismatch) {
+			// That time was fired before with other values (the schedule was edited
+			// since): the earlier firing stands, and the schedule still moves on.
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fired = !existed
+		return nil
+	})
+	if err != nil {
+		return Job{}, false, fmt.Errorf("fire schedule %s: %w", f.ScheduleID, err)
+	}
+	return job, fired, nil
+}
