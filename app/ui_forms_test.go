@@ -3,6 +3,7 @@ package app
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,40 @@ func TestUIFormsReportWithoutParams(t *testing.T) {
 	}
 	if tid(doc.Find(`[data-testid="report"][data-id="demo"]`), "report-params").Length() != 1 {
 		t.Error("demo lost its parameters table")
+	}
+}
+
+// A report's `after=` rule is marked beside the later field, with the other values kept.
+func TestUIFormsAfterRuleMarksTheField(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	writeReport(t, ts, "period.sql", "-- title: Period\n-- source: demo\n-- param: from date \"From\" = 2025-01-01\n"+
+		"-- param: to date \"To\" after=from = 2025-02-01\nSELECT :from, :to;\n")
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.get("/exports/new?report=period")
+		if res.StatusCode != http.StatusOK {
+			return false, "period not loaded: " + strconv.Itoa(res.StatusCode)
+		}
+		doc = page(t, res, http.StatusOK)
+		return true, ""
+	})
+	form := formOf(t, doc)
+	form.Set("from", "2025-03-01")
+	form.Set("to", "2025-02-01")
+	doc = page(t, ts.postForm("/exports", form, nil), http.StatusUnprocessableEntity)
+	if got := tid(doc, "error-to").Text(); !strings.Contains(got, "after") {
+		t.Errorf("error-to %q", got)
+	}
+	if doc.Find("#help-to").Length() != 1 || tid(doc, "error-to").Closest(".field").Find("#param-to").Length() != 1 {
+		t.Error("the error is not beside the to field")
+	}
+	if tid(doc, "error-from").Length() != 0 || tid(doc, "param-from").AttrOr("value", "") != "2025-03-01" {
+		t.Error("from: marked, or its value lost")
+	}
+	if tid(doc, "estimate").Length() != 1 {
+		t.Error("the form shown again has no estimate")
+	}
+	if n := ts.jobCount(); n != 0 {
+		t.Errorf("%d jobs from a wrong period", n)
 	}
 }

@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,4 +108,40 @@ func TestBrowserFormsPhoneWidth(t *testing.T) {
 	b.open("/exports/new?report=orders")
 	b.waitVisible(tid("estimate"), stepTimeout)
 	b.shoot(dir, "estimate-forms")
+}
+
+// A broken report's long error does not stretch the chooser's grid: every card keeps one
+// width, at desktop and phone width, and the whole error is one click away.
+func TestBrowserFormsReportCards(t *testing.T) {
+	data := t.TempDir()
+	p := startBinary(t, data, nil)
+	long := strings.Repeat("averyveryverylongidentifierwithoutanyspace", 6)
+	if err := os.WriteFile(filepath.Join(data, "reports", "zz_broken.sql"), []byte("-- title: Broken\n-- "+long+": x\nSELECT 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := newTab(t, p.url)
+	cards := tid("report-card")
+	widths := `(() => { const ws = [...document.querySelectorAll(` + js(cards) + `)].map(e => Math.round(e.getBoundingClientRect().width)); return Math.max(...ws) - Math.min(...ws); })()`
+	for _, v := range []struct {
+		name  string
+		width int64
+	}{{"desktop", 1280}, {"phone", 375}} {
+		b.do("emulate "+v.name, stepTimeout, chromedp.EmulateViewport(v.width, 800))
+		b.open("/exports/new")
+		b.waitVisible(cards+`[data-id="zz_broken"] `+tid("report-broken"), stepTimeout)
+		if n := b.count(tid("report-description")); n < 3 {
+			t.Errorf("%s: %d sample reports show a description, want the 3 sample reports'", v.name, n)
+		}
+		if d := mustEval[float64](b, widths); d > 1 {
+			t.Errorf("%s: the cards' widths differ by %v px", v.name, d)
+		}
+		if w := mustEval[float64](b, `document.documentElement.scrollWidth`); w > float64(v.width) {
+			t.Errorf("%s: the page is %v px wide", v.name, w)
+		}
+		if h := mustEval[float64](b, `document.querySelector(`+js(tid("report-broken"))+`).getBoundingClientRect().height`); h > 100 {
+			t.Errorf("%s: the error takes %v px of height, want it cut to a few lines", v.name, h)
+		}
+	}
+	b.click(cards + `[data-id="zz_broken"] details summary`)
+	b.waitVisible(tid("report-broken-full"), stepTimeout)
 }
