@@ -42,6 +42,10 @@ type Job struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// CancelRequested is set while a running job has been asked to stop.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// ScheduleID and ScheduledFor name the schedule whose firing made the export, and
+	// the time it fired for (issue 20); absent on an export asked for by hand.
+	ScheduleID   string     `json:"schedule_id,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
 }
 
 // Progress is how far a job got: rows written and, when known, the total.

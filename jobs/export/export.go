@@ -28,6 +28,12 @@ type Args struct {
 	// Spec is the report as it was when the job was accepted, so that editing or
 	// removing its file never changes a queued or running job.
 	Spec *Report `json:"spec,omitempty"`
+	// ScheduleID and ScheduledFor are set on a schedule's firing (issue 20): which
+	// schedule made the export, and for which time. Deliver is where the schedule sends
+	// the file, frozen at the firing (a list of jobs/deliver targets); nil: nowhere.
+	ScheduleID   string          `json:"schedule_id,omitempty"`
+	ScheduledFor *time.Time      `json:"scheduled_for,omitempty"`
+	Deliver      json.RawMessage `json:"deliver,omitempty"`
 }
 
 // Queue is the queue the export runs in, from the report as accepted: "" for the

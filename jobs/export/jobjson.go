@@ -30,7 +30,7 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 	_ = json.Unmarshal(j.Args, &args) // a job of another kind shows no report or params
 	out := apiv1.Job{
 		ID: j.ID, Status: string(j.Status), Report: args.Report, CreatedBy: j.CreatedBy, Queue: j.Queue, Params: args.Params,
-		Format: args.FileFormat(), BOM: args.BOM,
+		Format: args.FileFormat(), BOM: args.BOM, ScheduleID: args.ScheduleID, ScheduledFor: args.ScheduledFor,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
 		Progress:  apiv1.Progress{Rows: j.ProgressRows},
 		CreatedAt: timePtr(j.CreatedAt), StartedAt: timePtr(j.StartedAt),

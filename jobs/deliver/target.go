@@ -1,0 +1,90 @@
+// Package deliver is where a schedule's exports go once they succeed (issue 20): an email
+// with the file attached (or a link above a size limit), a signed webhook, or a copy in
+// a folder. This file is the contract between the schedules (which store a list of
+// targets and copy it into each firing's args, export.Args.Deliver) and the deliveries.
+package deliver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// The kinds of target.
+const (
+	TypeEmail   = "email"
+	TypeWebhook = "webhook"
+	TypeFolder  = "folder"
+)
+
+// Target is one place a schedule's file goes. Type says which fields count:
+//
+//	{"type": "email", "to": ["ann@example.com"]}
+//	{"type": "webhook", "url": "https://hooks.example.com/sheetq"}
+//	{"type": "folder", "path": "/srv/reports/monthly"}
+type Target struct {
+	Type string   `json:"type"`
+	To   []string `json:"to,omitempty"`
+	URL  string   `json:"url,omitempty"`
+	Path string   `json:"path,omitempty"`
+}
+
+// MaxTargets bounds a schedule's list: a schedule is not a mailing list.
+const MaxTargets = 20
+
+// ParseTargets reads and checks a list of targets (JSON); an empty or null list is none.
+// Each error names the target by its place in the list ("deliver[1]: ...").
+func ParseTargets(raw json.RawMessage) ([]Target, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var ts []Target
+	if err := dec.Decode(&ts); err != nil {
+		return nil, fmt.Errorf("deliver: want a list of targets such as [{\"type\": \"email\", \"to\": [\"ann@example.com\"]}]: %v", err)
+	}
+	if len(ts) > MaxTargets {
+		return nil, fmt.Errorf("deliver: %d targets, at most %d", len(ts), MaxTargets)
+	}
+	for i, t := range ts {
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("deliver[%d]: %w", i, err)
+		}
+	}
+	return ts, nil
+}
+
+// Check says what is wrong with t on its own (the server's settings, such as the
+// folders it may write to, are checked where they are known).
+func (t Target) Check() error {
+	switch t.Type {
+	case TypeEmail:
+		if len(t.To) == 0 || len(t.To) > 50 || t.URL != "" || t.Path != "" {
+			return errors.New(`an email target has "to": 1 to 50 addresses, and nothing else`)
+		}
+		for _, a := range t.To {
+			addr, err := mail.ParseAddress(a)
+			if err != nil || addr.Address != strings.TrimSpace(a) {
+				return fmt.Errorf("%q is not an email address (write ann@example.com, without a name)", a)
+			}
+		}
+	case TypeWebhook:
+		u, err := url.Parse(t.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(t.To) > 0 || t.Path != "" {
+			return errors.New(`a webhook target has "url": an http or https URL, and nothing else`)
+		}
+	case TypeFolder:
+		if t.Path == "" || !filepath.IsAbs(t.Path) || filepath.Clean(t.Path) != t.Path || len(t.To) > 0 || t.URL != "" {
+			return errors.New(`a folder target has "path": an absolute, clean folder path, and nothing else`)
+		}
+	default:
+		return fmt.Errorf("type %q: want email, webhook or folder", t.Type)
+	}
+	return nil
+}
