@@ -74,6 +74,7 @@ func TestBrowserFormsQueueDashboard(t *testing.T) {
 	b.waitFor("the running clock to move", stepTimeout, `(() => { const e = document.querySelector(`+js(clock)+`); return !!e && e.textContent.trim() !== `+js(first)+`; })()`, nil)
 	b.checkMarker("while the clock ran")
 
+	b.shoot(screenshotDir(t), "queue-busy")
 	b.click(tid("count-link-SUCCEEDED"))
 	b.waitFor("the filtered list", stepTimeout, `location.pathname === "/" && location.search === "?status=SUCCEEDED"`, nil)
 	b.waitVisible(rowSel(done.ID), stepTimeout)
@@ -85,7 +86,12 @@ func TestBrowserFormsQueueDashboard(t *testing.T) {
 // At 375 px wide the form, the reports and the queue pages fit the screen, and the
 // charts' labels are at least 12 px.
 func TestBrowserFormsPhoneWidth(t *testing.T) {
-	p := startBinary(t, t.TempDir(), nil)
+	data := t.TempDir()
+	p := startBinary(t, data, nil)
+	long := strings.Repeat("averyveryverylongidentifierwithoutanyspace", 6)
+	if err := os.WriteFile(filepath.Join(data, "reports", "zz_broken.sql"), []byte("-- title: Broken\n-- "+long+": x\nSELECT 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	j := p.submit(t, `{"report":"demo","params":{"rows":5}}`)
 	p.waitJob(t, j.ID, "SUCCEEDED", status("SUCCEEDED"))
 	b := newTab(t, p.url)
@@ -93,6 +99,9 @@ func TestBrowserFormsPhoneWidth(t *testing.T) {
 	for _, path := range []string{"/exports/new", "/exports/new?report=orders", "/exports/new?report=demo", "/reports", "/queue"} {
 		b.open(path)
 		b.waitVisible("main h1", stepTimeout)
+		if path == "/reports" {
+			b.waitVisible(tid("report-error"), stepTimeout)
+		}
 		if w := mustEval[float64](b, `document.documentElement.scrollWidth`); w > 375 {
 			wide := mustEval[string](b, `(() => { const out = []; document.querySelectorAll("main *").forEach(e => { const r = e.getBoundingClientRect(); if (r.right > 376 && !e.closest(".table-wrap")) out.push(e.tagName + "." + e.className + " " + Math.round(r.right)); }); return out.slice(0, 8).join(", "); })()`)
 			t.Errorf("%s is %v px wide at 375: %s", path, w, wide)

@@ -385,7 +385,7 @@ func EstimateBox(e RunEstimate) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\" aria-labelledby=\"h-estimate\" aria-live=\"polite\"><h2 id=\"h-estimate\">Estimate</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\" aria-labelledby=\"h-estimate\"><h2 id=\"h-estimate\">Estimate</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -679,7 +679,7 @@ func NewExport(m Meta, f ExportForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if f.Estimate != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<div data-estimate-url=\"/exports/new/estimate\" data-testid=\"estimate-live\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<div data-estimate-url=\"/exports/new/estimate\" data-testid=\"estimate-live\" aria-live=\"polite\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
