@@ -100,12 +100,21 @@ func Estimate(rows, total int64, ran time.Duration) time.Duration {
 	return time.Duration(float64(ran) / float64(rows) * float64(total-rows))
 }
 
-// Clock writes t as local date and time for people.
+// Clock writes t in UTC, to the second, saying so: "2026-12-02 14:03:05 UTC". Pages
+// show it inside <time> (Stamp), which the script rewrites in the viewer's zone.
 func Clock(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+}
+
+// Minute writes t in UTC, to the minute, saying so: "2026-12-02 14:03 UTC".
+func Minute(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04") + " UTC"
 }
 
 // ISO writes t as RFC 3339 for <time datetime> and scripts.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -29,7 +30,7 @@ func (p *Pages) exportPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p.render(w, r, http.StatusOK, ui.ExportDetail(m, jobDetail(j, evs, p.store.Now())))
+	p.render(w, r, http.StatusOK, ui.ExportDetail(m, p.jobDetail(j, evs, p.store.Now())))
 	return nil
 }
 
@@ -62,11 +63,15 @@ func (p *Pages) retryExportForm(w http.ResponseWriter, r *http.Request) error {
 }
 
 // jobDetail is the job page's content as of now.
-func jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobDetail {
+func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobDetail {
 	jj := export.JobJSON(j, "")
-	d := ui.JobDetail{Row: jobRow(j, now), Warnings: j.Warnings,
+	d := ui.JobDetail{Row: p.jobRow(j, now), Warnings: j.Warnings,
 		CanCancel: j.Status == store.StatusPending || j.Status == store.StatusProcessing,
-		CanRetry:  j.Status == store.StatusFailed || j.Status == store.StatusCanceled}
+		CanRetry:  j.Status == store.StatusFailed || j.Status == store.StatusCanceled,
+		CanDelete: j.Status.Final()}
+	if _, ok := p.report(jj.Report); ok {
+		d.RunAgainURL = runAgainURL(jj.Report, jj.Params, jj.Format, jj.BOM)
+	}
 	names := make([]string, 0, len(jj.Params))
 	for k := range jj.Params {
 		names = append(names, k)
@@ -89,6 +94,25 @@ func jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobDetail {
 	return d
 }
 
+// runAgainURL opens the New export form filled in: the report, each parameter under
+// its own name, the format, and bom=1 when the file had a byte order mark (the form's
+// contract for query values).
+func runAgainURL(report string, params map[string]any, format string, bom bool) string {
+	v := url.Values{"report": {report}}
+	for k, val := range params {
+		if val != nil {
+			v.Set(k, paramText(val))
+		}
+	}
+	if format != "" {
+		v.Set("format", format)
+	}
+	if bom {
+		v.Set("bom", "1")
+	}
+	return "/exports/new?" + v.Encode()
+}
+
 // paramText writes a parameter value as it was given.
 func paramText(v any) string {
 	switch v := v.(type) {
@@ -105,8 +129,8 @@ func paramText(v any) string {
 }
 
 // timings says how long the job waited before its first start, how long its attempts
-// ran in all, and how long it took from request to end (so far, if not ended).
-func timings(j store.Job, evs []store.Event, now time.Time) (waited, ran, total string) {
+// ran in all, and how long it took from request to end (so far, and live, if not ended).
+func timings(j store.Job, evs []store.Event, now time.Time) (waited, ran, total ui.Elapsed) {
 	end := now
 	if j.Status.Final() && !j.FinishedAt.IsZero() {
 		end = j.FinishedAt
@@ -134,27 +158,37 @@ func timings(j store.Job, evs []store.Event, now time.Time) (waited, ran, total 
 			}
 		}
 	}
-	if !start.IsZero() && j.Status == store.StatusProcessing {
+	runningNow := !start.IsZero() && j.Status == store.StatusProcessing
+	if runningNow {
 		running += now.Sub(start)
 	}
-	suffix := ""
-	if !j.Status.Final() {
-		suffix = " so far"
-	}
+	final := j.Status.Final()
 	switch {
 	case !firstStart.IsZero():
-		waited = ui.Duration(firstStart.Sub(j.CreatedAt))
+		waited = elapsed(firstStart.Sub(j.CreatedAt), false)
 	case j.Status == store.StatusPending:
-		waited = ui.Duration(now.Sub(j.CreatedAt)) + " so far"
+		waited = elapsed(now.Sub(j.CreatedAt), true)
 	default:
-		waited = "never started"
+		waited = ui.Elapsed{Text: "never started"}
 	}
-	ran = "not yet"
+	ran = ui.Elapsed{Text: "not yet"}
 	if running > 0 || !firstStart.IsZero() {
-		ran = ui.Duration(running) + suffix
+		ran = elapsed(running, runningNow)
+		if !final && !runningNow {
+			ran.Text += " so far"
+		}
 	}
-	total = ui.Duration(end.Sub(j.CreatedAt)) + suffix
+	total = elapsed(end.Sub(j.CreatedAt), !final)
 	return waited, ran, total
+}
+
+// elapsed is d in words; live ones say "so far" and tick on in the page.
+func elapsed(d time.Duration, live bool) ui.Elapsed {
+	d = max(d, 0)
+	if !live {
+		return ui.Elapsed{Text: ui.Duration(d)}
+	}
+	return ui.Elapsed{Text: ui.Duration(d) + " so far", MS: d.Milliseconds(), Live: true, Suffix: " so far"}
 }
 
 // advice says what to do about a failed export, by error code.

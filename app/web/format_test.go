@@ -21,7 +21,10 @@ func TestAttemptInfo(t *testing.T) {
 		{"waiting to retry", store.Job{Status: store.StatusPending, Attempt: 1, MaxAttempts: 3, RunAt: now.Add(40 * time.Second)},
 			"retrying, attempt 2 of 3, next try in 40 s"},
 		{"retry due", store.Job{Status: store.StatusPending, Attempt: 2, MaxAttempts: 3, RunAt: now},
-			"retrying, attempt 3 of 3, next try now"},
+			"attempt 3 of 3, waiting for a worker"},
+		// Recovered after a crash: run_at long past, it waits for a worker, not a time.
+		{"recovered", store.Job{Status: store.StatusPending, Attempt: 1, MaxAttempts: 3, RunAt: now.Add(-time.Hour)},
+			"attempt 2 of 3, waiting for a worker"},
 		{"second attempt running", store.Job{Status: store.StatusProcessing, Attempt: 2, MaxAttempts: 3}, "retrying, attempt 2 of 3"},
 		{"gave up", store.Job{Status: store.StatusFailed, Attempt: 3, MaxAttempts: 3}, "gave up after attempt 3 of 3"},
 		{"succeeded on a retry", store.Job{Status: store.StatusSucceeded, Attempt: 2, MaxAttempts: 3}, "took 2 attempts"},

@@ -18,11 +18,35 @@ import (
 // HomePageSize is how many exports the home page shows at a time.
 const HomePageSize = 50
 
+// homeMaxRows is the most rows ?n= may ask for at once (the store's List limit).
+const homeMaxRows = 1000
+
 // homePage lists the newest exports, filtered by ?status= and ?report=, a page at a
-// time with ?cursor=.
+// time with ?cursor=. ?n= shows that many rows at once: the script keeps it in the URL
+// as "Load more" appends pages, so that a reload shows the same rows. ?q= finds an
+// export by its id.
 func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	opts := store.ListOptions{Kind: export.Name, Limit: HomePageSize, Report: q.Get("report")}
+	var notice string
+	if id := strings.TrimSpace(q.Get("q")); id != "" {
+		j, err := p.exports.Load(r.Context(), id)
+		switch {
+		case err == nil:
+			http.Redirect(w, r, "/exports/"+url.PathEscape(j.ID), http.StatusSeeOther)
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		notice = "No export has the id " + strconv.Quote(id) + ". Paste the whole id, as on the export's page; the list below is unchanged."
+	}
+	if id := q.Get("deleted"); id != "" {
+		notice = "Deleted the export " + id + ", its file and its history."
+	}
+	limit := HomePageSize
+	if n, err := strconv.Atoi(q.Get("n")); err == nil && n > 0 {
+		limit = min(n, homeMaxRows)
+	}
+	opts := store.ListOptions{Kind: export.Name, Limit: limit, Report: q.Get("report")}
 	if v := q.Get("status"); v != "" {
 		opts.Status = store.Status(strings.ToUpper(v))
 		if !opts.Status.Valid() {
@@ -48,10 +72,10 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := p.store.Now()
-	d := ui.HomeData{Status: string(opts.Status), Report: opts.Report,
+	d := ui.HomeData{Status: string(opts.Status), Report: opts.Report, Query: q.Get("q"), Notice: notice,
 		Filtered: opts.Status != "" || opts.Report != "", Paged: q.Get("cursor") != "", Origin: p.cfg.Middleware.PublicOrigin(r)}
 	for _, j := range list {
-		d.Rows = append(d.Rows, jobRow(j, now))
+		d.Rows = append(d.Rows, p.jobRow(j, now))
 	}
 	if len(list) == opts.Limit {
 		last := list[len(list)-1]
@@ -79,7 +103,7 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		d.Reports = append(d.Reports, ui.Option{Value: id, Text: id, Selected: id == opts.Report})
+		d.Reports = append(d.Reports, ui.Option{Value: id, Text: p.reportTitle(id), Selected: id == opts.Report})
 	}
 	p.render(w, r, http.StatusOK, ui.Home(m, d))
 	return nil
@@ -92,7 +116,7 @@ func (p *Pages) exportRowFragment(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	p.render(w, r, http.StatusOK, ui.ExportRow(jobRow(j, p.store.Now())))
+	p.render(w, r, http.StatusOK, ui.ExportRow(p.jobRow(j, p.store.Now())))
 	return nil
 }
 
@@ -106,18 +130,47 @@ func (p *Pages) loadPageJob(r *http.Request) (store.Job, error) {
 	return j, err
 }
 
+// report is the catalog's report id; ok is false when it is gone (or broken).
+func (p *Pages) report(id string) (export.Report, bool) {
+	if p.cfg.Catalog == nil || id == "" {
+		return export.Report{}, false
+	}
+	rep, err := p.cfg.Catalog.Report(id)
+	return rep, err == nil
+}
+
+// reportTitle is the report's title for people, or its id when it is gone.
+func (p *Pages) reportTitle(id string) string {
+	if rep, ok := p.report(id); ok && rep.Title != "" {
+		return rep.Title
+	}
+	return id
+}
+
 // jobRow is a job as the pages show it, with its progress in words as of now.
-func jobRow(j store.Job, now time.Time) ui.JobRow {
+func (p *Pages) jobRow(j store.Job, now time.Time) ui.JobRow {
 	jj := export.JobJSON(j, "")
-	row := ui.JobRow{ID: j.ID, Report: jj.Report, Status: string(j.Status), Rows: j.ProgressRows,
-		TotalRows: j.ProgressTotal, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-		Created: ui.Clock(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
-		CancelRequested: jj.CancelRequested}
+	rep, _ := p.report(jj.Report)
+	row := ui.JobRow{ID: j.ID, Report: jj.Report, Title: p.reportTitle(jj.Report), Status: string(j.Status),
+		Rows: j.ProgressRows, TotalRows: j.ProgressTotal, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+		Created: ui.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
+		CancelRequested: jj.CancelRequested, CreatedBy: j.CreatedBy, Ran: ranOf(j, now)}
+	row.ParamSummary, row.ParamFull = paramSummary(jj.Params, rep.Params)
+	if jj.Format != "" && jj.Format != export.FormatXLSX {
+		row.Format = strings.ToUpper(jj.Format)
+	}
+	if jj.File != nil {
+		row.Size = ui.Size(jj.File.Size)
+	}
 	if jj.Error != nil {
 		row.Error = jj.Error.Message
 	}
 	if j.Status == store.StatusProcessing && !j.StartedAt.IsZero() {
 		row.StartedMS = j.StartedAt.UnixMilli()
+	}
+	if j.Status == store.StatusPending {
+		// Rows counted by an attempt that was killed are no progress of the next one.
+		row.Rows, row.TotalRows = 0, -1
 	}
 	retrying := j.Status == store.StatusPending && j.Attempt > 0
 	if retrying {
@@ -126,7 +179,7 @@ func jobRow(j store.Job, now time.Time) ui.JobRow {
 	switch j.Status {
 	case store.StatusPending:
 		row.ProgressText = "waiting for a worker"
-		if retrying {
+		if retrying && j.RunAt.Sub(now) >= time.Second {
 			row.ProgressText = "waiting to try again"
 		}
 	case store.StatusProcessing:
@@ -145,17 +198,66 @@ func jobRow(j store.Job, now time.Time) ui.JobRow {
 	return row
 }
 
+// ranOf is how long the export's last attempt ran: live while it runs, nothing before
+// it starts or for a job that waits to run again.
+func ranOf(j store.Job, now time.Time) ui.Elapsed {
+	switch {
+	case j.StartedAt.IsZero() || j.Status == store.StatusPending:
+		return ui.Elapsed{}
+	case j.Status == store.StatusProcessing:
+		d := max(now.Sub(j.StartedAt), 0)
+		return ui.Elapsed{Text: ui.Duration(d) + " so far", MS: d.Milliseconds(), Live: true, Suffix: " so far"}
+	case !j.FinishedAt.IsZero() && !j.FinishedAt.Before(j.StartedAt):
+		return ui.Elapsed{Text: ui.Duration(j.FinishedAt.Sub(j.StartedAt))}
+	}
+	return ui.Elapsed{}
+}
+
+// paramSummaryLen is how long the list's parameter summary may be before it is cut.
+const paramSummaryLen = 60
+
+// paramSummary writes the parameters in short, in the report's order (params, when
+// the report is known; by name otherwise): "from 2025-03-01, to 2025-03-31", cut at
+// paramSummaryLen with an ellipsis; full is the whole.
+func paramSummary(values map[string]any, params []export.Param) (short, full string) {
+	names := make([]string, 0, len(values))
+	for _, prm := range params {
+		if _, ok := values[prm.Name]; ok {
+			names = append(names, prm.Name)
+		}
+	}
+	var rest []string
+	for k := range values {
+		if !slices.Contains(names, k) {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	names = append(names, rest...)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, k+" "+paramText(values[k]))
+	}
+	full = strings.Join(parts, ", ")
+	if r := []rune(full); len(r) > paramSummaryLen {
+		return strings.TrimSpace(string(r[:paramSummaryLen-1])) + "…", full
+	}
+	return full, full
+}
+
 // attemptInfo says which attempt a job is on, when it is not the first:
 // "retrying, attempt 2 of 3, next try in 40 s".
 func attemptInfo(j store.Job, now time.Time) string {
 	max := strconv.Itoa(j.MaxAttempts)
 	switch {
 	case j.Status == store.StatusPending && j.Attempt > 0:
-		s := "retrying, attempt " + strconv.Itoa(j.Attempt+1) + " of " + max
+		// A job recovered after a crash, or whose backoff is over, waits for a worker,
+		// not for a time: "next try now" would promise what no one may be free to do.
+		next := "attempt " + strconv.Itoa(j.Attempt+1) + " of " + max
 		if wait := j.RunAt.Sub(now); wait >= time.Second {
-			return s + ", next try in " + ui.Duration(wait.Round(time.Second))
+			return "retrying, " + next + ", next try in " + ui.Duration(wait.Round(time.Second))
 		}
-		return s + ", next try now"
+		return next + ", waiting for a worker"
 	case j.Attempt <= 1:
 		return ""
 	case j.Status == store.StatusProcessing:

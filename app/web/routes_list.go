@@ -3,7 +3,10 @@ package web
 import "net/http"
 
 // listRoutes adds the routes of the exports list and of one export's page that are not
-// in Routes: actions on one export or on many.
+// in Routes: actions on one export or on many. Their forms post from sheetq's own
+// pages, which the middleware's same-origin check holds them to, as for cancel.
 func (p *Pages) listRoutes(mux *http.ServeMux) {
-	_ = mux
+	h := p.handle
+	mux.HandleFunc("POST /exports/{id}/delete", h(p.deleteExportForm))
+	mux.HandleFunc("POST /exports/bulk", h(p.bulkExportsForm))
 }

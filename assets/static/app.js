@@ -5,6 +5,9 @@
   "use strict";
 
   var body = document.body;
+  // Controls that only the script makes useful show, and those it replaces hide.
+  document.documentElement.classList.remove("no-js");
+  document.documentElement.classList.add("js");
   var conn = document.querySelector('[data-testid="conn-state"]');
   var banner = document.querySelector('[data-testid="reconnect-banner"]');
 
@@ -70,6 +73,7 @@
       var focused = document.activeElement;
       var keep = focused && cur.contains(focused) ? focused.getAttribute("data-testid") : null;
       cur.replaceWith(document.adoptNode(fresh));
+      decorate(fresh);
       if (keep) {
         var again = fresh.querySelector('[data-testid="' + keep + '"]');
         if (again) again.focus();
@@ -114,10 +118,14 @@
         }
         var fresh = fragment(html);
         if (cur) {
+          var box = cur.querySelector('[data-testid="row-select"]');
+          var again = fresh.querySelector('[data-testid="row-select"]');
+          if (box && again) again.checked = box.checked;
           cur.replaceWith(fresh);
         } else {
           addRow(fresh);
         }
+        decorate(fresh);
       });
     });
   }
@@ -150,6 +158,7 @@
     var job = data.job;
     var id = job ? job.id : null;
     if (!id) return;
+    notifyIfEnded(job);
     if (jobPage(id)) {
       later("page", function () { return swapFrom(location.pathname, "#job-live"); });
     }
@@ -182,8 +191,9 @@
     holders.forEach(function (holder) {
       if (!holder) return;
       var total = p.total_rows == null ? -1 : p.total_rows;
+      if (holder.getAttribute("data-status") === "PENDING") return; // its state event comes first
       var bar = holder.querySelector('[data-testid="progress"], [data-testid="job-progress"]');
-      if (bar) {
+      if (bar && bar.tagName === "PROGRESS") {
         if (total > 0) {
           bar.max = total;
           bar.value = Math.min(p.rows, total);
@@ -206,15 +216,177 @@
     });
   }
 
-  // The retry countdown: "next try in 40 s" counts down between events.
+  // Every second: the retry countdown ("next try in 40 s"), then "waiting for a worker"
+  // once it is due; and the durations of what is running ("Ran 4 s so far").
   function tick() {
     document.querySelectorAll("[data-next]").forEach(function (holder) {
       var next = Number(holder.getAttribute("data-next")) || 0;
       var info = holder.querySelector('[data-testid="attempt-info"]');
       if (!next || !info || holder.getAttribute("data-status") !== "PENDING") return;
       var wait = next - Date.now();
-      info.textContent = info.textContent.replace(/next try (in .*|now)$/,
-        wait >= 1000 ? "next try in " + duration(Math.round(wait / 1000) * 1000) : "next try now");
+      var att = "attempt " + info.getAttribute("data-attempt") + " of " + info.getAttribute("data-max");
+      info.textContent = wait >= 1000 ? "retrying, " + att + ", next try in " + duration(Math.round(wait / 1000) * 1000)
+        : att + ", waiting for a worker";
+      var text = holder.querySelector('[data-testid="progress-text"]');
+      if (text && wait < 1000) text.textContent = "waiting for a worker";
+    });
+    var now = Date.now();
+    document.querySelectorAll("[data-tick-ms]").forEach(function (el) {
+      // From when this page got the duration, by this browser's clock: no skew with
+      // the server's clock can show in it.
+      if (!el.hasAttribute("data-t0")) el.setAttribute("data-t0", String(now));
+      var ms = Number(el.getAttribute("data-tick-ms")) + (now - Number(el.getAttribute("data-t0")));
+      el.textContent = duration(ms) + (el.getAttribute("data-tick-suffix") || "");
+    });
+    localize(document);
+  }
+
+  // ---- times in the viewer's zone ----
+
+  // localize rewrites the server's UTC times (<time datetime data-local>) in the
+  // browser's time zone, naming it: "2026-12-02 15:03 CET"; the title keeps the UTC.
+  function localize(root) {
+    if (!window.Intl || !Intl.DateTimeFormat) return;
+    root.querySelectorAll("time[data-local]:not([data-localized])").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d.getTime())) return;
+      var seconds = /\d:\d\d:\d\d/.test(el.textContent);
+      var opts = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+        hourCycle: "h23", timeZoneName: "short" };
+      if (seconds) opts.second = "2-digit";
+      var parts = {};
+      try {
+        new Intl.DateTimeFormat("en-US", opts).formatToParts(d).forEach(function (p) { parts[p.type] = p.value; });
+      } catch (err) { return; }
+      var zone = zoneName(d);
+      var text = parts.year + "-" + parts.month + "-" + parts.day + " " + parts.hour + ":" + parts.minute +
+        (seconds ? ":" + parts.second : "") + " " + zone;
+      if (!el.hasAttribute("title")) el.setAttribute("title", el.textContent.trim());
+      el.textContent = text;
+      el.setAttribute("data-localized", "");
+    });
+  }
+
+  // zoneName is the browser's zone as people know it: the short name where the locale
+  // has one ("CET", "EST"), else the zone's own name ("Asia/Tokyo") rather than "GMT+9".
+  function zoneName(d) {
+    var tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    var short = "";
+    try {
+      new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(d).forEach(function (p) {
+        if (p.type === "timeZoneName") short = p.value;
+      });
+    } catch (err) { /* no names: the zone's id below */ }
+    if (short && !/^(GMT|UTC)[+\-\u2212]/.test(short)) return short;
+    return tz || short || "local time";
+  }
+
+  // ---- notifications ----
+
+  var notifyWanted = {};
+
+  // notifyButtons shows "Notify me when it's done" where the browser can notify, and
+  // marks the ones already asked for.
+  function notifyButtons(root) {
+    if (!("Notification" in window)) return;
+    root.querySelectorAll("[data-notify]").forEach(function (btn) {
+      btn.hidden = false;
+      if (notifyWanted[btn.getAttribute("data-notify")]) {
+        btn.disabled = true;
+        btn.textContent = "You will be notified";
+      }
+    });
+  }
+
+  function askNotify(btn) {
+    var id = btn.getAttribute("data-notify");
+    var granted = function (p) {
+      if (p !== "granted") {
+        btn.textContent = "Notifications are blocked for this site";
+        btn.disabled = true;
+        return;
+      }
+      notifyWanted[id] = { title: (document.querySelector("h1") || {}).textContent || "Export" };
+      notifyButtons(document);
+    };
+    if (Notification.permission === "granted") return granted("granted");
+    var asked = Notification.requestPermission(granted);
+    if (asked && asked.then) asked.then(granted);
+  }
+
+  var ENDED = { SUCCEEDED: "is ready", FAILED: "failed", CANCELED: "was canceled", EXPIRED: "expired" };
+
+  function notifyIfEnded(job) {
+    var want = notifyWanted[job.id];
+    if (!want || !ENDED[job.status]) return;
+    delete notifyWanted[job.id];
+    try {
+      var n = new Notification(want.title.trim() + " " + ENDED[job.status], {
+        body: job.status === "SUCCEEDED" && job.progress ? count(job.progress.rows) + " rows" : "Export " + job.id,
+        tag: "sheetq-" + job.id
+      });
+      n.onclick = function () { window.focus(); n.close(); };
+    } catch (err) { /* a browser that only notifies from a service worker */ }
+  }
+
+  // ---- the exports list: filters, selection, load more ----
+
+  function decorate(root) {
+    localize(root);
+    notifyButtons(root);
+    var all = document.querySelector('[data-testid="select-all"]');
+    if (all) all.hidden = false;
+  }
+
+  document.addEventListener("change", function (e) {
+    var t = e.target;
+    if (t.matches && t.matches("select[data-autosubmit]") && t.form) {
+      if (t.form.requestSubmit) t.form.requestSubmit(); else t.form.submit();
+    } else if (t.matches && t.matches('[data-testid="select-all"]')) {
+      document.querySelectorAll('[data-testid="row-select"]').forEach(function (b) { b.checked = t.checked; });
+    }
+  });
+
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest ? e.target.closest('[data-testid="load-more"], [data-notify]') : null;
+    if (!t) return;
+    if (t.hasAttribute("data-notify")) {
+      askNotify(t);
+      return;
+    }
+    e.preventDefault();
+    loadMore(t);
+  });
+
+  // loadMore appends the next page's rows in place and keeps how many are shown in the
+  // URL (?n=), so that a reload or going back shows the same rows.
+  function loadMore(link) {
+    if (link.getAttribute("aria-busy") === "true") return;
+    link.setAttribute("aria-busy", "true");
+    var href = link.getAttribute("href");
+    fetchHTML(href).then(function (html) {
+      link.removeAttribute("aria-busy");
+      if (html == null) return;
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var tbody = document.querySelector("#exports-table tbody");
+      if (!tbody) return;
+      doc.querySelectorAll('#exports-table tbody tr[data-testid="export-row"]').forEach(function (tr) {
+        if (rowOf(tr.getAttribute("data-id"))) return; // shifted down by new exports
+        var row = document.adoptNode(tr);
+        tbody.appendChild(row);
+        decorate(row);
+      });
+      var next = doc.querySelector('[data-testid="load-more"]');
+      if (next) link.setAttribute("href", next.getAttribute("href")); else link.closest(".more").remove();
+      var url = new URL(location.href);
+      url.searchParams.set("n", String(tbody.querySelectorAll('tr[data-testid="export-row"]').length));
+      history.replaceState(history.state, "", url.pathname + url.search);
+      var all = document.querySelector('[data-testid="select-all"]');
+      if (all) all.checked = false;
+    }).catch(function () {
+      // The link still works as a link.
+      link.removeAttribute("aria-busy");
+      location.href = href;
     });
   }
 
@@ -349,5 +521,7 @@
   watchReports();
   watchQueue();
   guardForms();
+  decorate(document);
+  tick();
   setInterval(tick, 1000);
 })();
