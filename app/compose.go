@@ -19,6 +19,7 @@ import (
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
+	"sheetq/app/schedules"
 	"sheetq/app/web"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
@@ -48,6 +49,7 @@ type App struct {
 	janitor  *jobs.Janitor
 	webhooks *webhook.Handler
 	exports  *exports.Service
+	sched    *schedules.Service
 	mw       *middleware.Stack
 	api      *api.API
 	pages    *web.Pages
@@ -192,6 +194,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)
 	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
+	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log}
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,
@@ -199,7 +202,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,
 		Middleware: a.mw, Metrics: a.metrics, DataDir: dir.Root, ExportsDir: dir.Exports(), Version: cfg.Version, Log: log, Problems: problems,
-		Files: a.files, Download: cfg.download,
+		Files: a.files, Download: cfg.download, Schedules: a.sched,
 	})
 	return a, nil
 }
@@ -216,7 +219,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if a.sqlite != nil {
 		a.stops = append(a.stops, checkInBackground(ctx, a.sqlite, a.dir, a.log))
 	}
-	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor} {
+	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor, a.sched} {
 		if svc == service(a.engine) && a.cfg.Idle {
 			continue
 		}

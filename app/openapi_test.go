@@ -284,6 +284,41 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/stats", status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/exports", status: 421, header: http.Header{"Host": {"evil.example"}}, code: "bad_host"})
 
+	// Schedules: create (and its refusals), read, list, preview, change, pause, resume,
+	// their exports, delete.
+	sched := []byte(`{"report":"demo","params":{"rows":5},"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`)
+	var sc struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: sched, status: 201, checkRequest: true}).body, &sc); err != nil || sc.ID == "" {
+		t.Fatalf("created schedule: %v %+v", err, sc)
+	}
+	scid := map[string]string{"id": sc.ID}
+	p = checkProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
+		body: []byte(`{"report":"demo","cron":"61 * * * *","timezone":"UTC"}`), status: 422, code: "invalid_schedule"}), 422, "invalid_schedule")
+	if p["field"] != "cron" {
+		t.Errorf("a bad cron expression: field %v", p["field"])
+	}
+	p = checkProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
+		body: []byte(`{"report":"demo","params":{"rows":-1},"cron":"@daily","timezone":"UTC"}`), status: 422, code: "invalid_schedule"}), 422, "invalid_schedule")
+	if p["field"] != "params.rows" || p["param"] != "rows" {
+		t.Errorf("a bad parameter: field %v, param %v", p["field"], p["param"])
+	}
+	c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: []byte(`{"report":"nope","cron":"@daily","timezone":"UTC"}`), status: 422, code: "unknown_report"})
+	c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: []byte(`{"report":"demo","cron":"@daily","timezone":"Mars/Base"}`), status: 422, code: "invalid_schedule"})
+	c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: []byte(`{"report":"demo","crontab":"@daily"}`), status: 400, code: "malformed_json"})
+	c.do(exchange{op: "GET /api/v1/schedules", status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/schedules/{id}", vars: scid, status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/schedules/{id}", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
+	c.do(exchange{op: "POST /api/v1/schedules/preview", header: jsonHeader, body: sched, status: 200, checkRequest: true})
+	c.do(exchange{op: "PATCH /api/v1/schedules/{id}", vars: scid, header: jsonHeader, body: []byte(`{"cron":"30 7 * * MON"}`), status: 200, checkRequest: true})
+	c.do(exchange{op: "PATCH /api/v1/schedules/{id}", vars: scid, header: jsonHeader, body: []byte(`{"timezone":"Nowhere"}`), status: 422, code: "invalid_schedule"})
+	c.do(exchange{op: "POST /api/v1/schedules/{id}/pause", vars: scid, status: 200, checkRequest: true})
+	c.do(exchange{op: "POST /api/v1/schedules/{id}/resume", vars: scid, status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/schedules/{id}/exports", vars: scid, status: 200, checkRequest: true})
+	c.do(exchange{op: "DELETE /api/v1/schedules/{id}", vars: scid, status: 204, checkRequest: true})
+	c.do(exchange{op: "DELETE /api/v1/schedules/{id}", vars: scid, status: 404, code: "not_found"})
+
 	// Every documented operation was exercised above.
 	for p, methods := range c.doc {
 		for m := range methods {

@@ -10,6 +10,7 @@ import (
 
 	"sheetq/app/events"
 	"sheetq/app/exports"
+	"sheetq/app/schedules"
 	"sheetq/internal/envref"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
@@ -25,6 +26,7 @@ type backend interface {
 	exports.Store
 	events.Log
 	webhook.Recorder
+	schedules.Store
 	Close() error
 }
 

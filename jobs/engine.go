@@ -434,6 +434,14 @@ func (e *Engine) Enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool,
 	return job, existed, err
 }
 
+// Stored tells the engine that a job of queue was stored by a path other than Enqueue
+// (a schedule's firing, store.FireSchedule): like Enqueue, it calls OnChange and wakes
+// the queue's lane, so that the job starts now and its event reaches the streams.
+func (e *Engine) Stored(queue string) {
+	e.notify()
+	e.WakeQueue(cmp.Or(queue, store.DefaultQueue))
+}
+
 // Wake makes every lane's dispatcher look for work now instead of at its next poll.
 func (e *Engine) Wake() {
 	for _, l := range e.lanes {

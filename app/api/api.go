@@ -19,6 +19,7 @@ import (
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
+	"sheetq/app/schedules"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -56,6 +57,8 @@ type Config struct {
 	Log *slog.Logger
 	// Problems answers what handlers return.
 	Problems problem.Reporter
+	// Schedules keeps the scheduled exports (issue 20); nil serves no /api/v1/schedules.
+	Schedules *schedules.Service
 }
 
 // API is the JSON API's handlers.
@@ -85,6 +88,17 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/exports/{id}/retry", h(a.retryExport))
 	mux.HandleFunc("DELETE /api/v1/exports/{id}", h(a.deleteExport))
 	mux.HandleFunc("GET /api/v1/reports", h(a.listReports))
+	if a.cfg.Schedules != nil {
+		mux.HandleFunc("POST /api/v1/schedules", h(a.createSchedule))
+		mux.HandleFunc("GET /api/v1/schedules", h(a.listSchedules))
+		mux.HandleFunc("POST /api/v1/schedules/preview", h(a.previewSchedule))
+		mux.HandleFunc("GET /api/v1/schedules/{id}", h(a.getSchedule))
+		mux.HandleFunc("PATCH /api/v1/schedules/{id}", h(a.patchSchedule))
+		mux.HandleFunc("DELETE /api/v1/schedules/{id}", h(a.deleteSchedule))
+		mux.HandleFunc("POST /api/v1/schedules/{id}/pause", h(a.pauseSchedule))
+		mux.HandleFunc("POST /api/v1/schedules/{id}/resume", h(a.resumeSchedule))
+		mux.HandleFunc("GET /api/v1/schedules/{id}/exports", h(a.scheduleFirings))
+	}
 	mux.Handle(apiCatchAll, h(a.fallback(mux))) // 404 or 405, as problem+json
 	mux.HandleFunc("GET /healthz", h(a.healthz))
 	mux.HandleFunc("GET /readyz", h(a.readyz))

@@ -100,6 +100,9 @@ type Problem struct {
 	Code   string `json:"code"`
 	// Param names the offending parameter of a validation error.
 	Param string `json:"param,omitempty"`
+	// Field names the offending field of a request other than an export's (a
+	// schedule's "cron", "timezone", "deliver" or "params.NAME").
+	Field string `json:"field,omitempty"`
 	// Job is the existing job's id, where the problem is about one.
 	Job string `json:"job,omitempty"`
 }

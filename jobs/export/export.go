@@ -182,6 +182,10 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	})
 }
 
+// Report returns the report id as a request would use it now (the catalog's, or a
+// built-in one), or an error wrapping ErrUnknownReport.
+func (k *Kind) Report(id string) (Report, error) { return k.report(id) }
+
 func (k *Kind) report(id string) (Report, error) {
 	if k.cfg.Library != nil {
 		return k.cfg.Library.Report(id)

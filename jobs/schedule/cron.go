@@ -52,15 +52,9 @@ func Parse(expr, zone string) (Spec, error) {
 	case strings.HasPrefix(expr, "@every"):
 		return Spec{}, errors.New("cron: @every is an interval, not a time of day; write five fields, e.g. \"0 * * * *\"")
 	}
-	if zone == "" {
-		return Spec{}, errors.New("time zone: empty; give an IANA name such as Europe/Berlin, or UTC")
-	}
-	if zone == "Local" {
-		return Spec{}, errors.New("time zone: Local depends on the server; give an IANA name such as Europe/Berlin, or UTC")
-	}
-	loc, err := time.LoadLocation(zone)
+	loc, err := LoadZone(zone)
 	if err != nil {
-		return Spec{}, fmt.Errorf("time zone %q: not an IANA time zone name (such as Europe/Berlin, or UTC)", zone)
+		return Spec{}, err
 	}
 	sched, err := cron.ParseStandard(expr)
 	if err != nil {
@@ -76,6 +70,22 @@ func Parse(expr, zone string) (Spec, error) {
 		return Spec{}, fmt.Errorf("cron %q: matches no date", expr)
 	}
 	return s, nil
+}
+
+// LoadZone loads an IANA time zone by name, refusing "" and Local (the server's zone,
+// which moves with the machine a schedule runs on).
+func LoadZone(zone string) (*time.Location, error) {
+	switch zone {
+	case "":
+		return nil, errors.New("time zone: empty; give an IANA name such as Europe/Berlin, or UTC")
+	case "Local":
+		return nil, errors.New("time zone: Local depends on the server; give an IANA name such as Europe/Berlin, or UTC")
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: not an IANA time zone name (such as Europe/Berlin, or UTC)", zone)
+	}
+	return loc, nil
 }
 
 // String is the expression as given.

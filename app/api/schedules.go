@@ -1,0 +1,277 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"sheetq/app/exports"
+	"sheetq/app/middleware"
+	"sheetq/app/problem"
+	"sheetq/app/schedules"
+	"sheetq/jobs/export"
+	"sheetq/store"
+)
+
+// scheduleJSON is a schedule as API v1 shows it (openapi.json, "schedule").
+type scheduleJSON struct {
+	ID           string             `json:"id"`
+	Report       string             `json:"report"`
+	Params       map[string]any     `json:"params"`
+	Format       string             `json:"format"`
+	BOM          bool               `json:"bom,omitempty"`
+	Cron         string             `json:"cron"`
+	TimeZone     string             `json:"timezone"`
+	Deliver      json.RawMessage    `json:"deliver"`
+	Owner        string             `json:"owner,omitempty"`
+	Paused       bool               `json:"paused"`
+	NextRunAt    *time.Time         `json:"next_run_at"`
+	LastFiredFor *time.Time         `json:"last_fired_for"`
+	CreatedAt    time.Time          `json:"created_at"`
+	UpdatedAt    time.Time          `json:"updated_at"`
+	NextRuns     []schedules.Firing `json:"next_runs"`
+}
+
+func (a *API) scheduleJSON(sc store.Schedule) scheduleJSON {
+	in := schedules.InputOf(sc)
+	out := scheduleJSON{ID: sc.ID, Report: sc.Report, Params: in.Params, Format: sc.Format, BOM: sc.BOM,
+		Cron: sc.Cron, TimeZone: sc.TimeZone, Deliver: sc.Deliver, Owner: sc.Owner, Paused: sc.Paused,
+		NextRunAt: timeOrNil(sc.NextRunAt), LastFiredFor: timeOrNil(sc.LastFiredFor),
+		CreatedAt: sc.CreatedAt, UpdatedAt: sc.UpdatedAt, NextRuns: []schedules.Firing{}}
+	if out.Params == nil {
+		out.Params = map[string]any{}
+	}
+	if len(out.Deliver) == 0 {
+		out.Deliver = json.RawMessage(`[]`)
+	}
+	if !sc.Paused {
+		// A schedule that no longer checks (its report was removed) shows no coming runs;
+		// its next firing still happens, and fails where people look.
+		if runs, err := a.cfg.Schedules.PreviewOf(sc); err == nil {
+			out.NextRuns = runs
+		}
+	}
+	return out
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// readScheduleInput reads a schedule from the body, strictly (unknown fields refused).
+// PATCH reads onto the current values (into), so that absent fields keep them.
+func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"send the request body as application/json")
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("the request body is larger than %d bytes", exports.MaxBody))
+		}
+		if middleware.BodyTimedOut(err) {
+			return a.cfg.Middleware.BodyTimeout()
+		}
+		return problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(into); err != nil {
+		return problem.New(http.StatusBadRequest, "malformed_json", "the body is not a valid schedule: "+err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
+	}
+	return nil
+}
+
+// scheduleProblem turns the service's refusals into problems: a wrong field is 422 with
+// "field" (and "param" for a report parameter), an unknown report 422 too.
+func scheduleProblem(err error, id string) error {
+	var ie *schedules.InputError
+	switch {
+	case errors.As(err, &ie):
+		p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule", ie.Error())
+		p.Field = ie.Field
+		if name, ok := strings.CutPrefix(ie.Field, "params."); ok {
+			p.Param = name
+		}
+		if ie.NotFound {
+			p.Code = "unknown_report"
+		}
+		return p
+	case errors.Is(err, store.ErrNotFound):
+		return problem.New(http.StatusNotFound, "not_found", "no schedule with id "+fmt.Sprintf("%q", id))
+	}
+	return err
+}
+
+// createSchedule is POST /api/v1/schedules: 201 with the schedule and its next runs.
+func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) error {
+	var in schedules.Input
+	if err := a.readScheduleInput(w, r, &in); err != nil {
+		return err
+	}
+	if in.Report == "" {
+		p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule",
+			`the body needs "report": the id of a report (see GET /api/v1/reports)`)
+		p.Field = "report"
+		return p
+	}
+	sc, err := a.cfg.Schedules.Create(r.Context(), in, middleware.Principal(r.Context()))
+	if err != nil {
+		return scheduleProblem(err, "")
+	}
+	w.Header().Set("Location", "/api/v1/schedules/"+sc.ID)
+	problem.WriteJSON(w, http.StatusCreated, a.scheduleJSON(sc))
+	return nil
+}
+
+// listSchedules is GET /api/v1/schedules.
+func (a *API) listSchedules(w http.ResponseWriter, r *http.Request) error {
+	list, err := a.cfg.Schedules.List(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]scheduleJSON, 0, len(list))
+	for _, sc := range list {
+		out = append(out, a.scheduleJSON(sc))
+	}
+	problem.WriteJSON(w, http.StatusOK, map[string]any{"schedules": out})
+	return nil
+}
+
+// getSchedule is GET /api/v1/schedules/{id}.
+func (a *API) getSchedule(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	sc, err := a.cfg.Schedules.Get(r.Context(), id)
+	if err != nil {
+		return scheduleProblem(err, id)
+	}
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	return nil
+}
+
+// patchSchedule is PATCH /api/v1/schedules/{id}: the fields sent replace the schedule's,
+// the others stay (params and deliver are replaced whole when sent).
+func (a *API) patchSchedule(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	cur, err := a.cfg.Schedules.Get(r.Context(), id)
+	if err != nil {
+		return scheduleProblem(err, id)
+	}
+	in := schedules.InputOf(cur)
+	in.Params = nil // a sent "params" replaces them whole; an absent one keeps them
+	if err := a.readScheduleInput(w, r, &in); err != nil {
+		return err
+	}
+	if in.Params == nil {
+		in.Params = schedules.InputOf(cur).Params
+	}
+	sc, err := a.cfg.Schedules.Update(r.Context(), id, in)
+	if err != nil {
+		return scheduleProblem(err, id)
+	}
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	return nil
+}
+
+// deleteSchedule is DELETE /api/v1/schedules/{id}: 204; its past exports stay.
+func (a *API) deleteSchedule(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := a.cfg.Schedules.Delete(r.Context(), id); err != nil {
+		return scheduleProblem(err, id)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pauseSchedule and resumeSchedule are POST /api/v1/schedules/{id}/pause and /resume.
+func (a *API) pauseSchedule(w http.ResponseWriter, r *http.Request) error {
+	return a.setPaused(w, r, true)
+}
+
+func (a *API) resumeSchedule(w http.ResponseWriter, r *http.Request) error {
+	return a.setPaused(w, r, false)
+}
+
+func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) error {
+	id := r.PathValue("id")
+	sc, err := a.cfg.Schedules.SetPaused(r.Context(), id, paused)
+	if err != nil {
+		return scheduleProblem(err, id)
+	}
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	return nil
+}
+
+// previewSchedule is POST /api/v1/schedules/preview: the next runs of a schedule not
+// saved, with their parameters resolved, or what is wrong with it.
+func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
+	var in schedules.Input
+	if err := a.readScheduleInput(w, r, &in); err != nil {
+		return err
+	}
+	runs, err := a.cfg.Schedules.Preview(in)
+	if err != nil {
+		return scheduleProblem(err, "")
+	}
+	problem.WriteJSON(w, http.StatusOK, map[string]any{"next_runs": runs})
+	return nil
+}
+
+// scheduleFirings is GET /api/v1/schedules/{id}/exports: the exports its firings made,
+// newest first, among the report's latest 1,000.
+func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	sc, err := a.cfg.Schedules.Get(r.Context(), id)
+	if err != nil {
+		return scheduleProblem(err, id)
+	}
+	jobs, err := firingsOf(r.Context(), a.store, sc)
+	if err != nil {
+		return err
+	}
+	out := make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, export.JobJSON(j, ""))
+	}
+	problem.WriteJSON(w, http.StatusOK, map[string]any{"exports": out})
+	return nil
+}
+
+// firingsOf reads the exports sc's firings made, among its report's latest 1,000.
+func firingsOf(ctx context.Context, st exports.Store, sc store.Schedule) ([]store.Job, error) {
+	list, err := st.List(ctx, store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Job
+	for _, j := range list {
+		var args struct {
+			ScheduleID string `json:"schedule_id"`
+		}
+		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}

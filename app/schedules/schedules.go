@@ -1,0 +1,301 @@
+// Package schedules is what the API, the pages, the CLI and the config file share about
+// scheduled exports (issue 20): checking a schedule, computing its next firings with
+// their parameters resolved, keeping it in the store, and firing what is due on every
+// node (fire.go), once per (schedule, time) however many nodes run.
+package schedules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"sheetq/app/exports"
+	"sheetq/jobs"
+	"sheetq/jobs/deliver"
+	"sheetq/jobs/export"
+	"sheetq/jobs/schedule"
+	"sheetq/store"
+)
+
+// Store is the schedules table and the store's clock (the database's on PostgreSQL).
+type Store interface {
+	CreateSchedule(ctx context.Context, sc store.Schedule) (store.Schedule, error)
+	GetSchedule(ctx context.Context, id string) (store.Schedule, error)
+	ListSchedules(ctx context.Context) ([]store.Schedule, error)
+	UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Schedule, error)
+	DeleteSchedule(ctx context.Context, id string) error
+	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
+	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
+	Now() time.Time
+}
+
+// Service keeps and fires schedules.
+type Service struct {
+	Store Store
+	// Exports validates a firing's report and parameters as a request's, and gives
+	// its attempt budget.
+	Exports *exports.Service
+	// Engine is told of each firing's job, so that its lane starts it now.
+	Engine *jobs.Engine
+	// CheckTarget, when set, checks a delivery target against the server's settings
+	// (the folders it may write to, a mail server configured); nil accepts any target
+	// whose shape is right.
+	CheckTarget func(deliver.Target) error
+	Log         *slog.Logger
+
+	cancel context.CancelFunc // Start's
+	done   chan struct{}
+}
+
+// Input is a schedule as a person or a script writes it.
+type Input struct {
+	Report string `json:"report"`
+	// Params are the report's parameters: literal values, or for date and datetime
+	// parameters relative dates such as "month_start(-1)" (schedule.Relative).
+	Params map[string]any `json:"params"`
+	Format string         `json:"format,omitempty"`
+	BOM    bool           `json:"bom,omitempty"`
+	// Cron is a five-field cron expression, read in TimeZone (an IANA name).
+	Cron     string          `json:"cron"`
+	TimeZone string          `json:"timezone"`
+	Deliver  json.RawMessage `json:"deliver,omitempty"`
+	Paused   bool            `json:"paused,omitempty"`
+}
+
+// InputError says which field of an Input is wrong and why: "cron", "timezone",
+// "report", "format", "deliver", or "params.NAME".
+type InputError struct {
+	Field, Message string
+	// NotFound is set when the report does not exist.
+	NotFound bool
+}
+
+func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+
+// Firing is one coming firing of a schedule: its time and the parameters it will run
+// with.
+type Firing struct {
+	At     time.Time      `json:"at"`
+	Params map[string]any `json:"params"`
+}
+
+// Previews is how many coming firings Preview shows.
+const Previews = 5
+
+// checked is an Input that passed Check, with what checking it computed.
+type checked struct {
+	in   Input
+	spec schedule.Spec
+}
+
+// Check checks in as a whole (the cron expression and zone, the report, every parameter
+// resolved at the first firing, the format, the delivery targets) and returns it ready
+// to keep, or an *InputError.
+func (s *Service) check(in Input) (checked, error) {
+	if _, err := schedule.LoadZone(in.TimeZone); err != nil {
+		return checked{}, &InputError{Field: "timezone", Message: err.Error()}
+	}
+	spec, err := schedule.Parse(in.Cron, in.TimeZone)
+	if err != nil {
+		return checked{}, &InputError{Field: "cron", Message: err.Error()}
+	}
+	if in.Params == nil {
+		in.Params = map[string]any{}
+	}
+	targets, err := deliver.ParseTargets(in.Deliver)
+	if err != nil {
+		return checked{}, &InputError{Field: "deliver", Message: err.Error()}
+	}
+	for i, t := range targets {
+		if s.CheckTarget != nil {
+			if err := s.CheckTarget(t); err != nil {
+				return checked{}, &InputError{Field: "deliver", Message: fmt.Sprintf("deliver[%d]: %v", i, err)}
+			}
+		}
+	}
+	c := checked{in: in, spec: spec}
+	// The parameters as the first firing would run them: a relative date that names no
+	// unit, a literal of the wrong type or a broken after= rule shows now, not at 06:00
+	// on the 1st.
+	first := spec.Next(s.Store.Now())
+	if _, err := s.args(c, first); err != nil {
+		return checked{}, err
+	}
+	return c, nil
+}
+
+// args is the export args of c's firing at t, validated as a request's.
+func (s *Service) args(c checked, t time.Time) (export.Args, error) {
+	params, err := s.resolve(c.in, t, c.spec.Location())
+	if err != nil {
+		return export.Args{}, err
+	}
+	args, prob := s.Exports.Validate(c.in.Report, params, c.in.Format, c.in.BOM)
+	if prob != nil {
+		switch {
+		case prob.Param != "":
+			return export.Args{}, &InputError{Field: "params." + prob.Param, Message: prob.Detail}
+		case prob.Code == "unknown_report":
+			return export.Args{}, &InputError{Field: "report", Message: prob.Detail, NotFound: true}
+		case prob.Code == "invalid_format":
+			return export.Args{}, &InputError{Field: "format", Message: prob.Detail}
+		default:
+			return export.Args{}, &InputError{Field: "report", Message: prob.Detail}
+		}
+	}
+	return args, nil
+}
+
+// resolve is in's parameters at the firing t in loc: each relative date becomes the date
+// it names then (a date parameter takes 2026-11-01; a datetime one the first instant of
+// that date in the schedule's zone). Other values pass as given.
+func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string]any, error) {
+	types := map[string]export.Type{}
+	if rep, err := s.Exports.Kind.Report(in.Report); err == nil {
+		for _, p := range rep.Params {
+			types[p.Name] = p.Type
+		}
+	}
+	out := make(map[string]any, len(in.Params))
+	for _, name := range slices.Sorted(maps.Keys(in.Params)) {
+		v := in.Params[name]
+		str, isStr := v.(string)
+		typ := types[name]
+		if !isStr || (typ != export.TypeDate && typ != export.TypeDatetime) {
+			out[name] = v
+			continue
+		}
+		r, ok, err := schedule.ParseRelative(str)
+		switch {
+		case err != nil:
+			return nil, &InputError{Field: "params." + name, Message: err.Error()}
+		case !ok:
+			out[name] = v // a literal date: the report's check decides
+		case typ == export.TypeDate:
+			out[name] = r.DateString(t, loc)
+		default:
+			out[name] = r.Midnight(t, loc).UTC().Format(time.RFC3339)
+		}
+	}
+	return out, nil
+}
+
+// Preview is the next Previews firings of in after now, with the parameters each will
+// run with, or an *InputError when in is wrong.
+func (s *Service) Preview(in Input) ([]Firing, error) {
+	c, err := s.check(in)
+	if err != nil {
+		return nil, err
+	}
+	return s.preview(c)
+}
+
+func (s *Service) preview(c checked) ([]Firing, error) {
+	var out []Firing
+	for _, t := range c.spec.Firings(s.Store.Now(), Previews) {
+		params, err := s.resolve(c.in, t, c.spec.Location())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Firing{At: t, Params: params})
+	}
+	return out, nil
+}
+
+// PreviewOf is Preview for a stored schedule.
+func (s *Service) PreviewOf(sc store.Schedule) ([]Firing, error) {
+	return s.Preview(InputOf(sc))
+}
+
+// InputOf is a stored schedule as an Input, to edit or preview.
+func InputOf(sc store.Schedule) Input {
+	in := Input{Report: sc.Report, Format: sc.Format, BOM: sc.BOM, Cron: sc.Cron, TimeZone: sc.TimeZone,
+		Deliver: sc.Deliver, Paused: sc.Paused}
+	_ = json.Unmarshal(sc.Params, &in.Params)
+	if in.Format == export.FormatXLSX {
+		in.Format = ""
+	}
+	return in
+}
+
+// row is the store row of c, its next firing after now unless paused.
+func (s *Service) row(id, owner string, c checked) (store.Schedule, error) {
+	params, err := json.Marshal(c.in.Params)
+	if err != nil {
+		return store.Schedule{}, &InputError{Field: "params", Message: err.Error()}
+	}
+	sc := store.Schedule{ID: id, Report: c.in.Report, Params: params, Format: c.in.Format, BOM: c.in.BOM,
+		Cron: c.in.Cron, TimeZone: c.in.TimeZone, Deliver: c.in.Deliver, Owner: owner, Paused: c.in.Paused}
+	if sc.Format == "" {
+		sc.Format = export.FormatXLSX
+	}
+	if !sc.Paused {
+		sc.NextRunAt = c.spec.Next(s.Store.Now())
+	}
+	return sc, nil
+}
+
+// Create checks in and keeps it as a new schedule of owner (the token's name, or "").
+func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Schedule, error) {
+	c, err := s.check(in)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	sc, err := s.row(store.NewID(), owner, c)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	return s.Store.CreateSchedule(ctx, sc)
+}
+
+// Update replaces schedule id with in; its next firing is computed again from now (a
+// changed cron expression counts from the edit, not from the old time).
+func (s *Service) Update(ctx context.Context, id string, in Input) (store.Schedule, error) {
+	cur, err := s.Store.GetSchedule(ctx, id)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	c, err := s.check(in)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	sc, err := s.row(id, cur.Owner, c)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	return s.Store.UpdateSchedule(ctx, sc)
+}
+
+// SetPaused pauses schedule id, or resumes it from now: the firings it missed while
+// paused are not caught up.
+func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.Schedule, error) {
+	cur, err := s.Store.GetSchedule(ctx, id)
+	if err != nil {
+		return store.Schedule{}, err
+	}
+	if cur.Paused == paused {
+		return cur, nil
+	}
+	in := InputOf(cur)
+	in.Paused = paused
+	return s.Update(ctx, id, in)
+}
+
+// Get returns schedule id (store.ErrNotFound when there is none).
+func (s *Service) Get(ctx context.Context, id string) (store.Schedule, error) {
+	return s.Store.GetSchedule(ctx, id)
+}
+
+// List returns every schedule, oldest first.
+func (s *Service) List(ctx context.Context) ([]store.Schedule, error) {
+	return s.Store.ListSchedules(ctx)
+}
+
+// Delete removes schedule id; its past firings stay as exports.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	return s.Store.DeleteSchedule(ctx, id)
+}

@@ -1,0 +1,206 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sheetq/internal/apiv1"
+	"sheetq/store"
+	"sheetq/store/storetest"
+	"sheetq/store/storetest/pgtest"
+)
+
+// monthReport is "orders in a period": a pair of dates, the end after the start.
+const monthReport = `-- title: Orders in a period
+-- source: demo
+-- param: from date "From"
+-- param: to date "To" after=from
+-- param: rows int "Rows" = 3
+SELECT :from, :to, :rows;
+`
+
+type scheduleAnswer struct {
+	ID           string     `json:"id"`
+	Paused       bool       `json:"paused"`
+	NextRunAt    *time.Time `json:"next_run_at"`
+	LastFiredFor *time.Time `json:"last_fired_for"`
+	NextRuns     []struct {
+		At     time.Time      `json:"at"`
+		Params map[string]any `json:"params"`
+	} `json:"next_runs"`
+}
+
+func (ts *testServer) schedule(method, path, body string, want int) scheduleAnswer {
+	ts.t.Helper()
+	var r = strings.NewReader(body)
+	res := ts.request(method, path, r, http.Header{"Content-Type": {"application/json"}})
+	if res.StatusCode != want {
+		ts.t.Fatalf("%s %s: status %d, want %d: %s", method, path, res.StatusCode, want, res.body)
+	}
+	var sc scheduleAnswer
+	if want < 300 && len(res.body) > 0 {
+		if err := json.Unmarshal(res.body, &sc); err != nil {
+			ts.t.Fatalf("%s %s: %v: %s", method, path, err, res.body)
+		}
+	}
+	return sc
+}
+
+// firings lists the exports the schedule's firings made.
+func (ts *testServer) firings(id string) []apiv1.Job {
+	ts.t.Helper()
+	res := ts.get("/api/v1/schedules/" + id + "/exports")
+	var out struct {
+		Exports []apiv1.Job `json:"exports"`
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(res.body, &out) != nil {
+		ts.t.Fatalf("firings: status %d: %s", res.StatusCode, res.body)
+	}
+	return out.Exports
+}
+
+// waitReport waits until the catalog serves report id.
+func (ts *testServer) waitReport(id string) {
+	ts.t.Helper()
+	waitFor(ts.t, 10*time.Second, func() (bool, string) {
+		res := ts.get("/exports/new?report=" + id)
+		return res.StatusCode == http.StatusOK, id + " not loaded: " + strconv.Itoa(res.StatusCode)
+	})
+}
+
+// "Last month's orders on the 1st at 06:00" in Berlin: the schedule previews its next
+// runs with their dates resolved; at 06:00 on 1 December (05:00 UTC) it fires once, an
+// export of 1 November to 1 December that names its schedule and time; and it moves on
+// to 1 January.
+func TestScheduleLastMonthsOrders(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now})
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
+		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusCreated)
+	first := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	if sc.NextRunAt == nil || !sc.NextRunAt.Equal(first) || len(sc.NextRuns) != 5 {
+		t.Fatalf("created: next %v, %d runs; want %s and 5", sc.NextRunAt, len(sc.NextRuns), first)
+	}
+	for i, want := range [][2]string{{"2026-11-01", "2026-12-01"}, {"2026-12-01", "2027-01-01"}, {"2027-01-01", "2027-02-01"}} {
+		if p := sc.NextRuns[i].Params; p["from"] != want[0] || p["to"] != want[1] {
+			t.Errorf("run %d at %s: params %v, want from %s to %s", i, sc.NextRuns[i].At, p, want[0], want[1])
+		}
+	}
+	// A relative date the report cannot take, or a period that ends before it starts.
+	ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_begin(-1)","to":"month_start(0)"},
+		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusUnprocessableEntity)
+	ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(0)","to":"month_start(-1)"},
+		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusUnprocessableEntity)
+
+	if n := len(ts.firings(sc.ID)); n != 0 {
+		t.Fatalf("%d firings before the time", n)
+	}
+	clock.Advance(first.Sub(clock.Now()) + 30*time.Second)
+	var fired []apiv1.Job
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		fired = ts.firings(sc.ID)
+		return len(fired) == 1, "firings: " + strconv.Itoa(len(fired))
+	})
+	j, _ := ts.waitStatus(fired[0].ID, store.StatusSucceeded)
+	if j.ScheduleID != sc.ID || j.ScheduledFor == nil || !j.ScheduledFor.Equal(first) ||
+		j.Params["from"] != "2026-11-01" || j.Params["to"] != "2026-12-01" {
+		t.Fatalf("the firing's export: schedule %q for %v, params %v", j.ScheduleID, j.ScheduledFor, j.Params)
+	}
+	after := ts.schedule("GET", "/api/v1/schedules/"+sc.ID, "", http.StatusOK)
+	if next := time.Date(2027, 1, 1, 5, 0, 0, 0, time.UTC); after.NextRunAt == nil || !after.NextRunAt.Equal(next) ||
+		after.LastFiredFor == nil || !after.LastFiredFor.Equal(first) {
+		t.Fatalf("after firing: next %v, last fired for %v; want %s and %s", after.NextRunAt, after.LastFiredFor, next, first)
+	}
+	// However often the nodes look, that time does not fire again.
+	for range 3 {
+		if n, err := ts.sched.FireDue(context.Background()); err != nil || n != 0 {
+			t.Fatalf("FireDue after the firing: %d, %v", n, err)
+		}
+	}
+}
+
+// Down for three days: the schedule fires once, for the latest missed time, and moves
+// on to its next time after now. Paused, it does not fire; resumed, it counts from then.
+func TestScheduleCatchUpAndPause(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
+	ts.sched.Stop()                           // the test fires by hand: no loop between the clock's moves
+	clock.Advance(3*24*time.Hour + time.Hour) // 4 December 13:00: 2, 3 and 4 December missed
+	if n, err := ts.sched.FireDue(context.Background()); err != nil || n != 1 {
+		t.Fatalf("FireDue after downtime: %d, %v; want 1", n, err)
+	}
+	fired := ts.firings(sc.ID)
+	if len(fired) != 1 || fired[0].ScheduledFor == nil || !fired[0].ScheduledFor.Equal(time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)) {
+		t.Fatalf("firings after downtime: %+v; want one, for 4 December 06:00", fired)
+	}
+	got := ts.schedule("GET", "/api/v1/schedules/"+sc.ID, "", http.StatusOK)
+	if !got.NextRunAt.Equal(time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)) {
+		t.Fatalf("next after catching up: %v", got.NextRunAt)
+	}
+
+	paused := ts.schedule("POST", "/api/v1/schedules/"+sc.ID+"/pause", "", http.StatusOK)
+	if !paused.Paused || paused.NextRunAt != nil || len(paused.NextRuns) != 0 {
+		t.Fatalf("paused: %+v", paused)
+	}
+	clock.Advance(2 * 24 * time.Hour) // 6 December 13:00
+	if n, err := ts.sched.FireDue(context.Background()); err != nil || n != 0 {
+		t.Fatalf("FireDue while paused: %d, %v", n, err)
+	}
+	resumed := ts.schedule("POST", "/api/v1/schedules/"+sc.ID+"/resume", "", http.StatusOK)
+	if resumed.Paused || resumed.NextRunAt == nil || !resumed.NextRunAt.Equal(time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)) {
+		t.Fatalf("resumed: %+v; want the next run on 7 December, nothing caught up", resumed)
+	}
+	if n := len(ts.firings(sc.ID)); n != 1 {
+		t.Fatalf("%d firings after pause and resume, want still 1", n)
+	}
+}
+
+// Two nodes on one PostgreSQL database, both looking for due schedules all the time,
+// and the test making both look at once besides: each of five times fires once.
+func TestScheduleTwoNodesFireOnce(t *testing.T) {
+	dsn := pgtest.FreshSchema(t)
+	clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
+	n1 := newTestServer(t, testOpts{Store: dsn, Node: "n1", Now: clock.Now, Idle: true})
+	n2 := newTestServer(t, testOpts{Store: dsn, Node: "n2", Now: clock.Now, Idle: true})
+	sc := n1.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"* * * * *","timezone":"UTC"}`, http.StatusCreated)
+	for i := 1; i <= 5; i++ {
+		clock.Advance(time.Minute)
+		var wg sync.WaitGroup
+		for _, n := range []*testServer{n1, n2, n1, n2} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := n.sched.FireDue(context.Background()); err != nil {
+					t.Errorf("FireDue: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		waitFor(t, 10*time.Second, func() (bool, string) {
+			n := len(n2.firings(sc.ID))
+			return n == i, "firings: " + strconv.Itoa(n)
+		})
+	}
+	seen := map[time.Time]int{}
+	for _, j := range n1.firings(sc.ID) {
+		seen[*j.ScheduledFor]++
+	}
+	for at, n := range seen {
+		if n != 1 {
+			t.Errorf("%s fired %d times", at, n)
+		}
+	}
+	if len(seen) != 5 {
+		t.Errorf("%d times fired, want 5: %v", len(seen), seen)
+	}
+}
