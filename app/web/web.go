@@ -24,6 +24,7 @@ import (
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
+	"sheetq/app/schedules"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/ui"
@@ -47,6 +48,8 @@ type Config struct {
 	Log *slog.Logger
 	// Problems notes database faults and tells a client gone or a busy database.
 	Problems problem.Reporter
+	// Schedules keeps the scheduled exports (issue 20).
+	Schedules *schedules.Service
 }
 
 // Pages is the page handlers.
@@ -76,6 +79,7 @@ func (p *Pages) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /queue", h(p.queuePage))
 	p.listRoutes(mux)
 	p.formRoutes(mux)
+	p.scheduleRoutes(mux)
 
 	// Sign-in for browsers when tokens are set (login.go, app/middleware/auth.go).
 	mux.HandleFunc("GET /login", h(p.loginPage))
