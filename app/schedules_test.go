@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/schedules"
 	"sheetq/internal/apiv1"
 	"sheetq/store"
 	"sheetq/store/storetest"
@@ -203,4 +204,54 @@ func TestScheduleTwoNodesFireOnce(t *testing.T) {
 	if len(seen) != 5 {
 		t.Errorf("%d times fired, want 5: %v", len(seen), seen)
 	}
+}
+
+// The config file's schedules: created at the first start, left alone when unchanged
+// (a missed time is still caught up), updated when changed, deleted when gone; the API
+// refuses to change them, and a schedule made through the API is never touched.
+func TestScheduleDeclaredInConfig(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
+	ts.sched.Stop()
+	ctx := context.Background()
+	mine := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"UTC","paused":true}`, http.StatusCreated)
+	daily := schedules.Declared{ID: "daily-demo", Input: schedules.Input{Report: "demo",
+		Params: map[string]any{"rows": 2}, Cron: "0 6 * * *", TimeZone: "UTC"}}
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || c != 1 || u != 0 || d != 0 {
+		t.Fatalf("first start: created %d, updated %d, deleted %d, %v", c, u, d, err)
+	}
+	clock.Advance(24 * time.Hour) // the 06:00 of 2 December is missed: the server was down
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || c+u+d != 0 {
+		t.Fatalf("unchanged: created %d, updated %d, deleted %d, %v", c, u, d, err)
+	}
+	if n, err := ts.sched.FireDue(ctx); err != nil || n != 1 {
+		t.Fatalf("the missed time after a restart: fired %d, %v", n, err)
+	}
+	got := ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK)
+	if got.NextRunAt == nil || !got.NextRunAt.Equal(time.Date(2026, 12, 3, 6, 0, 0, 0, time.UTC)) {
+		t.Fatalf("after catching up: next %v", got.NextRunAt)
+	}
+	for _, call := range []struct{ method, path, body string }{
+		{"PATCH", "/api/v1/schedules/daily-demo", `{"cron":"@hourly"}`},
+		{"POST", "/api/v1/schedules/daily-demo/pause", ""},
+		{"DELETE", "/api/v1/schedules/daily-demo", ""},
+	} {
+		res := ts.request(call.method, call.path, strings.NewReader(call.body), http.Header{"Content-Type": {"application/json"}})
+		checkProblem(t, res, http.StatusConflict, "declared_in_config")
+	}
+	daily.Cron = "30 7 * * *"
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || u != 1 || c+d != 0 {
+		t.Fatalf("changed: created %d, updated %d, deleted %d, %v", c, u, d, err)
+	}
+	if got := ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK); !got.NextRunAt.Equal(time.Date(2026, 12, 3, 7, 30, 0, 0, time.UTC)) {
+		t.Fatalf("after the change: next %v", got.NextRunAt)
+	}
+	if _, _, _, err := ts.sched.Declare(ctx, []schedules.Declared{{ID: mine.ID, Input: daily.Input}}); err == nil {
+		t.Fatal("a declared id that an API schedule holds was taken over")
+	}
+	if c, u, d, err := ts.sched.Declare(ctx, nil); err != nil || d != 1 || c+u != 0 {
+		t.Fatalf("gone from the file: created %d, updated %d, deleted %d, %v", c, u, d, err)
+	}
+	ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusNotFound)
+	ts.schedule("GET", "/api/v1/schedules/"+mine.ID, "", http.StatusOK)
 }

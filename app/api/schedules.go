@@ -120,6 +120,8 @@ func scheduleProblem(err error, id string) error {
 		return p
 	case errors.Is(err, store.ErrNotFound):
 		return problem.New(http.StatusNotFound, "not_found", "no schedule with id "+fmt.Sprintf("%q", id))
+	case errors.Is(err, schedules.ErrDeclared):
+		return problem.New(http.StatusConflict, "declared_in_config", err.Error())
 	}
 	return err
 }

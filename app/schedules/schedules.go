@@ -7,9 +7,11 @@ package schedules
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -259,6 +261,9 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (store.Schedu
 	if err != nil {
 		return store.Schedule{}, err
 	}
+	if cur.Owner == ConfigOwner {
+		return cur, ErrDeclared
+	}
 	c, err := s.check(in)
 	if err != nil {
 		return store.Schedule{}, err
@@ -276,6 +281,9 @@ func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.
 	cur, err := s.Store.GetSchedule(ctx, id)
 	if err != nil {
 		return store.Schedule{}, err
+	}
+	if cur.Owner == ConfigOwner {
+		return cur, ErrDeclared
 	}
 	if cur.Paused == paused {
 		return cur, nil
@@ -297,5 +305,100 @@ func (s *Service) List(ctx context.Context) ([]store.Schedule, error) {
 
 // Delete removes schedule id; its past firings stay as exports.
 func (s *Service) Delete(ctx context.Context, id string) error {
+	cur, err := s.Store.GetSchedule(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cur.Owner == ConfigOwner {
+		return ErrDeclared
+	}
 	return s.Store.DeleteSchedule(ctx, id)
+}
+
+// ErrDeclared refuses to change or delete a schedule that the config file declares: the
+// next start would make it as the file says again.
+var ErrDeclared = errors.New("this schedule is declared in the config file (sheetq.toml): change it there and restart")
+
+// ConfigOwner is the owner of the schedules the config file declares ([[schedules]]):
+// the file is their source, so each start makes the table match it.
+const ConfigOwner = "sheetq.toml"
+
+// Declared is a schedule the config file declares, under an id of the file's choosing.
+type Declared struct {
+	ID string
+	Input
+}
+
+// Declare makes the schedules the config file declares exist as written: a new one is
+// created, a changed one updated (its next run computed again from now), an unchanged
+// one left alone (so that a time missed while the server was down is still caught up),
+// and one the file no longer declares deleted. Schedules made through the API or the
+// pages are not touched. It returns what it changed, for the log.
+func (s *Service) Declare(ctx context.Context, decl []Declared) (created, updated, deleted int, err error) {
+	seen := map[string]bool{}
+	for _, d := range decl {
+		if d.ID == "" || seen[d.ID] {
+			return created, updated, deleted, &InputError{Field: "id", Message: fmt.Sprintf("schedule id %q is empty or declared twice", d.ID)}
+		}
+		seen[d.ID] = true
+		c, err := s.check(d.Input)
+		if err != nil {
+			return created, updated, deleted, fmt.Errorf("schedule %q: %w", d.ID, err)
+		}
+		want, err := s.row(d.ID, ConfigOwner, c)
+		if err != nil {
+			return created, updated, deleted, fmt.Errorf("schedule %q: %w", d.ID, err)
+		}
+		cur, err := s.Store.GetSchedule(ctx, d.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if _, err := s.Store.CreateSchedule(ctx, want); err != nil {
+				return created, updated, deleted, err
+			}
+			created++
+		case err != nil:
+			return created, updated, deleted, err
+		case cur.Owner != ConfigOwner:
+			return created, updated, deleted, &InputError{Field: "id",
+				Message: fmt.Sprintf("schedule id %q is taken by a schedule made through the API or the pages", d.ID)}
+		case sameDefinition(cur, want):
+			// Unchanged: its next run stays, caught up if it was missed.
+		default:
+			if _, err := s.Store.UpdateSchedule(ctx, want); err != nil {
+				return created, updated, deleted, err
+			}
+			updated++
+		}
+	}
+	all, err := s.Store.ListSchedules(ctx)
+	if err != nil {
+		return created, updated, deleted, err
+	}
+	for _, sc := range all {
+		if sc.Owner == ConfigOwner && !seen[sc.ID] {
+			if err := s.Store.DeleteSchedule(ctx, sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return created, updated, deleted, err
+			}
+			deleted++
+		}
+	}
+	return created, updated, deleted, nil
+}
+
+// sameDefinition is whether two rows say the same schedule (their times aside).
+func sameDefinition(a, b store.Schedule) bool {
+	return a.Report == b.Report && jsonEqual(a.Params, b.Params) && a.Format == b.Format && a.BOM == b.BOM &&
+		a.Cron == b.Cron && a.TimeZone == b.TimeZone && jsonEqual(a.Deliver, b.Deliver) && a.Paused == b.Paused
+}
+
+// jsonEqual compares two JSON documents by value (nil and empty are equal).
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if len(a) > 0 && json.Unmarshal(a, &x) != nil {
+		return false
+	}
+	if len(b) > 0 && json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
