@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,4 +256,49 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 	}
 	ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusNotFound)
 	ts.schedule("GET", "/api/v1/schedules/"+mine.ID, "", http.StatusOK)
+}
+
+// A schedule that no longer checks still fires: its report was removed, so its export
+// fails with the reason, where people look, instead of the firing vanishing. A
+// schedule whose zone the server cannot read is paused, so that it shows as stopped.
+func TestScheduleThatNoLongerChecks(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now})
+	ts.sched.Stop()
+	ctx := context.Background()
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
+		"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
+	if err := os.Remove(filepath.Join(ts.dir.Reports(), "period.sql")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.get("/exports/new?report=period")
+		return res.StatusCode == http.StatusNotFound, "period still served: " + strconv.Itoa(res.StatusCode)
+	})
+	clock.Advance(24 * time.Hour)
+	if n, err := ts.sched.FireDue(ctx); err != nil || n != 1 {
+		t.Fatalf("FireDue: %d, %v", n, err)
+	}
+	fired := ts.firings(sc.ID)
+	if len(fired) != 1 {
+		t.Fatalf("%d firings, want 1", len(fired))
+	}
+	j, _ := ts.waitStatus(fired[0].ID, store.StatusFailed)
+	if j.Error == nil || j.Error.Code != "unknown_report" || j.Params["from"] != "2026-11-01" {
+		t.Fatalf("the firing of a removed report: %+v, error %+v", j, j.Error)
+	}
+
+	bad, err := ts.store.CreateSchedule(ctx, store.Schedule{ID: "no-zone", Report: "demo", Params: json.RawMessage(`{}`),
+		Cron: "@daily", TimeZone: "Mars/Olympus_Mons", NextRunAt: clock.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ts.sched.FireDue(ctx); err != nil || n != 0 {
+		t.Fatalf("FireDue with an unreadable zone: %d, %v", n, err)
+	}
+	if got, err := ts.store.GetSchedule(ctx, bad.ID); err != nil || !got.Paused || !got.NextRunAt.IsZero() {
+		t.Fatalf("the schedule with an unreadable zone: %+v, %v; want paused", got, err)
+	}
 }

@@ -156,17 +156,22 @@ func (s *Service) args(c checked, t time.Time) (export.Args, error) {
 // it names then (a date parameter takes 2026-11-01; a datetime one the first instant of
 // that date in the schedule's zone). Other values pass as given.
 func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string]any, error) {
+	// Without the report (removed since the schedule was saved), a value that reads as
+	// a relative date is taken as a date, so that the failed export shows the dates
+	// it was for.
 	types := map[string]export.Type{}
-	if rep, err := s.Exports.Kind.Report(in.Report); err == nil {
-		for _, p := range rep.Params {
-			types[p.Name] = p.Type
-		}
+	rep, repErr := s.Exports.Kind.Report(in.Report)
+	for _, p := range rep.Params {
+		types[p.Name] = p.Type
 	}
 	out := make(map[string]any, len(in.Params))
 	for _, name := range slices.Sorted(maps.Keys(in.Params)) {
 		v := in.Params[name]
 		str, isStr := v.(string)
 		typ := types[name]
+		if repErr != nil && typ == "" {
+			typ = export.TypeDate
+		}
 		if !isStr || (typ != export.TypeDate && typ != export.TypeDatetime) {
 			out[name] = v
 			continue
