@@ -134,14 +134,33 @@ func TestUIWaitingAndSearch(t *testing.T) {
 		t.Error("a search that found nothing must leave the list")
 	}
 	// ?n= shows that many rows: where "Load more" left the list.
+	ids := []string{j.ID}
 	for range 3 {
-		ts.create(`{"report":"demo","params":{"rows":5}}`)
+		ids = append(ids, ts.create(`{"report":"demo","params":{"rows":5}}`).ID)
 	}
 	doc = page(t, ts.get("/?n=3"), http.StatusOK)
 	if n := tid(doc, "export-row").Length(); n != 3 || tid(doc, "load-more").Length() != 1 {
 		t.Errorf("?n=3: %d rows, load-more %d", n, tid(doc, "load-more").Length())
 	}
 	page(t, ts.get("/?n=abc"), http.StatusOK)
+
+	// An id's start: one match opens it, several are listed, in any case.
+	res = ts.request(http.MethodGet, "/?q="+strings.ToUpper(ids[2][:len(ids[2])-2]), nil, nil)
+	if res.Request.URL.Path != "/exports/"+ids[2] {
+		t.Errorf("search by an id's start landed on %s", res.Request.URL.Path)
+	}
+	prefix, want := ids[0][:4], 0
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			want++
+		}
+	}
+	if want > 1 {
+		doc = page(t, ts.get("/?q="+prefix), http.StatusOK)
+		if n := tid(doc, "export-row").Length(); n != want || !strings.Contains(tid(doc, "list-notice").Text(), "start") {
+			t.Errorf("prefix %q: %d rows, want %d; notice %q", prefix, n, want, tid(doc, "list-notice").Text())
+		}
+	}
 }
 
 // Delete asks first (a page, without script), refuses an export that has not ended,

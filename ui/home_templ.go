@@ -261,7 +261,7 @@ func Home(m Meta, d HomeData) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\" data-testid=\"search-id\" placeholder=\"paste an export's id\" autocomplete=\"off\" spellcheck=\"false\"> <button type=\"submit\" data-testid=\"search-go\">Go</button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\" data-testid=\"search-id\" placeholder=\"an export's id, or its start\" autocomplete=\"off\" spellcheck=\"false\"> <button type=\"submit\" data-testid=\"search-go\">Go</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -24,10 +25,13 @@ const homeMaxRows = 1000
 // homePage lists the newest exports, filtered by ?status= and ?report=, a page at a
 // time with ?cursor=. ?n= shows that many rows at once: the script keeps it in the URL
 // as "Load more" appends pages, so that a reload shows the same rows. ?q= finds an
-// export by its id.
+// export by its id, or lists those among the newest homeMaxRows whose id starts with it.
 func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var notice string
+	var (
+		notice   string
+		prefixed []store.Job // ?q= as an id prefix: the exports it matches
+	)
 	if id := strings.TrimSpace(q.Get("q")); id != "" {
 		j, err := p.exports.Load(r.Context(), id)
 		switch {
@@ -37,7 +41,20 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		notice = "No export has the id " + strconv.Quote(id) + ". Paste the whole id, as on the export's page; the list below is unchanged."
+		if prefixed, err = p.idPrefix(r.Context(), id); err != nil {
+			return err
+		}
+		switch len(prefixed) {
+		case 0:
+			notice = "No export has the id " + strconv.Quote(id) + ", nor one that starts with it among the newest " +
+				ui.Count(homeMaxRows) + ". Paste the whole id, as on the export's page; the list below is unchanged."
+		case 1:
+			http.Redirect(w, r, "/exports/"+url.PathEscape(prefixed[0].ID), http.StatusSeeOther)
+			return nil
+		default:
+			notice = ui.Count(int64(len(prefixed))) + " exports among the newest " + ui.Count(homeMaxRows) +
+				" have an id that starts with " + strconv.Quote(id) + "."
+		}
 	}
 	if id := q.Get("deleted"); id != "" {
 		notice = "Deleted the export " + id + ", its file and its history."
@@ -67,17 +84,21 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	m := p.meta(ctx, "exports", "") // before the list: the stream replays what follows it
-	list, err := p.store.List(ctx, opts)
-	if err != nil {
-		return err
+	list := prefixed
+	if len(prefixed) == 0 {
+		var err error
+		if list, err = p.store.List(ctx, opts); err != nil {
+			return err
+		}
 	}
 	now := p.store.Now()
 	d := ui.HomeData{Status: string(opts.Status), Report: opts.Report, Query: q.Get("q"), Notice: notice,
-		Filtered: opts.Status != "" || opts.Report != "", Paged: q.Get("cursor") != "", Origin: p.cfg.Middleware.PublicOrigin(r)}
+		Filtered: opts.Status != "" || opts.Report != "" || len(prefixed) > 0, Paged: q.Get("cursor") != "" || len(prefixed) > 0,
+		Origin: p.cfg.Middleware.PublicOrigin(r)}
 	for _, j := range list {
 		d.Rows = append(d.Rows, p.jobRow(j, now))
 	}
-	if len(list) == opts.Limit {
+	if len(list) == opts.Limit && len(prefixed) == 0 {
 		last := list[len(list)-1]
 		more := url.Values{"cursor": {exports.EncodeCursor(last)}}
 		if opts.Status != "" {
@@ -128,6 +149,23 @@ func (p *Pages) loadPageJob(r *http.Request) (store.Job, error) {
 			message: "There is no export with this id. It may have been deleted, or removed by retention after some days."}
 	}
 	return j, err
+}
+
+// idPrefix lists the exports among the newest homeMaxRows whose id starts with
+// prefix (any case): the store looks up whole ids only, so a prefix is matched here.
+func (p *Pages) idPrefix(ctx context.Context, prefix string) ([]store.Job, error) {
+	list, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Limit: homeMaxRows})
+	if err != nil {
+		return nil, err
+	}
+	prefix = strings.ToLower(prefix)
+	var out []store.Job
+	for _, j := range list {
+		if strings.HasPrefix(strings.ToLower(j.ID), prefix) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 // report is the catalog's report id; ok is false when it is gone (or broken).
