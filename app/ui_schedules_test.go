@@ -1,0 +1,233 @@
+package app
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"sheetq/store/storetest"
+)
+
+// scheduleFormValues is the form of "last month's orders on the 1st at 06:00 in Berlin".
+func scheduleFormValues(action string) url.Values {
+	return url.Values{"report": {"period"}, "param.from": {"month_start(-1)"}, "param.to": {"month_start(0)"},
+		"param.rows": {"3"}, "file-format": {"xlsx"}, "cron": {"0 6 1 * *"}, "timezone": {"Europe/Berlin"},
+		"email": {"ann@example.com, bob@example.com"}, "action": {action}}
+}
+
+// The form previews, refuses wrong values beside their fields keeping every value,
+// creates; the list and the schedule's page show it; Pause and Resume go back where
+// they were pressed; Edit is filled in; Delete asks, then deletes.
+func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+
+	doc := page(t, ts.get("/schedules"), http.StatusOK)
+	if tid(doc, "schedules-empty").Length() != 1 {
+		t.Fatalf("an empty list does not say so")
+	}
+
+	doc = page(t, ts.get("/schedules/new?report=period"), http.StatusOK)
+	form := tid(doc, "schedule-form")
+	if a, _ := form.Attr("action"); a != "/schedules" {
+		t.Fatalf("form action %q", a)
+	}
+	if v, _ := tid(doc, "schedule-report").Find("option[selected]").Attr("value"); v != "period" {
+		t.Errorf("report selected %q", v)
+	}
+	if l, _ := tid(doc, "param-param.from").Attr("list"); l != "relative-dates" {
+		t.Errorf("a date parameter offers no relative dates (list %q)", l)
+	}
+	if v, _ := tid(doc, "param-param.rows").Attr("value"); v != "3" {
+		t.Errorf("rows default %q", v)
+	}
+	if tid(doc, "cron-preset").Length() != 3 {
+		t.Errorf("%d cron presets", tid(doc, "cron-preset").Length())
+	}
+
+	// Preview without JavaScript: the next five runs with their dates resolved.
+	doc = page(t, ts.postForm("/schedules", scheduleFormValues("preview"), nil), http.StatusOK)
+	runs := tid(doc, "schedule-run")
+	if runs.Length() != 5 {
+		t.Fatalf("%d runs previewed, want 5: %s", runs.Length(), tid(doc, "schedule-preview").Text())
+	}
+	if at := tid(runs.First(), "schedule-run-at").Text(); at != "Tue 2026-12-01 06:00 CET" {
+		t.Errorf("first run %q", at)
+	}
+	if iso, _ := tid(runs.First(), "schedule-run-at").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
+		t.Errorf("first run datetime %q", iso)
+	}
+	if p := tid(runs.First(), "schedule-run-params").Text(); !strings.Contains(p, "from = 2026-11-01") ||
+		!strings.Contains(p, "to = 2026-12-01") {
+		t.Errorf("first run params %q", p)
+	}
+	if v, _ := tid(doc, "schedule-email").Attr("value"); v != "ann@example.com, bob@example.com" {
+		t.Errorf("email kept as %q", v)
+	}
+
+	// The fragment the script fetches.
+	doc = page(t, ts.postForm("/schedules/preview", scheduleFormValues(""), nil), http.StatusOK)
+	if n := tid(doc, "schedule-run").Length(); n != 5 {
+		t.Errorf("fragment: %d runs", n)
+	}
+	if doc.Find("header.top").Length() != 0 {
+		t.Errorf("the fragment has the layout")
+	}
+	bad := scheduleFormValues("")
+	bad.Set("cron", "0 25 * * *")
+	doc = page(t, ts.postForm("/schedules/preview", bad, nil), http.StatusOK)
+	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "Cron expression") {
+		t.Errorf("fragment with a wrong cron: %q", e)
+	}
+
+	// Wrong values: each marked beside its field, all values kept.
+	bad = scheduleFormValues("save")
+	bad.Set("cron", "0 25 * * *")
+	bad.Set("timezone", "Mars/Olympus")
+	bad.Set("webhook", "ftp://x")
+	doc = page(t, ts.postForm("/schedules", bad, nil), http.StatusUnprocessableEntity)
+	for _, f := range []string{"cron", "timezone", "webhook"} {
+		if tid(doc, "error-"+f).Length() != 1 {
+			t.Errorf("no error beside %s", f)
+		}
+	}
+	if v, _ := tid(doc, "schedule-cron-input").Attr("value"); v != "0 25 * * *" {
+		t.Errorf("cron kept as %q", v)
+	}
+	if v, _ := tid(doc, "param-param.from").Attr("value"); v != "month_start(-1)" {
+		t.Errorf("from kept as %q", v)
+	}
+	bad = scheduleFormValues("save")
+	bad.Set("param.to", "month_start(-2)") // ends before it starts
+	doc = page(t, ts.postForm("/schedules", bad, nil), http.StatusUnprocessableEntity)
+	if tid(doc, "error-param.to").Length() != 1 {
+		t.Errorf("no error beside the parameter to: %s", doc.Find("form").Text())
+	}
+
+	// Save: to the schedule's page.
+	res := ts.postForm("/schedules", scheduleFormValues("save"), nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d: %s", res.StatusCode, res.body)
+	}
+	loc := res.Header.Get("Location")
+	id := strings.TrimPrefix(loc, "/schedules/")
+	if id == loc || id == "" {
+		t.Fatalf("save went to %q", loc)
+	}
+	doc = page(t, ts.get(loc), http.StatusOK)
+	if n := tid(doc, "schedule-run").Length(); n != 5 {
+		t.Errorf("page: %d next runs", n)
+	}
+	if d := tid(doc, "schedule-deliveries").Text(); !strings.Contains(d, "email to ann@example.com, bob@example.com") {
+		t.Errorf("deliveries %q", d)
+	}
+	if iso, _ := tid(doc, "schedule-next").Find("time").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
+		t.Errorf("next run %q", iso)
+	}
+	if tid(doc, "schedule-no-firings").Length() != 1 {
+		t.Errorf("firings before any")
+	}
+
+	doc = page(t, ts.get("/schedules"), http.StatusOK)
+	row := tid(doc, "schedule-row")
+	if row.Length() != 1 || !strings.Contains(row.Text(), "on the 1st of each month at 06:00") ||
+		!strings.Contains(row.Text(), "0 6 1 * *") || !strings.Contains(row.Text(), "Europe/Berlin") ||
+		!strings.Contains(row.Text(), "Orders in a period") {
+		t.Fatalf("list row: %q", row.Text())
+	}
+
+	// Pause from the list: back to the list, paused.
+	res = ts.postForm("/schedules/"+id+"/pause", url.Values{"back": {"list"}}, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/schedules" {
+		t.Fatalf("pause: %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	doc = page(t, ts.get("/schedules"), http.StatusOK)
+	if p, _ := tid(doc, "schedule-row").Attr("data-paused"); p != "true" || tid(doc, "resume-button").Length() != 1 {
+		t.Fatalf("after pause: paused %q", p)
+	}
+	res = ts.postForm("/schedules/"+id+"/resume", url.Values{"back": {"page"}}, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != loc {
+		t.Fatalf("resume: %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	doc = page(t, ts.get(loc), http.StatusOK)
+	if tid(doc, "pause-button").Length() != 1 {
+		t.Errorf("after resume: no Pause button")
+	}
+
+	// Edit: filled in; a change saved.
+	doc = page(t, ts.get(loc+"/edit"), http.StatusOK)
+	if a, _ := tid(doc, "schedule-form").Attr("action"); a != loc+"/edit" {
+		t.Errorf("edit form action %q", a)
+	}
+	for field, want := range map[string]string{"param-param.from": "month_start(-1)", "schedule-cron-input": "0 6 1 * *",
+		"schedule-timezone": "Europe/Berlin", "schedule-email": "ann@example.com, bob@example.com", "param-param.rows": "3"} {
+		if v, _ := tid(doc, field).Attr("value"); v != want {
+			t.Errorf("edit %s = %q, want %q", field, v, want)
+		}
+	}
+	change := scheduleFormValues("save")
+	change.Set("cron", "0 6 * * 1")
+	change.Set("email", "")
+	res = ts.postForm(loc+"/edit", change, nil)
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != loc {
+		t.Fatalf("edit: %d to %q: %s", res.StatusCode, res.Header.Get("Location"), res.body)
+	}
+	doc = page(t, ts.get(loc), http.StatusOK)
+	if d := tid(doc, "schedule-deliveries").Text(); strings.Contains(d, "email") {
+		t.Errorf("after edit, deliveries %q", d)
+	}
+	if !strings.Contains(doc.Text(), "Mondays at 06:00") {
+		t.Errorf("after edit, no Mondays")
+	}
+
+	// Delete: a page asks; confirmed, gone, and the list says so.
+	doc = page(t, ts.postForm(loc+"/delete", nil, nil), http.StatusOK)
+	if tid(doc, "confirm-form").Length() != 1 {
+		t.Fatalf("no confirmation asked")
+	}
+	res = ts.postForm(loc+"/delete", url.Values{"confirm": {"yes"}}, nil)
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/schedules?deleted=") {
+		t.Fatalf("delete: %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	page(t, ts.get(loc), http.StatusNotFound)
+	doc = page(t, ts.get(res.Header.Get("Location")), http.StatusOK)
+	if tid(doc, "schedule-deleted").Length() != 1 || tid(doc, "schedule-row").Length() != 0 {
+		t.Errorf("list after delete")
+	}
+
+	// A form from another site is refused.
+	res = ts.postForm("/schedules", scheduleFormValues("save"), http.Header{"Sec-Fetch-Site": {"cross-site"}})
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site form: %d", res.StatusCode)
+	}
+}
+
+// A schedule's page lists the exports its firings made, each linking to its page.
+func TestUISchedulePageListsFirings(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	ts := newTestServer(t, testOpts{Now: clock.Now})
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
+		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusCreated)
+	clock.Advance(time.Date(2026, 12, 1, 5, 0, 30, 0, time.UTC).Sub(clock.Now()))
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		return len(ts.firings(sc.ID)) == 1, "no firing yet"
+	})
+	job := ts.firings(sc.ID)[0].ID
+	doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)
+	f := tid(doc, "schedule-firing")
+	if f.Length() != 1 {
+		t.Fatalf("%d firings shown", f.Length())
+	}
+	if href, _ := f.Find("a").Attr("href"); href != "/exports/"+job {
+		t.Errorf("firing links to %q, want /exports/%s", href, job)
+	}
+	if iso, _ := f.Find("time").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
+		t.Errorf("firing for %q", iso)
+	}
+}

@@ -1,0 +1,237 @@
+package web
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"sheetq/app/schedules"
+	"sheetq/jobs/export"
+	"sheetq/store"
+	"sheetq/ui"
+)
+
+// schedulesPage is GET /schedules: every schedule, with its next run and Pause/Resume.
+func (p *Pages) schedulesPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	list, err := p.cfg.Schedules.List(ctx)
+	if err != nil {
+		return err
+	}
+	l := ui.ScheduleList{Deleted: r.URL.Query().Get("deleted")}
+	for _, sc := range list {
+		l.Rows = append(l.Rows, p.scheduleRow(sc))
+	}
+	p.render(w, r, http.StatusOK, ui.SchedulesPage(p.meta(ctx, "schedules", ""), l))
+	return nil
+}
+
+// schedulePage is GET /schedules/{id}: the schedule, its next runs and its firings.
+func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	sc, err := p.loadSchedule(r)
+	if err != nil {
+		return err
+	}
+	d := ui.ScheduleDetail{Row: p.scheduleRow(sc), Format: sc.Format}
+	if sc.BOM {
+		d.Format += " with a byte order mark"
+	}
+	in := schedules.InputOf(sc)
+	for _, k := range slices.Sorted(maps.Keys(in.Params)) {
+		d.Params = append(d.Params, ui.KV{Name: k, Value: paramText(in.Params[k])})
+	}
+	if !sc.Paused {
+		runs, err := p.cfg.Schedules.PreviewOf(sc)
+		if err != nil {
+			d.RunsError = "The next runs cannot be worked out: " + err.Error() + ". Edit the schedule to fix it."
+		}
+		d.Runs = previewRuns(runs, sc.TimeZone)
+	}
+	firings, err := p.firingsOf(r, sc)
+	if err != nil {
+		return err
+	}
+	for _, j := range firings {
+		jj := export.JobJSON(j, "")
+		f := ui.ScheduleFiring{ID: j.ID, Status: strings.ToLower(jj.Status),
+			CreatedISO: ui.ISO(j.CreatedAt), Created: ui.Minute(j.CreatedAt)}
+		if jj.ScheduledFor != nil {
+			f.ForISO, f.For = ui.ISO(*jj.ScheduledFor), ui.Minute(*jj.ScheduledFor)
+		}
+		d.Firings = append(d.Firings, f)
+	}
+	p.render(w, r, http.StatusOK, ui.SchedulePage(p.meta(ctx, "schedules", ""), d))
+	return nil
+}
+
+// firingsOf reads the exports sc's firings made, newest first, among its report's
+// latest 1,000: the jobs carry their schedule in their args (export.Args.ScheduleID),
+// as the API's GET /api/v1/schedules/{id}/exports reads them.
+func (p *Pages) firingsOf(r *http.Request, sc store.Schedule) ([]store.Job, error) {
+	list, err := p.store.List(r.Context(), store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Job
+	for _, j := range list {
+		var args struct {
+			ScheduleID string `json:"schedule_id"`
+		}
+		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// loadSchedule reads the schedule of the path's {id}, or the page that says there is none.
+func (p *Pages) loadSchedule(r *http.Request) (store.Schedule, error) {
+	id := r.PathValue("id")
+	sc, err := p.cfg.Schedules.Get(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return sc, &pageError{status: http.StatusNotFound, title: "No such schedule",
+			message: "There is no schedule " + id + ". It may have been deleted.",
+			back:    ui.Link{Href: "/schedules", Text: "Back to the schedules"}}
+	}
+	return sc, err
+}
+
+// scheduleRow is a schedule as the list and its page show it.
+func (p *Pages) scheduleRow(sc store.Schedule) ui.ScheduleRow {
+	return ui.ScheduleRow{ID: sc.ID, Report: sc.Report, Title: p.reportTitle(sc.Report), Cron: sc.Cron,
+		CronWords: cronWords(sc.Cron), TimeZone: sc.TimeZone, Paused: sc.Paused, Owner: sc.Owner,
+		NextISO: ui.ISO(sc.NextRunAt), Next: ui.Minute(sc.NextRunAt),
+		LastISO: ui.ISO(sc.LastFiredFor), Last: ui.Minute(sc.LastFiredFor),
+		Deliveries: deliveriesText(sc.Deliver)}
+}
+
+// pauseScheduleForm and resumeScheduleForm are POST /schedules/{id}/pause and /resume:
+// back to the page the button was on (the list or the schedule's page).
+func (p *Pages) pauseScheduleForm(w http.ResponseWriter, r *http.Request) error {
+	return p.setPausedForm(w, r, true)
+}
+
+func (p *Pages) resumeScheduleForm(w http.ResponseWriter, r *http.Request) error {
+	return p.setPausedForm(w, r, false)
+}
+
+func (p *Pages) setPausedForm(w http.ResponseWriter, r *http.Request, paused bool) error {
+	sc, err := p.loadSchedule(r)
+	if err != nil {
+		return err
+	}
+	if _, err := p.cfg.Schedules.SetPaused(r.Context(), sc.ID, paused); err != nil {
+		var ie *schedules.InputError
+		if errors.As(err, &ie) {
+			// Resuming checks the schedule again: its report may have gone meanwhile.
+			return &pageError{status: http.StatusUnprocessableEntity, title: "This schedule cannot be resumed",
+				message: sentence(ie.Message) + " Edit the schedule to fix it.",
+				back:    ui.Link{Href: "/schedules/" + sc.ID + "/edit", Text: "Edit the schedule"}}
+		}
+		return err
+	}
+	back := "/schedules/" + sc.ID
+	if r.PostFormValue("back") == "list" {
+		back = "/schedules"
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+	return nil
+}
+
+// deleteScheduleForm is POST /schedules/{id}/delete: without confirm=yes a page that
+// asks (so it works without JavaScript); with it, the schedule goes and its exports stay.
+func (p *Pages) deleteScheduleForm(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	sc, err := p.loadSchedule(r)
+	if err != nil {
+		if r.PostFormValue("confirm") == "yes" {
+			var pe *pageError
+			if errors.As(err, &pe) && pe.status == http.StatusNotFound {
+				// Deleted meanwhile (a second click, another tab): what was asked is done.
+				http.Redirect(w, r, "/schedules?deleted="+url.QueryEscape(id), http.StatusSeeOther)
+				return nil
+			}
+		}
+		return err
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		p.render(w, r, http.StatusOK, ui.ConfirmPage(p.meta(r.Context(), "schedules", ""), ui.Confirm{
+			Title: "Delete this schedule?",
+			Message: "This deletes the schedule of " + p.reportTitle(sc.Report) + " (" + sc.Cron + ", " + sc.TimeZone +
+				"). It will not fire again; the exports it made stay.",
+			Action: "/schedules/" + sc.ID + "/delete", Button: "Delete the schedule", Danger: true,
+			Back: ui.Link{Href: "/schedules/" + sc.ID, Text: "Keep it and go back"},
+		}))
+		return nil
+	}
+	if err := p.cfg.Schedules.Delete(r.Context(), sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	http.Redirect(w, r, "/schedules?deleted="+url.QueryEscape(sc.ID), http.StatusSeeOther)
+	return nil
+}
+
+// previewRuns are firings as the pages show them: at the schedule's own wall time.
+func previewRuns(runs []schedules.Firing, zone string) []ui.ScheduleRun {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		loc = time.UTC
+	}
+	out := make([]ui.ScheduleRun, 0, len(runs))
+	for _, f := range runs {
+		run := ui.ScheduleRun{ISO: ui.ISO(f.At), At: f.At.In(loc).Format("Mon 2006-01-02 15:04") + " " + zoneLabel(f.At.In(loc))}
+		for _, k := range slices.Sorted(maps.Keys(f.Params)) {
+			run.Params = append(run.Params, ui.KV{Name: k, Value: paramText(f.Params[k])})
+		}
+		out = append(out, run)
+	}
+	return out
+}
+
+// zoneLabel is the zone's abbreviation where it has a name ("CET"), else its offset.
+func zoneLabel(t time.Time) string {
+	name, _ := t.Zone()
+	if name == "" || name[0] == '+' || name[0] == '-' {
+		return t.Format("-07:00")
+	}
+	return name
+}
+
+// deliveriesText sums up where a schedule's files go: "email to ann@example.com; webhook
+// hooks.example.com; folder /srv/reports", or "" for nowhere.
+func deliveriesText(raw json.RawMessage) string {
+	var ts []struct {
+		Type string   `json:"type"`
+		To   []string `json:"to"`
+		URL  string   `json:"url"`
+		Path string   `json:"path"`
+	}
+	if json.Unmarshal(raw, &ts) != nil {
+		return ""
+	}
+	var parts []string
+	for _, t := range ts {
+		switch t.Type {
+		case "email":
+			parts = append(parts, "email to "+strings.Join(t.To, ", "))
+		case "webhook":
+			host := t.URL
+			if u, err := url.Parse(t.URL); err == nil && u.Host != "" {
+				host = u.Host
+			}
+			parts = append(parts, "webhook "+host)
+		case "folder":
+			parts = append(parts, "folder "+t.Path)
+		default:
+			parts = append(parts, cmp.Or(t.Type, "?"))
+		}
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,499 @@
+package web
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"sheetq/app/exports"
+	"sheetq/app/middleware"
+	"sheetq/app/schedules"
+	"sheetq/jobs/deliver"
+	"sheetq/jobs/export"
+	"sheetq/jobs/schedule"
+	"sheetq/store"
+	"sheetq/ui"
+)
+
+// The schedule form's fields besides the report's parameters, which are "param." and
+// the parameter's name (a report's param names are [a-z0-9_], so they never collide).
+const (
+	paramPrefix   = "param."
+	cronField     = "cron"
+	zoneField     = "timezone"
+	emailField    = "email"
+	webhookField  = "webhook"
+	folderField   = "folder"
+	pausedField   = "paused"
+	deliverField  = "deliver"
+	actionField   = "action"
+	actionPreview = "preview"
+	actionReport  = "report"
+)
+
+// newSchedulePage is GET /schedules/new: the form, for ?report= or the first report.
+func (p *Pages) newSchedulePage(w http.ResponseWriter, r *http.Request) error {
+	in := schedules.Input{Report: r.URL.Query().Get("report"), Cron: "0 6 * * *", TimeZone: "UTC"}
+	f := p.scheduleForm("", in, nil, nil)
+	f.Fresh = true
+	p.withPreview(&f, in)
+	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
+	return nil
+}
+
+// editSchedulePage is GET /schedules/{id}/edit: the form with the schedule's values.
+func (p *Pages) editSchedulePage(w http.ResponseWriter, r *http.Request) error {
+	sc, err := p.loadSchedule(r)
+	if err != nil {
+		return err
+	}
+	in := schedules.InputOf(sc)
+	f := p.scheduleForm(sc.ID, in, nil, nil)
+	p.withPreview(&f, in)
+	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
+	return nil
+}
+
+// createScheduleForm is POST /schedules from the form: Save creates the schedule and goes
+// to its page (303); Preview, or a change of report, shows the form again with the next
+// runs; wrong values show the form again (422) with the error beside the field.
+func (p *Pages) createScheduleForm(w http.ResponseWriter, r *http.Request) error {
+	return p.saveScheduleForm(w, r, "")
+}
+
+// updateScheduleForm is POST /schedules/{id}/edit, as createScheduleForm for a change.
+func (p *Pages) updateScheduleForm(w http.ResponseWriter, r *http.Request) error {
+	sc, err := p.loadSchedule(r)
+	if err != nil {
+		return err
+	}
+	return p.saveScheduleForm(w, r, sc.ID)
+}
+
+func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id string) error {
+	if err := readForm(w, r); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	m := p.meta(ctx, "schedules", "")
+	in, order := p.scheduleInput(r.PostForm)
+	switch r.PostForm.Get(actionField) {
+	case actionReport:
+		// Another report was chosen (without JavaScript, with the button beside the
+		// select): its parameters, with their defaults, and the rest as given.
+		in.Params = nil
+		f := p.scheduleForm(id, in, nil, nil)
+		p.withPreview(&f, in)
+		p.render(w, r, http.StatusOK, ui.ScheduleFormPage(m, f))
+		return nil
+	case actionPreview:
+		runs, err := p.cfg.Schedules.Preview(in)
+		status := http.StatusOK
+		var errs map[string]string
+		if err != nil {
+			if errs, err = p.scheduleErrors(err, in, order); err != nil {
+				return err
+			}
+			status = http.StatusUnprocessableEntity
+		}
+		f := p.scheduleForm(id, in, r.PostForm, errs)
+		f.Previewed, f.Preview = true, previewRuns(runs, in.TimeZone)
+		if errs != nil {
+			f.PreviewError = previewError(errs)
+		}
+		p.render(w, r, status, ui.ScheduleFormPage(m, f))
+		return nil
+	}
+	var (
+		sc  store.Schedule
+		err error
+	)
+	if id == "" {
+		sc, err = p.cfg.Schedules.Create(ctx, in, middleware.Principal(ctx))
+	} else {
+		sc, err = p.cfg.Schedules.Update(ctx, id, in)
+	}
+	if err != nil {
+		errs, err := p.scheduleErrors(err, in, order)
+		if err != nil {
+			return err
+		}
+		f := p.scheduleForm(id, in, r.PostForm, errs)
+		p.render(w, r, http.StatusUnprocessableEntity, ui.ScheduleFormPage(m, f))
+		return nil
+	}
+	http.Redirect(w, r, "/schedules/"+sc.ID, http.StatusSeeOther)
+	return nil
+}
+
+// schedulePreviewFragment is POST /schedules/preview: the form's next runs, or what is
+// wrong, as an HTML fragment the form's script puts in place as fields change.
+func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) error {
+	if err := readForm(w, r); err != nil {
+		return err
+	}
+	in, order := p.scheduleInput(r.PostForm)
+	box := ui.SchedulePreview{Previewed: true}
+	runs, err := p.cfg.Schedules.Preview(in)
+	if err != nil {
+		errs, err := p.scheduleErrors(err, in, order)
+		if err != nil {
+			return err
+		}
+		box.Error = previewError(errs)
+	}
+	box.Runs = previewRuns(runs, in.TimeZone)
+	p.render(w, r, http.StatusOK, ui.SchedulePreviewBox(box))
+	return nil
+}
+
+// readForm reads a posted form, or says why it could not be read.
+func readForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, exports.MaxBody)
+	if err := r.ParseForm(); err != nil {
+		if middleware.BodyTimedOut(err) {
+			return &pageError{status: http.StatusRequestTimeout, title: "The form took too long to arrive",
+				message: "Go back to the form and submit it again.", close: true}
+		}
+		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
+			message: "Go back to the form, reload it and submit it again."}
+	}
+	return nil
+}
+
+// withPreview adds the next runs of in to a form just drawn; when in cannot run yet (a
+// required parameter is empty) the box says what is missing instead.
+func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input) {
+	if in.Report == "" {
+		return
+	}
+	runs, err := p.cfg.Schedules.Preview(in)
+	f.Previewed = true
+	if err != nil {
+		var ie *schedules.InputError
+		if errors.As(err, &ie) {
+			f.PreviewError = fieldName(ie.Field) + ": " + sentence(strings.TrimPrefix(ie.Message, ie.Field+": "))
+		}
+		return
+	}
+	f.Preview = previewRuns(runs, in.TimeZone)
+}
+
+// previewError is the one line the preview box shows for a form's errors.
+func previewError(errs map[string]string) string {
+	var parts []string
+	for _, k := range []string{"report", cronField, zoneField, formatField, emailField, webhookField, folderField, deliverField} {
+		if e := errs[k]; e != "" {
+			parts = append(parts, fieldName(k)+": "+e)
+		}
+	}
+	for k, e := range errs {
+		if name, ok := strings.CutPrefix(k, paramPrefix); ok {
+			parts = append(parts, name+": "+e)
+		}
+	}
+	if len(parts) == 0 {
+		return "These values cannot be previewed."
+	}
+	return strings.Join(parts, " ")
+}
+
+// fieldName names a form's field for a message.
+func fieldName(field string) string {
+	switch field {
+	case cronField:
+		return "Cron expression"
+	case zoneField:
+		return "Time zone"
+	case formatField, "format":
+		return "File format"
+	case emailField:
+		return "Email"
+	case webhookField:
+		return "Webhook"
+	case folderField:
+		return "Folder"
+	case deliverField:
+		return "Deliveries"
+	case "report":
+		return "Report"
+	}
+	if name, ok := strings.CutPrefix(field, "params."); ok {
+		return name
+	}
+	return strings.TrimPrefix(field, paramPrefix)
+}
+
+// scheduleInput reads the form into the service's input; order names the form field
+// that made each delivery target, so that an error in deliver[i] marks that field.
+func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []string) {
+	get := func(k string) string {
+		if vs := form[k]; len(vs) > 0 {
+			return strings.TrimSpace(vs[len(vs)-1])
+		}
+		return ""
+	}
+	in := schedules.Input{Report: get("report"), Cron: get(cronField), TimeZone: get(zoneField),
+		Format: get(formatField), BOM: bomChecked(form[bomField]), Paused: get(pausedField) == "true",
+		Params: map[string]any{}}
+	if in.Format == export.FormatXLSX {
+		in.Format = ""
+	}
+	if rep, ok := p.report(in.Report); ok {
+		named := map[string][]string{}
+		for _, prm := range rep.Params {
+			if vs, ok := form[paramPrefix+prm.Name]; ok {
+				named[prm.Name] = vs
+			}
+		}
+		in.Params = formParams(rep.Params, named)
+		for k, v := range in.Params {
+			if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
+				delete(in.Params, k) // empty: the report's default, or "required"
+			}
+		}
+	}
+	var targets []deliver.Target
+	var order []string
+	if addrs := splitList(get(emailField)); len(addrs) > 0 {
+		targets, order = append(targets, deliver.Target{Type: deliver.TypeEmail, To: addrs}), append(order, emailField)
+	}
+	if u := get(webhookField); u != "" {
+		targets, order = append(targets, deliver.Target{Type: deliver.TypeWebhook, URL: u}), append(order, webhookField)
+	}
+	if dir := get(folderField); dir != "" {
+		targets, order = append(targets, deliver.Target{Type: deliver.TypeFolder, Path: dir}), append(order, folderField)
+	}
+	if len(targets) > 0 {
+		in.Deliver, _ = json.Marshal(targets)
+	}
+	return in, order
+}
+
+// splitList reads addresses separated by commas, semicolons, spaces or lines.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool {
+		return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\r' || r == '\t'
+	})
+}
+
+// scheduleErrors turns the service's refusal into errors by form field. The service
+// stops at the first wrong field, so the cron expression, the zone and the deliveries
+// are also checked on their own here, to mark every one that is wrong at once. Any
+// other error is returned as it is.
+func (p *Pages) scheduleErrors(err error, in schedules.Input, order []string) (map[string]string, error) {
+	var ie *schedules.InputError
+	if !errors.As(err, &ie) {
+		return nil, err
+	}
+	errs := map[string]string{}
+	mark := func(field, msg string) {
+		if errs[field] == "" {
+			errs[field] = sentence(msg)
+		}
+	}
+	if _, err := schedule.LoadZone(in.TimeZone); err != nil {
+		mark(zoneField, err.Error())
+	}
+	if _, err := schedule.Parse(in.Cron, "UTC"); err != nil {
+		mark(cronField, err.Error())
+	}
+	var targets []deliver.Target
+	_ = json.Unmarshal(in.Deliver, &targets)
+	for i, t := range targets {
+		if err := t.Check(); err != nil && i < len(order) {
+			mark(order[i], err.Error())
+		}
+	}
+	switch field := ie.Field; {
+	case field == "deliver":
+		msg := ie.Message
+		if rest, ok := strings.CutPrefix(msg, "deliver["); ok {
+			if n, after, ok := strings.Cut(rest, "]: "); ok {
+				if i, err := strconv.Atoi(n); err == nil && i < len(order) {
+					mark(order[i], after)
+					break
+				}
+			}
+		}
+		mark(deliverField, msg)
+	case strings.HasPrefix(field, "params."):
+		mark(paramPrefix+strings.TrimPrefix(field, "params."), ie.Message)
+	case field == "format":
+		mark(formatField, ie.Message)
+	case field == "timezone", field == "cron", field == "report":
+		mark(field, ie.Message)
+	default:
+		mark(deliverField, ie.Error())
+	}
+	return errs, nil
+}
+
+// scheduleForm draws the form for in: its report's parameters with in's values (their
+// defaults where in has none), or the values as sent when form is not nil, with errs.
+func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]string, errs map[string]string) ui.ScheduleForm {
+	f := ui.ScheduleForm{ID: id, Errors: errs, Action: "/schedules", Cron: in.Cron, TimeZone: in.TimeZone,
+		Format: cmp.Or(in.Format, export.FormatXLSX), BOM: in.BOM, Paused: in.Paused, Zones: commonZones,
+		Presets: cronPresets}
+	if id != "" {
+		f.Action = "/schedules/" + id + "/edit"
+	}
+	for _, e := range p.cfg.Catalog.Entries() {
+		if e.Err == nil {
+			f.Reports = append(f.Reports, ui.ReportOption{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID)})
+		}
+	}
+	if in.Report == "" && len(f.Reports) > 0 {
+		in.Report = f.Reports[0].ID
+	}
+	f.Report = in.Report
+	var targets []deliver.Target
+	_ = json.Unmarshal(in.Deliver, &targets)
+	for _, t := range targets {
+		switch t.Type {
+		case deliver.TypeEmail:
+			f.Email = strings.Join(t.To, ", ")
+		case deliver.TypeWebhook:
+			f.Webhook = t.URL
+		case deliver.TypeFolder:
+			f.Folder = t.Path
+		}
+	}
+	if form != nil {
+		// As sent, so that nothing typed is lost, however wrong.
+		for _, k := range []string{emailField, webhookField, folderField} {
+			if vs := form[k]; len(vs) > 0 {
+				switch k {
+				case emailField:
+					f.Email = vs[0]
+				case webhookField:
+					f.Webhook = vs[0]
+				case folderField:
+					f.Folder = vs[0]
+				}
+			}
+		}
+	}
+	rep, ok := p.report(in.Report)
+	if !ok {
+		return f
+	}
+	f.Title = cmp.Or(rep.Title, rep.ID)
+	values := map[string][]string{}
+	for k, v := range in.Params {
+		if b, isBool := v.(bool); isBool {
+			if b {
+				values[k] = []string{"true"}
+			}
+			continue
+		}
+		values[k] = []string{paramText(v)}
+	}
+	if form != nil {
+		values = map[string][]string{}
+		for _, prm := range rep.Params {
+			if vs, ok := form[paramPrefix+prm.Name]; ok {
+				values[prm.Name] = vs
+			}
+		}
+	} else if len(in.Params) == 0 {
+		values = nil // defaults
+	}
+	for i, fd := range exportForm(rep, values, nil, "").Fields {
+		sf := ui.ScheduleField{Field: fd}
+		sf.Name = paramPrefix + fd.Name
+		sf.Error = errs[sf.Name]
+		if t := rep.Params[i].Type; t == export.TypeDate || t == export.TypeDatetime {
+			// A fixed date or one relative to each firing: text, with examples.
+			sf.Input, sf.Relative = "text", true
+			sf.Hint = "A date such as 2026-03-01, or one relative to each run: today, today(-7), week_start, month_start(-1)."
+			if t == export.TypeDatetime {
+				sf.Hint = "A time such as 2026-03-01T00:00:00Z, or midnight of a day relative to each run: today, today(-7), week_start, month_start(-1)."
+			}
+		}
+		f.Fields = append(f.Fields, sf)
+	}
+	return f
+}
+
+// cronPresets are the form's one-click cron expressions.
+var cronPresets = []ui.KV{
+	{Name: "Daily 06:00", Value: "0 6 * * *"},
+	{Name: "Mondays 06:00", Value: "0 6 * * 1"},
+	{Name: "1st of the month 06:00", Value: "0 6 1 * *"},
+}
+
+// commonZones are offered in the time-zone field; any IANA name may be typed.
+var commonZones = []string{
+	"UTC", "Europe/London", "Europe/Dublin", "Europe/Lisbon", "Europe/Paris", "Europe/Berlin", "Europe/Madrid",
+	"Europe/Rome", "Europe/Amsterdam", "Europe/Zurich", "Europe/Warsaw", "Europe/Athens", "Europe/Helsinki",
+	"Europe/Istanbul", "Europe/Moscow", "America/New_York", "America/Chicago", "America/Denver",
+	"America/Los_Angeles", "America/Toronto", "America/Mexico_City", "America/Sao_Paulo",
+	"America/Argentina/Buenos_Aires", "Africa/Johannesburg", "Africa/Lagos", "Africa/Cairo", "Asia/Dubai",
+	"Asia/Kolkata", "Asia/Singapore", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Tokyo", "Asia/Seoul",
+	"Australia/Sydney", "Australia/Perth", "Pacific/Auckland",
+}
+
+// cronWords says a cron expression in words when it is one of the usual shapes ("every
+// day at 06:00", "Mondays at 06:00", "on the 1st of each month at 06:00"); "" otherwise.
+func cronWords(expr string) string {
+	switch strings.TrimSpace(expr) {
+	case "@daily", "@midnight":
+		return "every day at 00:00"
+	case "@weekly":
+		return "Sundays at 00:00"
+	case "@monthly":
+		return "on the 1st of each month at 00:00"
+	case "@hourly":
+		return "every hour"
+	}
+	f := strings.Fields(expr)
+	if len(f) != 5 {
+		return ""
+	}
+	minute, err1 := strconv.Atoi(f[0])
+	hour, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || minute > 59 || hour > 23 || f[3] != "*" {
+		if f[0] != "" && err1 == nil && f[1] == "*" && f[2] == "*" && f[3] == "*" && f[4] == "*" {
+			return fmt.Sprintf("every hour at minute %d", minute)
+		}
+		return ""
+	}
+	at := fmt.Sprintf("at %02d:%02d", hour, minute)
+	days := []string{"Sundays", "Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays", "Sundays"}
+	switch dom, dow := f[2], f[4]; {
+	case dom == "*" && dow == "*":
+		return "every day " + at
+	case dom == "*" && (dow == "1-5" || strings.EqualFold(dow, "mon-fri")):
+		return "weekdays " + at
+	case dom == "*":
+		if d, err := strconv.Atoi(dow); err == nil && d >= 0 && d <= 7 {
+			return days[d] + " " + at
+		}
+	case dow == "*":
+		if d, err := strconv.Atoi(dom); err == nil && d >= 1 && d <= 31 {
+			return "on the " + ordinal(d) + " of each month " + at
+		}
+	}
+	return ""
+}
+
+// ordinal writes 1st, 2nd, 3rd, 4th, 11th, 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
+}
