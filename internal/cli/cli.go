@@ -26,6 +26,8 @@ func Run(ctx context.Context, version string, args []string, stdout, stderr io.W
 		return exportCmd(ctx, args[1:], stdout, stderr)
 	case "jobs":
 		return jobsCmd(ctx, args[1:], stdout, stderr)
+	case "schedules":
+		return schedulesCmd(ctx, args[1:], stdout, stderr)
 	case "backup":
 		return backupCmd(ctx, args[1:], stdout, stderr)
 	case "doctor":
@@ -63,6 +65,8 @@ Usage:
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|wait|download|cancel|retry|delete|events
                          look at and manage a running server's exports
+  sheetq schedules list|show|create|preview|pause|resume|delete
+                         keep a running server's scheduled exports
   sheetq loadtest [--profile burst|overload|steady] [--server URL]
                          measure a running server under load and check every request
   sheetq version         print the version
