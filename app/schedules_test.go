@@ -118,6 +118,17 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 		j.Params["from"] != "2026-11-01" || j.Params["to"] != "2026-12-01" {
 		t.Fatalf("the firing's export: schedule %q for %v, params %v", j.ScheduleID, j.ScheduledFor, j.Params)
 	}
+	// The export's page links to its schedule and says which time it was for.
+	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	if href, _ := tid(doc, "job-schedule").Find("a").Attr("href"); href != "/schedules/"+sc.ID {
+		t.Errorf("the export's page links to %q, want its schedule", href)
+	}
+	if at, _ := tid(doc, "job-schedule").Find("time").Attr("datetime"); at != "2026-12-01T05:00:00Z" {
+		t.Errorf("the export's page says it was for %q", at)
+	}
+	if tid(doc, "nav-schedules").Length() != 1 {
+		t.Error("no Schedules in the navigation")
+	}
 	after := ts.schedule("GET", "/api/v1/schedules/"+sc.ID, "", http.StatusOK)
 	if next := time.Date(2027, 1, 1, 5, 0, 0, 0, time.UTC); after.NextRunAt == nil || !after.NextRunAt.Equal(next) ||
 		after.LastFiredFor == nil || !after.LastFiredFor.Equal(first) {

@@ -72,6 +72,9 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobD
 	if _, ok := p.report(jj.Report); ok {
 		d.RunAgainURL = runAgainURL(jj.Report, jj.Params, jj.Format, jj.BOM)
 	}
+	if jj.ScheduleID != "" && jj.ScheduledFor != nil {
+		d.ScheduleID, d.ScheduledFor, d.ScheduledText = jj.ScheduleID, ui.ISO(*jj.ScheduledFor), ui.Clock(*jj.ScheduledFor)
+	}
 	names := make([]string, 0, len(jj.Params))
 	for k := range jj.Params {
 		names = append(names, k)
