@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -117,6 +118,13 @@ func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 	id := strings.TrimPrefix(loc, "/schedules/")
 	if id == loc || id == "" {
 		t.Fatalf("save went to %q", loc)
+	}
+	var api struct {
+		Params map[string]any `json:"params"`
+	}
+	if err := json.Unmarshal(ts.get("/api/v1/schedules/"+id).body, &api); err != nil ||
+		api.Params["rows"] != 3.0 || api.Params["from"] != "month_start(-1)" {
+		t.Errorf("the API shows the form's schedule's params as %v (%v)", api.Params, err)
 	}
 	doc = page(t, ts.get(loc), http.StatusOK)
 	if n := tid(doc, "schedule-run").Length(); n != 5 {

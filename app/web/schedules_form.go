@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -251,9 +252,17 @@ func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []stri
 			}
 		}
 		in.Params = formParams(rep.Params, named)
-		for k, v := range in.Params {
-			if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
-				delete(in.Params, k) // empty: the report's default, or "required"
+		for _, prm := range rep.Params {
+			s, ok := in.Params[prm.Name].(string)
+			switch {
+			case !ok:
+			case strings.TrimSpace(s) == "":
+				delete(in.Params, prm.Name) // empty: the report's default, or "required"
+			case prm.Type == export.TypeInt || prm.Type == export.TypeNumber:
+				// A number as the API stores it, so that its JSON says 3, not "3".
+				if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+					in.Params[prm.Name] = json.Number(strings.TrimSpace(s))
+				}
 			}
 		}
 	}
@@ -349,6 +358,11 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 	}
 	if in.Report == "" && len(f.Reports) > 0 {
 		in.Report = f.Reports[0].ID
+	}
+	if in.Report != "" && !slices.ContainsFunc(f.Reports, func(o ui.ReportOption) bool { return o.ID == in.Report }) {
+		// A schedule of a report that is gone or broken: kept, so that saving says so
+		// instead of moving the schedule to another report.
+		f.Reports = append(f.Reports, ui.ReportOption{ID: in.Report, Title: in.Report + " (cannot be used)"})
 	}
 	f.Report = in.Report
 	var targets []deliver.Target
