@@ -106,10 +106,10 @@ func stackedChart(c Chart, starts []time.Time, parts [][]slotPart, width time.Du
 			h := max(1, p.n*plotH/top)
 			y -= h
 			c.Bars = append(c.Bars, Bar{X: x, Y: y, W: w, H: h, Class: p.class, Value: strconv.Itoa(p.n),
-				Title: start.Local().Format(layout) + ": " + strconv.Itoa(p.n) + " " + p.word})
+				Title: start.UTC().Format(layout) + ": " + strconv.Itoa(p.n) + " " + p.word})
 		}
 		if i%every == 0 {
-			l := Label{X: x + w/2, Y: chartH - 7, Text: start.Local().Format(layout), Anchor: "middle"}
+			l := Label{X: x + w/2, Y: chartH - 7, Text: start.UTC().Format(layout), Anchor: "middle"}
 			if i == 0 {
 				l.X, l.Anchor = x, "start"
 			}

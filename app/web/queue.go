@@ -31,7 +31,7 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 		LateHeartbeats: st.LateHeartbeats, StalledCount: st.Stalled.Count,
 		LateAfter:   ui.Duration(time.Duration(st.Stalled.LateHeartbeatSeconds * float64(time.Second))),
 		NoRowsAfter: ui.Duration(time.Duration(st.Stalled.NoRowsSeconds * float64(time.Second))),
-		Generated:   ui.Clock(st.GeneratedAt)}
+		Generated:   ui.Clock(st.GeneratedAt), GeneratedISO: ui.ISO(st.GeneratedAt)}
 	q.AbandonedAlive, q.AbandonedTotal = p.engine.Abandoned()
 	for _, l := range st.Queues {
 		q.Lanes = append(q.Lanes, ui.LaneView{Name: l.Name, Workers: l.Workers, Busy: l.Busy, Pending: l.Pending})
