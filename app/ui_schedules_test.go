@@ -235,6 +235,9 @@ func TestUISchedulePageListsFirings(t *testing.T) {
 	if href, _ := f.Find("a").Attr("href"); href != "/exports/"+job {
 		t.Errorf("firing links to %q, want /exports/%s", href, job)
 	}
+	if st, _ := tid(f, "schedule-firing-status").Attr("data-status"); st == "" {
+		t.Errorf("firing without a status")
+	}
 	if iso, _ := f.Find("time").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
 		t.Errorf("firing for %q", iso)
 	}

@@ -60,7 +60,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, j := range firings {
 		jj := export.JobJSON(j, "")
-		f := ui.ScheduleFiring{ID: j.ID, Status: strings.ToLower(jj.Status),
+		f := ui.ScheduleFiring{ID: j.ID, Status: string(j.Status),
 			CreatedISO: ui.ISO(j.CreatedAt), Created: ui.Minute(j.CreatedAt)}
 		if jj.ScheduledFor != nil {
 			f.ForISO, f.For = ui.ISO(*jj.ScheduledFor), ui.Minute(*jj.ScheduledFor)
