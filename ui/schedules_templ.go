@@ -2200,14 +2200,14 @@ func ScheduleFormPage(m Meta, f ScheduleForm) templ.Component {
 				}
 				templ.ReleaseBuffer(templ_7745c5c3_Buffer)
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 194, "><label for=\"sched-webhook\">Webhook URL</label> <input type=\"url\" id=\"sched-webhook\" name=\"webhook\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 194, "><label for=\"sched-webhook\">Webhook URL</label> <input type=\"text\" inputmode=\"url\" id=\"sched-webhook\" name=\"webhook\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var101 string
 			templ_7745c5c3_Var101, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Webhook).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 513, Col: 23}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 514, Col: 23}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var101)
 			if templ_7745c5c3_Err != nil {
@@ -2268,7 +2268,7 @@ func ScheduleFormPage(m Meta, f ScheduleForm) templ.Component {
 			var templ_7745c5c3_Var104 string
 			templ_7745c5c3_Var104, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Folder).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 530, Col: 22}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 531, Col: 22}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var104)
 			if templ_7745c5c3_Err != nil {
@@ -2317,7 +2317,7 @@ func ScheduleFormPage(m Meta, f ScheduleForm) templ.Component {
 				var templ_7745c5c3_Var105 string
 				templ_7745c5c3_Var105, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/schedules/" + f.ID)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 556, Col: 50}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `ui/schedules.templ`, Line: 557, Col: 50}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var105)
 				if templ_7745c5c3_Err != nil {
