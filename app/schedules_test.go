@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -311,5 +312,22 @@ func TestScheduleThatNoLongerChecks(t *testing.T) {
 	}
 	if got, err := ts.store.GetSchedule(ctx, bad.ID); err != nil || !got.Paused || !got.NextRunAt.IsZero() {
 		t.Fatalf("the schedule with an unreadable zone: %+v, %v; want paused", got, err)
+	}
+}
+
+// The pages refuse to change a schedule the config file declares with a page that says
+// where to change it (409), not a 500.
+func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	ts.sched.Stop()
+	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
+	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}); err != nil {
+		t.Fatal(err)
+	}
+	for _, action := range []string{"pause", "delete"} {
+		doc := page(t, ts.postForm("/schedules/kept-in-git/"+action, url.Values{"confirm": {"yes"}}, nil), http.StatusConflict)
+		if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
+			t.Errorf("%s: page says %q", action, msg)
+		}
 	}
 }

@@ -140,6 +140,10 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.render(w, r, pe.status, ui.ErrorPage(p.meta(r.Context(), "", ""), pe.title, pe.message, pe.back))
 		return
 	}
+	if errors.Is(err, schedules.ErrDeclared) {
+		p.RenderError(w, r, http.StatusConflict, "This schedule is kept in the config file", err.Error())
+		return
+	}
 	if f, ok := p.cfg.Problems.Fault(r, err); ok {
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
