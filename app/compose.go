@@ -23,6 +23,7 @@ import (
 	"sheetq/app/web"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
+	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -53,6 +54,9 @@ type App struct {
 	mw       *middleware.Stack
 	api      *api.API
 	pages    *web.Pages
+
+	// deliveries delivers exports' files by email and to folders (deliveries.go).
+	deliveries *deliver.Handler
 
 	// loopback is whether the server listens on loopback only (the Host check); New
 	// guesses it from Addr, Run sets it from the listener before building the handler.
@@ -171,6 +175,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	a.engine.Register(webhook.Name, a.webhooks)
+	if a.deliveries, err = a.openDeliveries(kind.config); err != nil {
+		return nil, err
+	}
+	a.engine.Register(deliver.Name, a.deliveries)
 	a.janitor = jobs.NewJanitor(st, jobs.JanitorConfig{
 		Retention: cfg.Retention, ExportsDir: dir.Exports(), Files: a.files, Logger: log, OnChange: a.engine.Config().OnChange,
 		Now: a.engine.Config().Now,

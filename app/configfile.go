@@ -11,6 +11,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"sheetq/jobs"
+	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -35,6 +36,10 @@ type FileConfig struct {
 	Store StoreConfig `toml:"store"`
 	// Files is the shared file store ([files] url = "s3://..."), for several nodes.
 	Files FilesConfig `toml:"files"`
+	// SMTP is the relay that email deliveries go through ([smtp]).
+	SMTP deliver.SMTP `toml:"smtp"`
+	// Deliveries says where a schedule's files may go ([deliveries]).
+	Deliveries DeliveriesConfig `toml:"deliveries"`
 }
 
 // StoreConfig is the [store] table.

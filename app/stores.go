@@ -88,8 +88,9 @@ func RedactURL(u string) string {
 // backup), or a PostgreSQL database shared with other nodes (sqlite is nil).
 func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, err error) {
 	cfg := a.cfg
-	// A job's end and the webhook delivery that announces it commit together (rule 19).
-	followUps := webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps
+	// A job's end and the webhook delivery that announces it commit together (rule 19),
+	// and so do a successful export and the deliveries of its file (deliveries.go).
+	followUps := withDeliveries(webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps)
 	dsn, err := cfg.storeURL()
 	if err != nil {
 		return nil, nil, err
