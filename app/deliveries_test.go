@@ -22,6 +22,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"sheetq/jobs/deliver"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
 
@@ -399,6 +400,87 @@ func TestDeliveryRetriesWhenSMTPIsDown(t *testing.T) {
 	for outcome, want := range map[string]float64{"retrying": deliver.MaxAttempts - 1, "failed": 1} {
 		if s := fams.series(t, "sheetq_deliveries_total", map[string]string{"type": "email", "outcome": outcome}); s == nil || s.GetCounter().GetValue() != want {
 			t.Errorf("sheetq_deliveries_total{email,%s} = %v, want %v", outcome, s, want)
+		}
+	}
+}
+
+// TestDeliverToAWebhookAndAFolderTogether: a webhook target is the signed
+// export.succeeded webhook of any export, queued beside the other targets' deliveries,
+// and each delivery shows in deliver.Statuses.
+func TestDeliverToAWebhookAndAFolderTogether(t *testing.T) {
+	root := t.TempDir()
+	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
+	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}},
+		testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}}, nil)
+	id := ts.scheduledExport(5, deliver.Target{Type: deliver.TypeWebhook, URL: rc.URL + "/hook"}, deliver.Target{Type: deliver.TypeFolder, Path: root})
+	ts.deliveryEvents(id, 1)
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		got := rc.of(id)
+		return len(got) == 1 && got[0].typ == "export.succeeded", fmt.Sprintf("receiver got %d deliveries", len(got))
+	})
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		evs, err := ts.store.Events(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := deliver.Statuses(evs)
+		ok := len(st) == 2 && st[0].Type == deliver.TypeWebhook && st[1].Type == deliver.TypeFolder
+		for _, s := range st {
+			ok = ok && s.State == deliver.OutcomeDelivered
+		}
+		return ok, fmt.Sprintf("statuses %+v", st)
+	})
+}
+
+// TestDeliveriesConfig: [smtp] and [deliveries] are read from the config file (the
+// password from the environment), and settings that cannot work refuse the start.
+func TestDeliveriesConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sheetq.toml")
+	t.Setenv("SHEETQ_TEST_RELAY_PW", "pw")
+	text := `[smtp]
+host = "smtp.example.com"
+port = 2525
+username = "sheetq"
+password = "env:SHEETQ_TEST_RELAY_PW"
+from = "sheetq <reports@example.com>"
+starttls = "opportunistic"
+
+[deliveries]
+folders = ["/srv/reports"]
+attach_limit = 5000000
+`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := LoadFileConfig(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc.SMTP.Host != "smtp.example.com" || fc.SMTP.Port != 2525 || fc.SMTP.StartTLS != "opportunistic" ||
+		len(fc.Deliveries.Folders) != 1 || fc.Deliveries.AttachLimit != 5000000 {
+		t.Errorf("config %+v %+v", fc.SMTP, fc.Deliveries)
+	}
+	if s, err := fc.SMTP.Resolved(); err != nil || s.Password != "pw" {
+		t.Errorf("password %q, %v", s.Password, err)
+	}
+	if err := os.WriteFile(path, []byte("[smtp]\nhots = \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFileConfig(path, false); err == nil || !strings.Contains(err.Error(), "smtp.hots") {
+		t.Errorf("a misspelt key: %v", err)
+	}
+	for _, bad := range []FileConfig{
+		{SMTP: deliver.SMTP{Host: "x", From: "a@example.com", StartTLS: "always"}},
+		{SMTP: deliver.SMTP{Host: "x", From: "a@example.com", Password: "env:SHEETQ_TEST_UNSET_PW"}},
+		{Deliveries: DeliveriesConfig{Folders: []string{"reports"}}},
+		{Deliveries: DeliveriesConfig{AttachLimit: -1}},
+	} {
+		cfg := testConfig(t, testOpts{})
+		cfg.File = &bad
+		if a, err := New(context.Background(), cfg); err == nil {
+			a.Stop()
+			t.Errorf("New accepted %+v", bad)
 		}
 	}
 }
