@@ -1,11 +1,14 @@
 package deliver
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,5 +297,72 @@ func TestStatuses(t *testing.T) {
 	}
 	if g := got[2]; g.Job != "w1" || g.Type != TypeWebhook || !g.Failed() || g.Error != "gone" {
 		t.Errorf("webhook: %+v", g)
+	}
+}
+
+// refusingRelay is an SMTP server on loopback (no STARTTLS) that answers RCPT TO with
+// rcpt, and everything else as a relay that takes mail would.
+func refusingRelay(t *testing.T, rcpt string) (host string, port int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				fmt.Fprint(c, "220 relay.test ESMTP\r\n")
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					switch cmd := strings.ToUpper(strings.Fields(line + " x")[0]); cmd {
+					case "EHLO", "HELO":
+						fmt.Fprint(c, "250 relay.test\r\n")
+					case "RCPT":
+						fmt.Fprint(c, rcpt+"\r\n")
+					case "QUIT":
+						fmt.Fprint(c, "221 bye\r\n")
+						return
+					default:
+						fmt.Fprint(c, "250 ok\r\n")
+					}
+				}
+			}()
+		}
+	}()
+	return "127.0.0.1", l.Addr().(*net.TCPAddr).Port
+}
+
+// TestSMTPRefusals: a relay's permanent refusal (5xx) fails the delivery for good, a
+// temporary one (4xx) is retried.
+func TestSMTPRefusals(t *testing.T) {
+	_, _, a, _ := folderFixture(t, "/", "/", 100)
+	a.Target = Target{Type: TypeEmail, To: []string{"nobody@example.com"}}
+	for answer, want := range map[string]struct {
+		code      string
+		permanent bool
+	}{
+		"550 5.1.1 no such user": {"smtp_refused", true},
+		"451 4.3.0 try later":    {"smtp", false},
+	} {
+		host, port := refusingRelay(t, answer)
+		h, err := New(Config{Files: jobs.NewLocalFiles(t.TempDir()), AttachLimit: 10,
+			BaseURL: "https://r.example.com", SMTP: SMTP{Host: host, Port: port, From: "reports@example.com", StartTLS: StartTLSNone}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = run(t, h, a, 1)
+		if c, perm := code(err); c != want.code || perm != want.permanent || !strings.Contains(err.Error(), answer[4:]) {
+			t.Errorf("relay answering %q: %v (code %s, permanent %v), want %s, permanent %v", answer, err, c, perm, want.code, want.permanent)
+		}
 	}
 }
