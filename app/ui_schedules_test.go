@@ -242,3 +242,28 @@ func TestUISchedulePageListsFirings(t *testing.T) {
 		t.Errorf("firing for %q", iso)
 	}
 }
+
+// A delivery that failed shows on the schedule's page, with its error: here a folder
+// outside the allowed ones, which fails at its first attempt.
+func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
+	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	root, outside := t.TempDir(), t.TempDir()
+	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}}, testOpts{Now: clock.Now}, nil)
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":5},"cron":"0 6 * * *","timezone":"UTC",
+		"deliver":[{"type":"folder","path":`+strconvQuote(outside)+`}]}`, http.StatusCreated)
+	clock.Advance(time.Date(2026, 12, 1, 6, 0, 30, 0, time.UTC).Sub(clock.Now()))
+	waitFor(t, 20*time.Second, func() (bool, string) {
+		doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)
+		st, _ := tid(doc, "schedule-delivery").Attr("data-state")
+		return st == "failed", "delivery state " + st
+	})
+	doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)
+	if tid(doc, "schedule-delivery-failed").Length() != 1 {
+		t.Errorf("no notice of the failed delivery")
+	}
+	if e := tid(doc, "schedule-delivery-error").Text(); !strings.Contains(e, "not under "+root) {
+		t.Errorf("delivery error %q", e)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
@@ -57,6 +59,22 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 	firings, err := p.firingsOf(r, sc)
 	if err != nil {
 		return err
+	}
+	if len(firings) > 0 {
+		// Where the latest export's file went: a delivery that keeps failing shows here.
+		evs, err := p.store.Events(ctx, firings[0].ID)
+		if err != nil {
+			return err
+		}
+		d.DeliveriesOf = firings[0].ID
+		for _, st := range deliver.Statuses(evs) {
+			ds := ui.DeliveryStatus{Type: st.Type, Target: st.Target, State: st.State, Error: st.Error,
+				AtISO: ui.ISO(st.At), At: ui.Minute(st.At)}
+			if st.Attempt > 0 {
+				ds.Attempt = strconv.Itoa(st.Attempt)
+			}
+			d.Deliveries = append(d.Deliveries, ds)
+		}
 	}
 	for _, j := range firings {
 		jj := export.JobJSON(j, "")
