@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/schedules"
 	"sheetq/store/storetest"
 )
 
@@ -267,3 +269,27 @@ func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// A schedule the config file declares is shown without Pause, Edit or Delete, saying
+// where to change it; its edit form is a 409 page naming the file.
+func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	ts.sched.Stop()
+	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
+	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}); err != nil {
+		t.Fatal(err)
+	}
+	doc := page(t, ts.get("/schedules"), http.StatusOK)
+	if tid(doc, "schedule-declared").Length() != 1 || tid(doc, "pause-button").Length() != 0 {
+		t.Errorf("list: a declared schedule has a Pause button")
+	}
+	doc = page(t, ts.get("/schedules/kept-in-git"), http.StatusOK)
+	if tid(doc, "schedule-declared-notice").Length() != 1 || tid(doc, "edit-button").Length() != 0 ||
+		tid(doc, "delete-button").Length() != 0 || tid(doc, "pause-button").Length() != 0 {
+		t.Errorf("page: a declared schedule has buttons")
+	}
+	doc = page(t, ts.get("/schedules/kept-in-git/edit"), http.StatusConflict)
+	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
+		t.Errorf("edit: %q", msg)
+	}
+}

@@ -127,7 +127,7 @@ func (p *Pages) scheduleRow(sc store.Schedule) ui.ScheduleRow {
 		CronWords: cronWords(sc.Cron), TimeZone: sc.TimeZone, Paused: sc.Paused, Owner: sc.Owner,
 		NextISO: ui.ISO(sc.NextRunAt), Next: ui.Minute(sc.NextRunAt),
 		LastISO: ui.ISO(sc.LastFiredFor), Last: ui.Minute(sc.LastFiredFor),
-		Deliveries: deliveriesText(sc.Deliver)}
+		Deliveries: deliveriesText(sc.Deliver), Declared: sc.Owner == schedules.ConfigOwner}
 }
 
 // pauseScheduleForm and resumeScheduleForm are POST /schedules/{id}/pause and /resume:

@@ -52,6 +52,11 @@ func (p *Pages) editSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if sc.Owner == schedules.ConfigOwner {
+		return &pageError{status: http.StatusConflict, title: "This schedule is kept in the config file",
+			message: sentence(schedules.ErrDeclared.Error()),
+			back:    ui.Link{Href: "/schedules/" + sc.ID, Text: "Back to the schedule"}}
+	}
 	in := schedules.InputOf(sc)
 	f := p.scheduleForm(sc.ID, in, nil, nil)
 	p.withPreview(&f, in)
