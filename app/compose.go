@@ -228,6 +228,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if a.sqlite != nil {
 		a.stops = append(a.stops, checkInBackground(ctx, a.sqlite, a.dir, a.log))
 	}
+	if err := a.declareSchedules(ctx, a.kind.config); err != nil {
+		return err
+	}
 	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor, a.sched} {
 		if svc == service(a.engine) && a.cfg.Idle {
 			continue

@@ -38,6 +38,9 @@ type FileConfig struct {
 	Files FilesConfig `toml:"files"`
 	// SMTP is the relay that email deliveries go through ([smtp]).
 	SMTP deliver.SMTP `toml:"smtp"`
+	// Schedules are scheduled exports kept in the file ([[schedules]]), made to match it
+	// at each start (configschedules.go).
+	Schedules []ScheduleConfig `toml:"schedules"`
 	// Deliveries says where a schedule's files may go ([deliveries]).
 	Deliveries DeliveriesConfig `toml:"deliveries"`
 }

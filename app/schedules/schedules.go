@@ -357,7 +357,11 @@ func (s *Service) Declare(ctx context.Context, decl []Declared) (created, update
 		cur, err := s.Store.GetSchedule(ctx, d.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			if _, err := s.Store.CreateSchedule(ctx, want); err != nil {
+			_, err := s.Store.CreateSchedule(ctx, want)
+			if errors.Is(err, store.ErrConflict) {
+				continue // another node starting with the same file created it just now
+			}
+			if err != nil {
 				return created, updated, deleted, err
 			}
 			created++

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// [[schedules]] in the config file: read as written (params and deliveries too), made at
+// start with the file as its owner; a wrong one refuses the start, naming it.
+func TestConfigFileSchedules(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sheetq.toml")
+	write := func(text string) FileConfig {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fc, err := LoadFileConfig(path, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fc
+	}
+	fc := write(`
+[deliveries]
+folders = ["` + dir + `"]
+
+[[schedules]]
+id = "daily-demo"
+report = "demo"
+cron = "0 6 * * *"
+timezone = "Europe/Berlin"
+params = { rows = 7 }
+deliver = [{ type = "folder", path = "` + dir + `" }]
+`)
+	ts := newDeliveryServer(t, fc, testOpts{Idle: true}, nil)
+	res := ts.get("/api/v1/schedules/daily-demo")
+	var sc struct {
+		Owner   string            `json:"owner"`
+		Cron    string            `json:"cron"`
+		Params  map[string]any    `json:"params"`
+		Deliver []json.RawMessage `json:"deliver"`
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(res.body, &sc) != nil {
+		t.Fatalf("declared schedule: %d %s", res.StatusCode, res.body)
+	}
+	if sc.Owner != "sheetq.toml" || sc.Cron != "0 6 * * *" || sc.Params["rows"] != float64(7) || len(sc.Deliver) != 1 {
+		t.Fatalf("declared schedule: %+v", sc)
+	}
+
+	bad := write(`
+[[schedules]]
+id = "broken"
+report = "demo"
+cron = "0 25 * * *"
+timezone = "UTC"
+`)
+	cfg := testConfig(t, testOpts{Idle: true})
+	cfg.File = &bad
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if err := a.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `"broken"`) || !strings.Contains(err.Error(), "cron") {
+		t.Fatalf("a wrong declared schedule: start err = %v", err)
+	}
+}
