@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/store"
 	"sheetq/store/storetest"
 )
 
@@ -251,8 +252,18 @@ func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	root, outside := t.TempDir(), t.TempDir()
 	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}}, testOpts{Now: clock.Now}, nil)
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":5},"cron":"0 6 * * *","timezone":"UTC",
-		"deliver":[{"type":"folder","path":`+strconvQuote(outside)+`}]}`, http.StatusCreated)
+	// Saving it is refused (422, field deliver); one kept in the store from before the
+	// folder left [deliveries] folders fires and its delivery fails.
+	ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":5},"cron":"0 6 * * *","timezone":"UTC",
+		"deliver":[{"type":"folder","path":`+strconvQuote(outside)+`}]}`, http.StatusUnprocessableEntity)
+	kept, err := ts.store.CreateSchedule(context.Background(), store.Schedule{ID: "kept", Report: "demo",
+		Params: json.RawMessage(`{"rows":5}`), Cron: "0 6 * * *", TimeZone: "UTC",
+		Deliver:   json.RawMessage(`[{"type":"folder","path":` + strconvQuote(outside) + `}]`),
+		NextRunAt: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scheduleAnswer{ID: kept.ID}
 	clock.Advance(time.Date(2026, 12, 1, 6, 0, 30, 0, time.UTC).Sub(clock.Now()))
 	waitFor(t, 20*time.Second, func() (bool, string) {
 		doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)

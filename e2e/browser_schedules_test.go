@@ -125,7 +125,6 @@ func TestBrowserSchedulesPhoneWidth(t *testing.T) {
 	mustEval[bool](b, `(() => { const f = document.querySelector(`+js(tid("param-param.from"))+`); f.value = "month_start(-1)";
 		document.querySelector(`+js(tid("param-param.to"))+`).value = "month_start(0)";
 		document.querySelector(`+js(tid("schedule-email"))+`).value = "a-rather-long-address-for-a-phone@reports.example.com";
-		document.querySelector(`+js(tid("schedule-folder"))+`).value = "/srv/reports/monthly/orders";
 		return true; })()`)
 	b.click(tid("schedule-save"))
 	b.waitVisible(tid("schedule-title"), stepTimeout)
