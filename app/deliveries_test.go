@@ -384,9 +384,14 @@ func TestDeliveryRetriesWhenSMTPIsDown(t *testing.T) {
 			t.Errorf("attempt %d: %+v, want a failed smtp attempt (connection refused)", i+1, a)
 		}
 	}
-	dj, err := ts.store.Get(context.Background(), got[0].DeliveryJob)
-	if err != nil || dj.Status != store.StatusFailed || dj.Queue != deliver.Queue {
-		t.Errorf("delivery job %+v, %v: want FAILED in the %s lane", dj, err, deliver.Queue)
+	// The attempt's event is written before its job's end commits: wait for the end.
+	var dj store.Job
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		dj, err = ts.store.Get(context.Background(), got[0].DeliveryJob)
+		return err == nil && dj.Status.Final(), fmt.Sprintf("delivery job %s, %v", dj.Status, err)
+	})
+	if dj.Status != store.StatusFailed || dj.Queue != deliver.Queue {
+		t.Errorf("delivery job %+v: want FAILED in the %s lane", dj, deliver.Queue)
 	}
 	evs, err := ts.store.Events(context.Background(), id)
 	if err != nil {

@@ -27,29 +27,17 @@ type createRequest struct {
 
 // createExport accepts an export request: validate, store durably, then 202.
 func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"send the request body as application/json")
-		}
+	if err := checkJSONType(r); err != nil {
+		return err
 	}
 	key, ok := exports.IdempotencyKey(r.Header)
 	if !ok {
 		return problem.New(http.StatusBadRequest, "bad_idempotency_key",
 			"Idempotency-Key must be 1 to 255 visible ASCII characters, bare or as a quoted string")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
+	body, err := a.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
-				fmt.Sprintf("the request body is larger than %d bytes", exports.MaxBody))
-		}
-		if middleware.BodyTimedOut(err) {
-			return a.cfg.Middleware.BodyTimeout()
-		}
-		return problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+		return err
 	}
 	// Workers yield the CPU while a request is being accepted, but only once its body is
 	// in, and only until its answer is decided: the client's pace must not set theirs, and
@@ -92,4 +80,35 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.writeJobAnswer(w, job)
 	return nil
+}
+
+// checkJSONType refuses a request body declared as anything but JSON; a body without a
+// Content-Type is read as JSON.
+func checkJSONType(r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"send the request body as application/json")
+		}
+	}
+	return nil
+}
+
+// readBody reads a request body of at most exports.MaxBody bytes, or returns the problem
+// to answer: too large, too slow to arrive, or cut off.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("the request body is larger than %d bytes", exports.MaxBody))
+		}
+		if middleware.BodyTimedOut(err) {
+			return nil, a.cfg.Middleware.BodyTimeout()
+		}
+		return nil, problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+	}
+	return body, nil
 }

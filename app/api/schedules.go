@@ -2,17 +2,14 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
 
-	"sheetq/app/exports"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/app/schedules"
@@ -72,24 +69,12 @@ func timeOrNil(t time.Time) *time.Time {
 // readScheduleInput reads a schedule from the body, strictly (unknown fields refused).
 // PATCH reads onto the current values (into), so that absent fields keep them.
 func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
-				"send the request body as application/json")
-		}
+	if err := checkJSONType(r); err != nil {
+		return err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
+	body, err := a.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return problem.New(http.StatusRequestEntityTooLarge, "body_too_large",
-				fmt.Sprintf("the request body is larger than %d bytes", exports.MaxBody))
-		}
-		if middleware.BodyTimedOut(err) {
-			return a.cfg.Middleware.BodyTimeout()
-		}
-		return problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -248,7 +233,7 @@ func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return scheduleProblem(err, id)
 	}
-	jobs, err := firingsOf(r.Context(), a.store, sc)
+	jobs, err := a.cfg.Schedules.Firings(r.Context(), sc)
 	if err != nil {
 		return err
 	}
@@ -258,22 +243,4 @@ func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
 	}
 	problem.WriteJSON(w, http.StatusOK, map[string]any{"exports": out})
 	return nil
-}
-
-// firingsOf reads the exports sc's firings made, among its report's latest 1,000.
-func firingsOf(ctx context.Context, st exports.Store, sc store.Schedule) ([]store.Job, error) {
-	list, err := st.List(ctx, store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Job
-	for _, j := range list {
-		var args struct {
-			ScheduleID string `json:"schedule_id"`
-		}
-		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
-			out = append(out, j)
-		}
-	}
-	return out, nil
 }

@@ -411,3 +411,22 @@ func jsonEqual(a, b json.RawMessage) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// Firings are the exports sc's firings made, newest first, among its report's latest
+// 1,000: a job carries its schedule in its args (export.Args.ScheduleID).
+func (s *Service) Firings(ctx context.Context, sc store.Schedule) ([]store.Job, error) {
+	list, err := s.Exports.Store.List(ctx, store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Job
+	for _, j := range list {
+		var args struct {
+			ScheduleID string `json:"schedule_id"`
+		}
+		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}

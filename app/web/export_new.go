@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"sheetq/app/exports"
-	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/jobs/export"
 	"sheetq/ui"
@@ -137,14 +136,8 @@ func reportUnusable(id string, err error) *pageError {
 // Valid input goes to the job's page (303); invalid input shows the form again (422)
 // with an error beside each wrong field and every value kept.
 func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, exports.MaxBody)
-	if err := r.ParseForm(); err != nil {
-		if middleware.BodyTimedOut(err) {
-			return &pageError{status: http.StatusRequestTimeout, title: "The form took too long to arrive",
-				message: "Go back to the form and submit it again.", close: true}
-		}
-		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
-			message: "Go back to the form, reload it and submit it again."}
+	if err := readForm(w, r); err != nil {
+		return err
 	}
 	ctx := r.Context()
 	id := r.PostForm.Get("report")

@@ -56,7 +56,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 		}
 		d.Runs = previewRuns(runs, sc.TimeZone)
 	}
-	firings, err := p.firingsOf(r, sc)
+	firings, err := p.cfg.Schedules.Firings(r.Context(), sc)
 	if err != nil {
 		return err
 	}
@@ -87,26 +87,6 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.render(w, r, http.StatusOK, ui.SchedulePage(p.meta(ctx, "schedules", ""), d))
 	return nil
-}
-
-// firingsOf reads the exports sc's firings made, newest first, among its report's
-// latest 1,000: the jobs carry their schedule in their args (export.Args.ScheduleID),
-// as the API's GET /api/v1/schedules/{id}/exports reads them.
-func (p *Pages) firingsOf(r *http.Request, sc store.Schedule) ([]store.Job, error) {
-	list, err := p.store.List(r.Context(), store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Job
-	for _, j := range list {
-		var args struct {
-			ScheduleID string `json:"schedule_id"`
-		}
-		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
-			out = append(out, j)
-		}
-	}
-	return out, nil
 }
 
 // loadSchedule reads the schedule of the path's {id}, or the page that says there is none.

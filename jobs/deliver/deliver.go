@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"sheetq/jobs"
@@ -292,9 +291,7 @@ func (h *Handler) CheckTarget(t Target) error {
 // Backoff is the delay after failed attempt number attempt: the schedule's entry with
 // ±10% jitter.
 func (h *Handler) Backoff(attempt int) time.Duration {
-	s := h.cfg.Schedule
-	d := s[min(max(attempt, 1), len(s))-1]
-	return d*9/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+	return webhook.Jittered(h.cfg.Schedule, attempt)
 }
 
 // Run makes one delivery attempt and records it on the export's timeline and in the

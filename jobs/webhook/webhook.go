@@ -142,8 +142,14 @@ func (h *Handler) CheckURL(ctx context.Context, raw string) error {
 // ±10% jitter, so that many deliveries to one receiver do not retry in lockstep (and a
 // later attempt still always waits longer than an earlier one).
 func (h *Handler) Backoff(attempt int) time.Duration {
-	s := h.cfg.Schedule
-	d := s[min(max(attempt, 1), len(s))-1]
+	return Jittered(h.cfg.Schedule, attempt)
+}
+
+// Jittered is the delay after failed attempt number attempt on schedule: its entry (the
+// last one past its end) with ±10% jitter. Schedule deliveries (jobs/deliver) retry by it
+// too.
+func Jittered(schedule []time.Duration, attempt int) time.Duration {
+	d := schedule[min(max(attempt, 1), len(schedule))-1]
 	return d*9/10 + time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
