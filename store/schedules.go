@@ -136,12 +136,21 @@ func (s *Store) GetSchedule(ctx context.Context, id string) (Schedule, error) {
 
 // ListSchedules returns every schedule, oldest first.
 func (s *Store) ListSchedules(ctx context.Context) ([]Schedule, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY created_at, id`)
+	out, err := s.querySchedules(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY created_at, id`)
+	if out == nil && err == nil {
+		out = []Schedule{}
+	}
+	return out, err
+}
+
+// querySchedules reads the schedules a query of the read pool returns.
+func (s *Store) querySchedules(ctx context.Context, q string, args ...any) ([]Schedule, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []Schedule{}
+	var out []Schedule
 	for rows.Next() {
 		sc, err := scanSchedule(rows)
 		if err != nil {
@@ -194,21 +203,8 @@ func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 // DueSchedules returns up to limit schedules that are not paused and whose NextRunAt
 // has come by the store's clock, the most overdue first.
 func (s *Store) DueSchedules(ctx context.Context, limit int) ([]Schedule, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules
+	return s.querySchedules(ctx, `SELECT `+scheduleColumns+` FROM schedules
 		WHERE next_run_at IS NOT NULL AND next_run_at <= ? ORDER BY next_run_at, id LIMIT ?`, ms(s.now()), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Schedule
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
 }
 
 // FireSchedule records one firing in one transaction: the schedule moves on to f.Next

@@ -13,40 +13,23 @@ import (
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/app/schedules"
+	"sheetq/internal/apiv1"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
-// scheduleJSON is a schedule as API v1 shows it (openapi.json, "schedule").
-type scheduleJSON struct {
-	ID           string             `json:"id"`
-	Report       string             `json:"report"`
-	Params       map[string]any     `json:"params"`
-	Format       string             `json:"format"`
-	BOM          bool               `json:"bom,omitempty"`
-	Cron         string             `json:"cron"`
-	TimeZone     string             `json:"timezone"`
-	Deliver      json.RawMessage    `json:"deliver"`
-	Owner        string             `json:"owner,omitempty"`
-	Paused       bool               `json:"paused"`
-	NextRunAt    *time.Time         `json:"next_run_at"`
-	LastFiredFor *time.Time         `json:"last_fired_for"`
-	CreatedAt    time.Time          `json:"created_at"`
-	UpdatedAt    time.Time          `json:"updated_at"`
-	NextRuns     []schedules.Firing `json:"next_runs"`
-}
-
-func (a *API) scheduleJSON(sc store.Schedule) scheduleJSON {
+// scheduleJSON is sc as API v1 shows it (apiv1.Schedule; openapi.json, "schedule").
+func (a *API) scheduleJSON(sc store.Schedule) apiv1.Schedule {
 	in := schedules.InputOf(sc)
-	out := scheduleJSON{ID: sc.ID, Report: sc.Report, Params: in.Params, Format: sc.Format, BOM: sc.BOM,
-		Cron: sc.Cron, TimeZone: sc.TimeZone, Deliver: sc.Deliver, Owner: sc.Owner, Paused: sc.Paused,
+	out := apiv1.Schedule{ID: sc.ID, Report: sc.Report, Params: in.Params, Format: sc.Format, BOM: sc.BOM,
+		Cron: sc.Cron, TimeZone: sc.TimeZone, Deliver: []apiv1.Target{}, Owner: sc.Owner, Paused: sc.Paused,
 		NextRunAt: timeOrNil(sc.NextRunAt), LastFiredFor: timeOrNil(sc.LastFiredFor),
-		CreatedAt: sc.CreatedAt, UpdatedAt: sc.UpdatedAt, NextRuns: []schedules.Firing{}}
+		CreatedAt: sc.CreatedAt, UpdatedAt: sc.UpdatedAt, NextRuns: []apiv1.ScheduledRun{}}
 	if out.Params == nil {
 		out.Params = map[string]any{}
 	}
-	if len(out.Deliver) == 0 {
-		out.Deliver = json.RawMessage(`[]`)
+	if len(sc.Deliver) > 0 {
+		_ = json.Unmarshal(sc.Deliver, &out.Deliver) // checked by deliver.ParseTargets when saved
 	}
 	if !sc.Paused {
 		// A schedule that no longer checks (its report was removed) shows no coming runs;
@@ -138,7 +121,7 @@ func (a *API) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]scheduleJSON, 0, len(list))
+	out := make([]apiv1.Schedule, 0, len(list))
 	for _, sc := range list {
 		out = append(out, a.scheduleJSON(sc))
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sheetq/app/exports"
+	"sheetq/internal/apiv1"
 	"sheetq/jobs"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
@@ -79,11 +80,8 @@ type InputError struct {
 func (e *InputError) Error() string { return e.Field + ": " + e.Message }
 
 // Firing is one coming firing of a schedule: its time and the parameters it will run
-// with.
-type Firing struct {
-	At     time.Time      `json:"at"`
-	Params map[string]any `json:"params"`
-}
+// with, as API v1 shows it.
+type Firing = apiv1.ScheduledRun
 
 // Previews is how many coming firings Preview shows.
 const Previews = 5

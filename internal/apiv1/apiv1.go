@@ -106,3 +106,44 @@ type Problem struct {
 	// Job is the existing job's id, where the problem is about one.
 	Job string `json:"job,omitempty"`
 }
+
+// Schedule is a scheduled export as API v1 shows it (issue 20; openapi.json,
+// "schedule"): the server writes it, the client reads it.
+type Schedule struct {
+	ID     string         `json:"id"`
+	Report string         `json:"report"`
+	Params map[string]any `json:"params"`
+	Format string         `json:"format"`
+	BOM    bool           `json:"bom,omitempty"`
+	Cron   string         `json:"cron"`
+	// TimeZone is the IANA zone the cron expression is read in.
+	TimeZone string   `json:"timezone"`
+	Deliver  []Target `json:"deliver"`
+	// Owner names the token that created it, or sheetq.toml for one the config file
+	// declares.
+	Owner  string `json:"owner,omitempty"`
+	Paused bool   `json:"paused"`
+	// NextRunAt is nil while paused; LastFiredFor is nil until the first firing.
+	NextRunAt    *time.Time `json:"next_run_at"`
+	LastFiredFor *time.Time `json:"last_fired_for"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	// NextRuns are the next five firings with their parameters resolved; empty while
+	// paused.
+	NextRuns []ScheduledRun `json:"next_runs"`
+}
+
+// Target is where a schedule's file goes: {"type":"email","to":[...]},
+// {"type":"webhook","url":...} or {"type":"folder","path":...}.
+type Target struct {
+	Type string   `json:"type"`
+	To   []string `json:"to,omitempty"`
+	URL  string   `json:"url,omitempty"`
+	Path string   `json:"path,omitempty"`
+}
+
+// ScheduledRun is one coming firing of a schedule, with the parameters it will run with.
+type ScheduledRun struct {
+	At     time.Time      `json:"at"`
+	Params map[string]any `json:"params"`
+}

@@ -6,42 +6,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
+
+	"sheetq/internal/apiv1"
 )
 
-// Schedule is a schedule as API v1 shows it (openapi.json, "schedule").
-type Schedule struct {
-	ID           string         `json:"id"`
-	Report       string         `json:"report"`
-	Params       map[string]any `json:"params"`
-	Format       string         `json:"format"`
-	BOM          bool           `json:"bom,omitempty"`
-	Cron         string         `json:"cron"`
-	TimeZone     string         `json:"timezone"`
-	Deliver      []Target       `json:"deliver"`
-	Owner        string         `json:"owner,omitempty"`
-	Paused       bool           `json:"paused"`
-	NextRunAt    *time.Time     `json:"next_run_at"`
-	LastFiredFor *time.Time     `json:"last_fired_for"`
-	CreatedAt    time.Time      `json:"created_at"`
-	UpdatedAt    time.Time      `json:"updated_at"`
-	NextRuns     []ScheduledRun `json:"next_runs"`
-}
-
-// Target is where a schedule's file goes: {"type":"email","to":[...]},
-// {"type":"webhook","url":...} or {"type":"folder","path":...}.
-type Target struct {
-	Type string   `json:"type"`
-	To   []string `json:"to,omitempty"`
-	URL  string   `json:"url,omitempty"`
-	Path string   `json:"path,omitempty"`
-}
-
-// ScheduledRun is one coming firing of a schedule, with its parameters resolved.
-type ScheduledRun struct {
-	At     time.Time      `json:"at"`
-	Params map[string]any `json:"params"`
-}
+// Schedule, Target and ScheduledRun are API v1's (internal/apiv1), shared with the server.
+type (
+	Schedule     = apiv1.Schedule
+	Target       = apiv1.Target
+	ScheduledRun = apiv1.ScheduledRun
+)
 
 // ScheduleRequest is a schedule to create or preview: POST /api/v1/schedules's body.
 type ScheduleRequest struct {
