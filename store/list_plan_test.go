@@ -103,6 +103,18 @@ func TestListPlans(t *testing.T) {
 	}
 }
 
+// TestScheduleFiringsPlan: a schedule's firings are a range of the idempotency keys'
+// index, read backwards, never a scan of the jobs or a sort.
+func TestScheduleFiringsPlan(t *testing.T) {
+	s := openBench(t)
+	lo, hi := FiringKeyRange("s1")
+	plan := explain(t, s.r, firingsQuery, lo, hi, 10)
+	if !strings.Contains(plan, "SEARCH jobs USING INDEX jobs_idempotency_key (idempotency_key>? AND idempotency_key<?)") ||
+		strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("plan:\n%s", plan)
+	}
+}
+
 func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
 	t.Helper()
 	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)

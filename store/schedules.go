@@ -51,6 +51,22 @@ type Firing struct {
 	Job NewJob
 }
 
+// FiringKey is the idempotency key of the export that fires schedule id for the time at:
+// one job per (schedule, scheduled time), on every node (ARCHITECTURE.md, schedules).
+// The time is RFC 3339 in UTC, fixed width, so the keys of one schedule sort by time.
+func FiringKey(id string, at time.Time) string {
+	return firingKeyPrefix(id) + at.UTC().Format(time.RFC3339)
+}
+
+func firingKeyPrefix(id string) string { return "schedule:" + id + ":" }
+
+// FiringKeyRange is the range of idempotency keys that FiringKey makes for schedule id:
+// every one is greater than lo and less than hi, in byte order.
+func FiringKeyRange(id string) (lo, hi string) {
+	lo = firingKeyPrefix(id)
+	return lo, lo[:len(lo)-1] + ";" // ';' follows ':'
+}
+
 // ErrScheduleInvalid is returned for a schedule the store cannot keep.
 var ErrScheduleInvalid = errors.New("schedule: id, report, params, cron and timezone are required")
 
@@ -243,4 +259,24 @@ func (s *Store) FireSchedule(ctx context.Context, f Firing) (job Job, fired bool
 		return Job{}, false, fmt.Errorf("fire schedule %s: %w", f.ScheduleID, err)
 	}
 	return job, fired, nil
+}
+
+// ScheduleFirings returns the exports that schedule id fired, newest scheduled time
+// first, at most limit (default 50, at most 1000). It reads the idempotency keys'
+// unique index (FiringKeyRange), so a report's other exports, however many, are not read.
+func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]Job, error) {
+	lo, hi := FiringKeyRange(id)
+	return s.queryJobs(ctx, s.r, firingsQuery, lo, hi, FiringsLimit(limit))
+}
+
+// firingsQuery is ScheduleFirings' statement: a backward range of jobs_idempotency_key.
+const firingsQuery = `SELECT ` + jobColumns + ` FROM jobs
+	WHERE idempotency_key > ? AND idempotency_key < ? ORDER BY idempotency_key DESC LIMIT ?`
+
+// FiringsLimit is ScheduleFirings' limit with its default (50) and bound (1,000) applied.
+func FiringsLimit(n int) int {
+	if n <= 0 {
+		return 50
+	}
+	return min(n, 1000)
 }

@@ -209,7 +209,7 @@ func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
 }
 
 // scheduleFirings is GET /api/v1/schedules/{id}/exports: the exports its firings made,
-// newest first, among the report's latest 1,000.
+// the latest 1,000 scheduled times first.
 func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	sc, err := a.cfg.Schedules.Get(r.Context(), id)

@@ -108,7 +108,7 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule) (bool, error) {
 	sum := sha256.Sum256(body)
 	nj := store.NewJob{ID: jobs.NewID(), Kind: export.Name, Args: body, MaxAttempts: s.Exports.MaxAttempts,
 		CreatedBy: sc.Owner, Queue: args.Queue(),
-		IdempotencyKey: "schedule:" + sc.ID + ":" + at.UTC().Format(time.RFC3339),
+		IdempotencyKey: store.FiringKey(sc.ID, at),
 		RequestHash:    hex.EncodeToString(sum[:])}
 	job, fired, err := s.Store.FireSchedule(ctx, store.Firing{ScheduleID: sc.ID, Due: sc.NextRunAt, ScheduledFor: at, Next: next, Job: nj})
 	if err != nil {

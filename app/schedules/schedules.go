@@ -33,6 +33,7 @@ type Store interface {
 	DeleteSchedule(ctx context.Context, id string) error
 	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
 	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
+	ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error)
 	Now() time.Time
 }
 
@@ -410,21 +411,9 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// Firings are the exports sc's firings made, newest first, among its report's latest
-// 1,000: a job carries its schedule in its args (export.Args.ScheduleID).
+// Firings are the exports sc's firings made, the latest 1,000 scheduled times first,
+// read by their idempotency keys (store.FiringKey): however many other exports its
+// report has, none is read.
 func (s *Service) Firings(ctx context.Context, sc store.Schedule) ([]store.Job, error) {
-	list, err := s.Exports.Store.List(ctx, store.ListOptions{Kind: export.Name, Report: sc.Report, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Job
-	for _, j := range list {
-		var args struct {
-			ScheduleID string `json:"schedule_id"`
-		}
-		if json.Unmarshal(j.Args, &args) == nil && args.ScheduleID == sc.ID {
-			out = append(out, j)
-		}
-	}
-	return out, nil
+	return s.Store.ScheduleFirings(ctx, sc.ID, 1000)
 }

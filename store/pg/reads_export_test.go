@@ -2,3 +2,6 @@ package pg
 
 // ListQuery is List's statement and arguments, for the plan checks of pg_test.
 var ListQuery = listQuery
+
+// FiringsQuery is ScheduleFirings' statement, for its plan check.
+const FiringsQuery = firingsQuery

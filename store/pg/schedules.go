@@ -198,3 +198,20 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 	}
 	return job, fired, nil
 }
+
+// ScheduleFirings is store.Store.ScheduleFirings: a range of the firings' keys in the
+// partial index of migration 0008, whose "C" collation orders them byte by byte as the
+// SQLite store's keys are (the predicate repeats the index's, for the planner).
+func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error) {
+	lo, hi := store.FiringKeyRange(id)
+	jobs, err := s.queryJobs(ctx, s.pool, firingsQuery, lo, hi, store.FiringsLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s firings: %w", id, err)
+	}
+	return jobs, nil
+}
+
+// firingsQuery is ScheduleFirings' statement.
+const firingsQuery = `SELECT ` + jobColumns + ` FROM jobs
+	WHERE idempotency_key LIKE 'schedule:%' AND idempotency_key COLLATE "C" > $1 AND idempotency_key COLLATE "C" < $2
+	ORDER BY idempotency_key COLLATE "C" DESC LIMIT $3`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type Schedules interface {
 	DeleteSchedule(ctx context.Context, id string) error
 	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
 	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
+	ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error)
 }
 
 // RunSchedules runs the schedules cases, each on a store of its own from open, which
@@ -36,6 +38,7 @@ func RunSchedules(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FiringHappensOnceAcrossNodes", testFiringOnce},
 		{"FiringYieldsToAnEdit", testFiringYieldsToAnEdit},
 		{"FiringOfATimeFiredBefore", testFiringFiredBefore},
+		{"FiringsListedByTheirKeys", testScheduleFirings},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := open(t, Options{})
@@ -75,7 +78,7 @@ func createSchedule(t *testing.T, st Schedules, sc store.Schedule) store.Schedul
 }
 
 func firing(sc store.Schedule, next time.Time) store.Firing {
-	key := "schedule:" + sc.ID + ":" + sc.NextRunAt.UTC().Format(time.RFC3339)
+	key := store.FiringKey(sc.ID, sc.NextRunAt)
 	return store.Firing{ScheduleID: sc.ID, Due: sc.NextRunAt, ScheduledFor: sc.NextRunAt, Next: next,
 		Job: newJob(func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = key, "h" })}
 }
@@ -261,5 +264,50 @@ func testFiringFiredBefore(t *testing.T, h Harness, st Schedules) {
 	}
 	if got, err := st.GetSchedule(ctx, sc.ID); err != nil || !got.NextRunAt.Equal(again.Next) {
 		t.Fatalf("next run after the repeat: %s, %v; want %s", got.NextRunAt, err, again.Next)
+	}
+}
+
+// A schedule's firings are its exports alone, latest scheduled time first, limited:
+// not another schedule's whose id starts with its own, nor exports with other keys.
+func testScheduleFirings(t *testing.T, h Harness, st Schedules) {
+	a := createSchedule(t, st, newSchedule(h))
+	b := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.ID = a.ID + "x" }))
+	enqueue(t, h, func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = "schedule:"+a.ID, "h" })
+	enqueue(t, h, func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = "other", "h" })
+	fire := func(sc store.Schedule, times int) (store.Schedule, []string) {
+		var ids []string
+		for i := range times {
+			next := sc.NextRunAt.Add(24 * time.Hour)
+			j, ok, err := st.FireSchedule(ctx, firing(sc, next))
+			if err != nil || !ok {
+				t.Fatalf("firing %d of %s: %v, %v", i, sc.ID, ok, err)
+			}
+			ids = append(ids, j.ID)
+			sc.NextRunAt = next
+		}
+		slices.Reverse(ids) // latest first
+		return sc, ids
+	}
+	_, aIDs := fire(a, 3)
+	_, bIDs := fire(b, 2)
+	ids := func(jobs []store.Job) []string {
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		id    string
+		limit int
+		want  []string
+	}{{a.ID, 0, aIDs}, {a.ID, 2, aIDs[:2]}, {b.ID, 10, bIDs}, {"none", 10, nil}} {
+		got, err := st.ScheduleFirings(ctx, c.id, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids(got), c.want) {
+			t.Errorf("firings of %s (limit %d) = %v, want %v", c.id, c.limit, ids(got), c.want)
+		}
 	}
 }
