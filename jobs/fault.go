@@ -28,3 +28,8 @@ var testPartSize int64
 // that the mid-upload fault point is reachable without exports of tens of MiB. Always
 // zero without -tags faultpoints.
 func FaultS3PartSize() int64 { return testPartSize }
+
+// FaultPoint is a named point outside this package where a crash test may kill the
+// process (a schedule's firing: "before-fire", "after-fire"; SHEETQ_FAULT arms it as
+// any other). It does nothing unless the binary is built with -tags faultpoints.
+func FaultPoint(name string) { faultPoint(name) }

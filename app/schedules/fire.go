@@ -110,11 +110,13 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule) (bool, error) {
 		CreatedBy: sc.Owner, Queue: args.Queue(),
 		IdempotencyKey: store.FiringKey(sc.ID, at),
 		RequestHash:    hex.EncodeToString(sum[:])}
+	jobs.FaultPoint("before-fire") // the firing is built, not stored: a crash fires it again
 	job, fired, err := s.Store.FireSchedule(ctx, store.Firing{ScheduleID: sc.ID, Due: sc.NextRunAt, ScheduledFor: at, Next: next, Job: nj})
 	if err != nil {
 		return false, err
 	}
 	if fired {
+		jobs.FaultPoint("after-fire") // the move and the export are committed, the lane not woken
 		s.Engine.Stored(job.Queue)
 		log.InfoContext(ctx, "schedule fired", "job_id", job.ID, "scheduled_for", at, "next", next)
 	}
