@@ -115,6 +115,16 @@ func TestScheduleFiringsPlan(t *testing.T) {
 	}
 }
 
+// TestPendingHeadPlan: the queue page's head of a queue reads jobs_claim in order: no
+// sort, however deep the queue.
+func TestPendingHeadPlan(t *testing.T) {
+	s := openBench(t)
+	plan := explain(t, s.r, pendingHeadQuery, DefaultQueue, "export", 50)
+	if !strings.Contains(plan, "SEARCH jobs USING INDEX jobs_claim (queue=?)") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("plan:\n%s", plan)
+	}
+}
+
 func explain(t *testing.T, db *sql.DB, q string, args ...any) string {
 	t.Helper()
 	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)

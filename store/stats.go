@@ -120,6 +120,22 @@ func (s *Store) PendingByQueue(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
+// PendingHead returns the first limit (at most 1,000) PENDING jobs of kind in queue in
+// the order claims take them: priority, then run_at, then insertion (ClaimBatch), a
+// job waiting out a backoff in its place. It reads jobs_claim in order, so a queue of
+// any depth costs limit rows.
+func (s *Store) PendingHead(ctx context.Context, queue, kind string, limit int) ([]Job, error) {
+	jobs, err := s.queryJobs(ctx, s.r, pendingHeadQuery, queue, kind, min(max(limit, 1), 1000))
+	if err != nil {
+		return nil, fmt.Errorf("pending head of %s: %w", queue, err)
+	}
+	return jobs, nil
+}
+
+// pendingHeadQuery is PendingHead's statement.
+const pendingHeadQuery = `SELECT ` + jobColumns + ` FROM jobs INDEXED BY jobs_claim
+	WHERE status = 'PENDING' AND queue = ? AND kind = ? ORDER BY priority, run_at, rowid LIMIT ?`
+
 // eachRow runs q in tx and calls fn for each row.
 func eachRow(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := tx.QueryContext(ctx, q, args...)

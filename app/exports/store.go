@@ -19,6 +19,8 @@ type Store interface {
 	Get(ctx context.Context, id string) (store.Job, error)
 	List(ctx context.Context, o store.ListOptions) ([]store.Job, error)
 	Counts(ctx context.Context) (map[store.Status]int, error)
+	// PendingHead is a queue's first PENDING jobs of a kind, in claim order.
+	PendingHead(ctx context.Context, queue, kind string, limit int) ([]store.Job, error)
 	Events(ctx context.Context, jobID string) ([]store.Event, error)
 	// Ping says the store answers (GET /healthz).
 	Ping(ctx context.Context) error

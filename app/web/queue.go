@@ -64,7 +64,7 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 	q.Throughput = ui.ThroughputChart(buckets, width)
 	q.Wait, q.Run = ui.PercentileCharts(dur.Wait.Count, dur.Wait.P50, dur.Wait.P95, dur.Run.Count, dur.Run.P50, dur.Run.P95)
 	q.Depth, q.DepthNote = p.depthChart(st.GeneratedAt, width, len(through.Buckets))
-	if err := p.jobsNow(ctx, &q, st.GeneratedAt, st.Counts); err != nil {
+	if err := p.jobsNow(ctx, &q, st.GeneratedAt, st.Counts, st.Queues); err != nil {
 		return err
 	}
 	p.render(w, r, http.StatusOK, ui.Queue(p.meta(ctx, "queue", ""), q))
@@ -100,12 +100,9 @@ func (p *Pages) depthChart(now time.Time, width time.Duration, n int) (ui.Chart,
 // how many more there are.
 const jobsNowListed = 50
 
-// maxPendingRead bounds the waiting exports read to find the first in claim order.
-const maxPendingRead = 10_000
-
 // jobsNow lists the exports that run and the first that wait, with their place in
 // their queue in claim order (priority, run_at, insertion order; store.ClaimBatch).
-func (p *Pages) jobsNow(ctx context.Context, q *ui.QueueView, now time.Time, counts map[store.Status]int) error {
+func (p *Pages) jobsNow(ctx context.Context, q *ui.QueueView, now time.Time, counts map[store.Status]int, queues []metrics.Queue) error {
 	running, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Status: store.StatusProcessing, Limit: jobsNowListed})
 	if err != nil {
 		return err
@@ -123,22 +120,19 @@ func (p *Pages) jobsNow(ctx context.Context, q *ui.QueueView, now time.Time, cou
 	}
 	q.RunningMore = max(0, counts[store.StatusProcessing]-len(running))
 
-	// List reads newest first; the head of a queue is its oldest jobs, so read back
-	// through the waiting ones (bounded), then order them as a claim does.
+	// The head of each queue that has waiting jobs, read in claim order (an index read
+	// of jobsNowListed rows however deep the queue), so that each job's place is exact;
+	// then the heads merged in that order.
 	var pending []store.Job
-	for before := int64(0); len(pending) < maxPendingRead; {
-		page, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Status: store.StatusPending, Limit: 1000, Before: before})
+	for _, l := range queues {
+		if l.Pending == 0 {
+			continue
+		}
+		head, err := p.store.PendingHead(ctx, l.Name, export.Name, jobsNowListed)
 		if err != nil {
 			return err
 		}
-		pending = append(pending, page...)
-		if len(page) < 1000 {
-			break
-		}
-		before = page[len(page)-1].Seq
-	}
-	if total := counts[store.StatusPending]; total > len(pending) {
-		q.WaitingNote = "Positions are counted among the newest " + ui.Count(int64(len(pending))) + " waiting exports."
+		pending = append(pending, head...)
 	}
 	slices.SortStableFunc(pending, func(a, b store.Job) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.Seq, b.Seq))
@@ -162,7 +156,7 @@ func (p *Pages) jobsNow(ctx context.Context, q *ui.QueueView, now time.Time, cou
 		}
 		q.Waiting = append(q.Waiting, wv)
 	}
-	q.WaitingMore = max(0, max(counts[store.StatusPending], len(pending))-len(q.Waiting))
+	q.WaitingMore = max(0, counts[store.StatusPending]-len(q.Waiting))
 	return nil
 }
 

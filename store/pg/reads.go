@@ -146,6 +146,20 @@ func (s *Store) Unfinished(ctx context.Context) ([]store.Job, error) {
 	return jobs, nil
 }
 
+// PendingHead is store.Store.PendingHead: jobs_claim (queue, priority, run_at, seq) read
+// in order.
+func (s *Store) PendingHead(ctx context.Context, queue, kind string, limit int) ([]store.Job, error) {
+	jobs, err := s.queryJobs(ctx, s.pool, pendingHeadQuery, queue, kind, min(max(limit, 1), 1000))
+	if err != nil {
+		return nil, fmt.Errorf("pending head of %s: %w", queue, err)
+	}
+	return jobs, nil
+}
+
+// pendingHeadQuery is PendingHead's statement.
+const pendingHeadQuery = `SELECT ` + jobColumns + ` FROM jobs
+	WHERE status = 'PENDING' AND queue = $1 AND kind = $2 ORDER BY priority, run_at, seq LIMIT $3`
+
 // PendingByQueue counts the PENDING jobs of each queue that has any, runnable or not.
 // jobs_claim starts with the queue and holds only PENDING jobs, so this reads that
 // index alone.

@@ -5,3 +5,6 @@ var ListQuery = listQuery
 
 // FiringsQuery is ScheduleFirings' statement, for its plan check.
 const FiringsQuery = firingsQuery
+
+// PendingHeadQuery is PendingHead's statement, for its plan check.
+const PendingHeadQuery = pendingHeadQuery

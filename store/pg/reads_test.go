@@ -142,6 +142,31 @@ func TestScheduleFiringsPlan(t *testing.T) {
 	}
 }
 
+// TestPendingHeadPlan: the queue page's head of a queue reads jobs_claim in order, in
+// either plan, among 20,000 jobs: no sort of the queue, however deep.
+func TestPendingHeadPlan(t *testing.T) {
+	dsn := freshSchema(t)
+	st := openStore(t, dsn, pg.Options{})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	fillJobs(t, conn, 20_000)
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		plan := explain(t, conn, pg.PendingHeadQuery, store.DefaultQueue, "export", 50)
+		if !strings.Contains(plan, "Index Scan using jobs_claim") || strings.Contains(plan, "Sort") {
+			t.Errorf("%s plan:\n%s", mode, plan)
+		}
+	}
+	if got, err := st.PendingHead(ctx, store.DefaultQueue, "export", 50); err != nil || len(got) != 50 {
+		t.Fatalf("pending head: %d, %v; want 50", len(got), err)
+	}
+}
+
 // explain is the plan of q for args, from a prepared statement: the plan PostgreSQL makes
 // for the values (a custom plan) unless plan_cache_mode forces the generic one.
 func explain(t *testing.T, conn *pgx.Conn, q string, args ...any) string {

@@ -30,6 +30,8 @@ type Reads interface {
 	Unfinished(ctx context.Context) ([]store.Job, error)
 	// PendingByQueue counts the PENDING jobs of each queue that has any.
 	PendingByQueue(ctx context.Context) (map[string]int, error)
+	// PendingHead returns the first PENDING jobs of a kind in a queue, in claim order.
+	PendingHead(ctx context.Context, queue, kind string, limit int) ([]store.Job, error)
 	QueueStats(ctx context.Context, now, lateBefore time.Time, kinds ...string) (map[string]store.KindStats, error)
 	StalledJobs(ctx context.Context, kind string, lateBefore, quietBefore time.Time, limit int) ([]store.StalledJob, int, error)
 	Throughput(ctx context.Context, kind string, now time.Time, width time.Duration, n int) ([]store.ThroughputBucket, error)
@@ -57,6 +59,7 @@ func RunReads(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"ListByReport", testListByReport},
 		{"UnfinishedAndJobsByID", testUnfinishedAndJobsByID},
 		{"PendingByQueue", testPendingByQueue},
+		{"PendingHeadInClaimOrder", testPendingHead},
 		{"QueueStats", testQueueStats},
 		{"StalledJobs", testStalledJobs},
 		{"ThroughputAndDurations", testThroughputAndDurations},
@@ -307,6 +310,40 @@ func testPendingByQueue(t *testing.T, h Harness, r Reads) {
 	}
 	if want := map[string]int{store.DefaultQueue: 1, "webhooks": 1}; !maps.Equal(m, want) {
 		t.Fatalf("pending by queue = %v, want %v", m, want)
+	}
+}
+
+// PendingHead lists a queue's PENDING jobs of one kind as claims would take them:
+// priority first, then run_at (a job waiting out a backoff after those due before it),
+// then insertion; other queues, other kinds and jobs no longer PENDING are left out.
+func testPendingHead(t *testing.T, h Harness, r Reads) {
+	kind := func(k string) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Kind = k } }
+	prio := func(p int) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Priority = p } }
+	at := func(d time.Duration) func(*store.NewJob) { return func(nj *store.NewJob) { nj.RunAt = h.Now().Add(d) } }
+	first := enqueue(t, h)
+	later := enqueue(t, h, at(time.Hour))
+	second := enqueue(t, h)
+	urgent := enqueue(t, h, prio(-1))
+	enqueue(t, h, kind("other"))
+	enqueue(t, h, inQueue("webhooks"))
+	claimed := enqueue(t, h, prio(-2))
+	claimID(t, h, claimed.ID)
+	ids := func(jobs []store.Job) []string {
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	got, err := r.PendingHead(ctx, store.DefaultQueue, "test", 10)
+	if want := []string{urgent.ID, first.ID, second.ID, later.ID}; err != nil || !slices.Equal(ids(got), want) {
+		t.Fatalf("pending head = %v, %v; want %v", ids(got), err, want)
+	}
+	if got, err := r.PendingHead(ctx, store.DefaultQueue, "test", 2); err != nil || !slices.Equal(ids(got), []string{urgent.ID, first.ID}) {
+		t.Fatalf("pending head, limit 2 = %v, %v", ids(got), err)
+	}
+	if got, err := r.PendingHead(ctx, "none", "test", 10); err != nil || len(got) != 0 {
+		t.Fatalf("pending head of an empty queue = %v, %v", ids(got), err)
 	}
 }
 
