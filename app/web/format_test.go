@@ -28,6 +28,12 @@ func TestAttemptInfo(t *testing.T) {
 		{"second attempt running", store.Job{Status: store.StatusProcessing, Attempt: 2, MaxAttempts: 3}, "retrying, attempt 2 of 3"},
 		{"gave up", store.Job{Status: store.StatusFailed, Attempt: 3, MaxAttempts: 3}, "gave up after attempt 3 of 3"},
 		{"succeeded on a retry", store.Job{Status: store.StatusSucceeded, Attempt: 2, MaxAttempts: 3}, "took 2 attempts"},
+		// Run again by hand after failing 3 of 3: a fresh budget of 3, counted from there.
+		{"run again by hand, waiting", store.Job{Status: store.StatusPending, Attempt: 3, AttemptBase: 3, MaxAttempts: 6}, ""},
+		{"run again by hand, running", store.Job{Status: store.StatusProcessing, Attempt: 4, AttemptBase: 3, MaxAttempts: 6}, ""},
+		{"run again by hand, retrying", store.Job{Status: store.StatusPending, Attempt: 4, AttemptBase: 3, MaxAttempts: 6, RunAt: now.Add(40 * time.Second)},
+			"retrying, attempt 2 of 3, next try in 40 s"},
+		{"run again by hand, gave up", store.Job{Status: store.StatusFailed, Attempt: 6, AttemptBase: 3, MaxAttempts: 6}, "gave up after attempt 3 of 3"},
 	} {
 		if got := attemptInfo(tc.job, now); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

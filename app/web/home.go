@@ -190,7 +190,8 @@ func (p *Pages) jobRow(j store.Job, now time.Time) ui.JobRow {
 	jj := export.JobJSON(j, "")
 	rep, _ := p.report(jj.Report)
 	row := ui.JobRow{ID: j.ID, Report: jj.Report, Title: p.reportTitle(jj.Report), Status: string(j.Status),
-		Rows: j.ProgressRows, TotalRows: j.ProgressTotal, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
+		Rows: j.ProgressRows, TotalRows: j.ProgressTotal,
+		Attempt: j.Attempt - j.AttemptBase, MaxAttempts: j.MaxAttempts - j.AttemptBase, AttemptsBefore: j.AttemptBase,
 		Created: ui.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
 		CancelRequested: jj.CancelRequested, CreatedBy: j.CreatedBy, Ran: ranOf(j, now)}
 	row.ParamSummary, row.ParamFull = paramSummary(jj.Params, rep.Params)
@@ -210,7 +211,7 @@ func (p *Pages) jobRow(j store.Job, now time.Time) ui.JobRow {
 		// Rows counted by an attempt that was killed are no progress of the next one.
 		row.Rows, row.TotalRows = 0, -1
 	}
-	retrying := j.Status == store.StatusPending && j.Attempt > 0
+	retrying := j.Status == store.StatusPending && j.Attempt > j.AttemptBase
 	if retrying {
 		row.NextAttemptMS = j.RunAt.UnixMilli()
 	}
@@ -284,25 +285,26 @@ func paramSummary(values map[string]any, params []export.Param) (short, full str
 }
 
 // attemptInfo says which attempt a job is on, when it is not the first:
-// "retrying, attempt 2 of 3, next try in 40 s".
+// "retrying, attempt 2 of 3, next try in 40 s". It counts from the last manual run
+// (store.Job.AttemptBase), which gave the job a fresh budget.
 func attemptInfo(j store.Job, now time.Time) string {
-	max := strconv.Itoa(j.MaxAttempts)
+	n, max := j.Attempt-j.AttemptBase, strconv.Itoa(j.MaxAttempts-j.AttemptBase)
 	switch {
-	case j.Status == store.StatusPending && j.Attempt > 0:
+	case j.Status == store.StatusPending && n > 0:
 		// A job recovered after a crash, or whose backoff is over, waits for a worker,
 		// not for a time: "next try now" would promise what no one may be free to do.
-		next := "attempt " + strconv.Itoa(j.Attempt+1) + " of " + max
+		next := "attempt " + strconv.Itoa(n+1) + " of " + max
 		if wait := j.RunAt.Sub(now); wait >= time.Second {
 			return "retrying, " + next + ", next try in " + ui.Duration(wait.Round(time.Second))
 		}
 		return next + ", waiting for a worker"
-	case j.Attempt <= 1:
+	case n <= 1:
 		return ""
 	case j.Status == store.StatusProcessing:
-		return "retrying, attempt " + strconv.Itoa(j.Attempt) + " of " + max
+		return "retrying, attempt " + strconv.Itoa(n) + " of " + max
 	case j.Status == store.StatusFailed:
-		return "gave up after attempt " + strconv.Itoa(j.Attempt) + " of " + max
+		return "gave up after attempt " + strconv.Itoa(n) + " of " + max
 	default:
-		return "took " + strconv.Itoa(j.Attempt) + " attempts"
+		return "took " + strconv.Itoa(n) + " attempts"
 	}
 }
