@@ -42,19 +42,27 @@ func fillJobs(t *testing.T, conn *pgx.Conn, n int) {
 	}
 }
 
-// TestListPlans checks every shape of List's statement against the planner on 20,000
-// jobs, with the plans PostgreSQL makes for the values (custom) and for any value
-// (generic, which a prepared statement may switch to): each reads the index migration
-// 0004 made for it, none scans the table, and only the unfinished part of a listing
-// sorts (PENDING and PROCESSING jobs are few by nature).
-func TestListPlans(t *testing.T) {
+// storeWithConn is a store on a fresh schema and a connection of the test's own to it,
+// closed when the test ends.
+func storeWithConn(t *testing.T) (*pg.Store, *pgx.Conn) {
+	t.Helper()
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(ctx) })
+	return st, conn
+}
+
+// TestListPlans checks every shape of List's statement against the planner on 20,000
+// jobs, with the plans PostgreSQL makes for the values (custom) and for any value
+// (generic, which a prepared statement may switch to): each reads the index migration
+// 0004 made for it, none scans the table, and only the unfinished part of a listing
+// sorts (PENDING and PROCESSING jobs are few by nature).
+func TestListPlans(t *testing.T) {
+	st, conn := storeWithConn(t)
 	fillJobs(t, conn, 20_000)
 	const cursor = 15_000
 	tests := []struct {
@@ -111,13 +119,7 @@ func TestListPlans(t *testing.T) {
 // TestScheduleFiringsPlan: a schedule's firings are a range of migration 0008's partial
 // index, in either plan, among 20,000 jobs of which a tenth are firings.
 func TestScheduleFiringsPlan(t *testing.T) {
-	dsn := freshSchema(t)
-	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	st, conn := storeWithConn(t)
 	fillJobs(t, conn, 20_000)
 	if _, err := conn.Exec(ctx, `UPDATE jobs SET idempotency_key = 'schedule:s' || (seq % 7) || ':' || seq
 		WHERE seq % 10 = 0`); err != nil {
@@ -145,13 +147,7 @@ func TestScheduleFiringsPlan(t *testing.T) {
 // TestPendingHeadPlan: the queue page's head of a queue reads jobs_claim in order, in
 // either plan, among 20,000 jobs: no sort of the queue, however deep.
 func TestPendingHeadPlan(t *testing.T) {
-	dsn := freshSchema(t)
-	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	st, conn := storeWithConn(t)
 	fillJobs(t, conn, 20_000)
 	for _, mode := range []string{"auto", "force_generic_plan"} {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
@@ -213,14 +209,8 @@ func explain(t *testing.T, conn *pgx.Conn, q string, args ...any) string {
 // insertion order, and no other index: every other one is partial, with a predicate a
 // PENDING job fails. The predicates are checked against a real PENDING row.
 func TestAcceptWritesOneListingIndex(t *testing.T) {
-	dsn := freshSchema(t)
-	st := openStore(t, dsn, pg.Options{})
+	st, conn := storeWithConn(t)
 	j := enqueue(t, st)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT c.relname, coalesce(pg_get_expr(i.indpred, i.indrelid), '')
 		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 		WHERE i.indrelid = 'jobs'::regclass ORDER BY 1`)

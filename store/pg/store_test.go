@@ -146,13 +146,7 @@ func TestFinishBatchPastSubtransactionCache(t *testing.T) {
 // TestStampsAreTheDatabaseClock: without a test clock the store stamps with now() of
 // the database, whatever the node's clock says.
 func TestStampsAreTheDatabaseClock(t *testing.T) {
-	dsn := freshSchema(t)
-	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	st, conn := storeWithConn(t)
 	var before, after time.Time
 	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before); err != nil {
 		t.Fatal(err)
