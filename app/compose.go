@@ -202,17 +202,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)
 	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
-	// A folder target is checked against [deliveries] folders when a schedule is saved,
-	// not only when its delivery runs. (An email target without [smtp] is not refused
-	// yet: its delivery fails and says so on the schedule's page.)
-	folders := kind.config.Deliveries.Folders
+	// A delivery target is checked by the deliveries themselves when a schedule is
+	// saved (or declared in the config file), not only when its delivery runs: a folder
+	// against [deliveries] folders, an email against [smtp] host being set.
 	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log,
-		CheckTarget: func(t deliver.Target) error {
-			if t.Type != deliver.TypeFolder {
-				return nil
-			}
-			return deliver.CheckFolder(t.Path, folders)
-		}}
+		CheckTarget: a.deliveries.CheckTarget}
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,

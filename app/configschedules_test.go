@@ -70,4 +70,31 @@ timezone = "UTC"
 	if err := a.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `"broken"`) || !strings.Contains(err.Error(), "cron") {
 		t.Fatalf("a wrong declared schedule: start err = %v", err)
 	}
+
+	// An email schedule without [smtp] host: one line naming the schedule, its target
+	// and what to set.
+	mailed := write(`
+[[schedules]]
+id = "mailed"
+report = "demo"
+cron = "0 6 * * *"
+timezone = "UTC"
+deliver = [{ type = "email", to = ["ann@example.com"] }]
+`)
+	cfg = testConfig(t, testOpts{Idle: true})
+	cfg.File = &mailed
+	a, err = New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	err = a.Start(context.Background())
+	if err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("an email schedule without [smtp]: start err = %v", err)
+	}
+	if want := `schedule "mailed": deliver[0]: email delivery needs an SMTP relay: set [smtp] host`; !strings.Contains(err.Error(), want) {
+		t.Fatalf("an email schedule without [smtp]: start err = %v, want it to say %q", err, want)
+	}
+	mailed.SMTP = relayConfig().SMTP
+	newDeliveryServer(t, mailed, testOpts{Idle: true}, nil) // starts
 }

@@ -15,6 +15,7 @@ import (
 
 	"sheetq/app/schedules"
 	"sheetq/internal/apiv1"
+	"sheetq/jobs/deliver"
 	"sheetq/store"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/pgtest"
@@ -28,6 +29,12 @@ const monthReport = `-- title: Orders in a period
 -- param: rows int "Rows" = 3
 SELECT :from, :to, :rows;
 `
+
+// relayConfig is a config file with an [smtp] relay, which saving a schedule that
+// emails needs; the tests that use it send no mail.
+func relayConfig() FileConfig {
+	return FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}}
+}
 
 type scheduleAnswer struct {
 	ID           string     `json:"id"`
@@ -329,5 +336,64 @@ func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
 		if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
 			t.Errorf("%s: page says %q", action, msg)
 		}
+	}
+}
+
+// A schedule with several wrong fields is refused once, naming every one: field and
+// param are the first's, errors lists them all in the order checked, a delivery target
+// by its place. What cannot be checked without a first firing (a wrong cron expression)
+// is not.
+func TestScheduleRefusalNamesEveryField(t *testing.T) {
+	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
+	type fieldError struct {
+		Field, Param string
+		Index        *int
+		Detail       string
+	}
+	refuse := func(body string) (p struct {
+		Code, Field, Param, Detail string
+		Errors                     []fieldError
+	}) {
+		t.Helper()
+		res := ts.request("POST", "/api/v1/schedules", strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+		if res.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(res.body, &p) != nil {
+			t.Fatalf("%s: %d %s", body, res.StatusCode, res.body)
+		}
+		return p
+	}
+	fields := func(es []fieldError) string {
+		var out []string
+		for _, e := range es {
+			f := e.Field
+			if e.Index != nil {
+				f += "[" + strconv.Itoa(*e.Index) + "]"
+			}
+			out = append(out, f)
+		}
+		return strings.Join(out, " ")
+	}
+
+	p := refuse(`{"report":"demo","params":{"rows":-1},"cron":"61 * * * *","timezone":"Mars/Base","format":"pdf",
+		"deliver":[{"type":"email","to":["ann@example.com"]},{"type":"webhook","url":"ftp://x"},{"type":"email","to":["bob"]}]}`)
+	if got, want := fields(p.Errors), "timezone cron deliver[1] deliver[2] format"; got != want || p.Code != "invalid_schedule" ||
+		p.Field != "timezone" || p.Param != "" {
+		t.Errorf("errors %q (field %q), want %q: %+v", got, p.Field, want, p)
+	}
+	if strings.Count(p.Detail, "; ") != 4 || strings.Contains(p.Detail, "\n") {
+		t.Errorf("detail %q: want the five on one line", p.Detail)
+	}
+
+	p = refuse(`{"report":"demo","params":{"rows":-1,"colour":"red","bogus":1},"cron":"@daily","timezone":"UTC","format":"pdf"}`)
+	if got, want := fields(p.Errors), "format params.bogus params.colour params.rows"; got != want {
+		t.Fatalf("errors %q, want %q: %+v", got, want, p)
+	}
+	if e := p.Errors[1]; e.Param != "bogus" || !strings.Contains(e.Detail, "unknown parameter") {
+		t.Errorf("an unknown parameter: %+v", e)
+	}
+
+	// No report: neither is any parameter checked, nor the first error's code lost.
+	p = refuse(`{"report":"nope","params":{"rows":-1},"cron":"@daily","timezone":"UTC"}`)
+	if got := fields(p.Errors); got != "report" || p.Code != "unknown_report" {
+		t.Errorf("an unknown report: %q, code %q", got, p.Code)
 	}
 }

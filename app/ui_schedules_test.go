@@ -26,7 +26,7 @@ func scheduleFormValues(action string) url.Values {
 // they were pressed; Edit is filled in; Delete asks, then deletes.
 func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
+	ts := newDeliveryServer(t, relayConfig(), testOpts{Now: clock.Now, Idle: true}, nil)
 	writeReport(t, ts, "period.sql", monthReport)
 	ts.waitReport("period")
 
@@ -104,6 +104,21 @@ func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 	}
 	if v, _ := tid(doc, "param-param.from").Attr("value"); v != "month_start(-1)" {
 		t.Errorf("from kept as %q", v)
+	}
+	// A wrong cron expression, zone and email address at once: all three marked, from
+	// the one refusal of the service.
+	bad = scheduleFormValues("save")
+	bad.Set("cron", "61 6 * * *")
+	bad.Set("timezone", "Europe/Atlantis")
+	bad.Set("email", "ann@example.com, not-an-address")
+	doc = page(t, ts.postForm("/schedules", bad, nil), http.StatusUnprocessableEntity)
+	for f, want := range map[string]string{"cron": "61", "timezone": "Europe/Atlantis", "email": "not-an-address"} {
+		if e := tid(doc, "error-"+f).Text(); !strings.Contains(e, want) {
+			t.Errorf("error beside %s: %q, want it to name %q", f, e, want)
+		}
+	}
+	if v, _ := tid(doc, "schedule-email").Attr("value"); v != "ann@example.com, not-an-address" {
+		t.Errorf("email kept as %q", v)
 	}
 	bad = scheduleFormValues("save")
 	bad.Set("param.to", "month_start(-2)") // ends before it starts
@@ -303,4 +318,40 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
 		t.Errorf("edit: %q", msg)
 	}
+}
+
+// Without [smtp] host, a schedule that emails is refused when saved, with the Email field
+// marked, and by the API with field deliver naming the target; other targets are saved.
+func TestUIScheduleEmailNeedsSMTP(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+
+	doc := page(t, ts.postForm("/schedules", scheduleFormValues("save"), nil), http.StatusUnprocessableEntity)
+	if e := tid(doc, "error-email").Text(); !strings.Contains(e, "[smtp] host") {
+		t.Errorf("error beside the email field: %q", e)
+	}
+	if n := tid(doc, "form-error").Length(); n != 1 {
+		t.Errorf("%d form errors", n)
+	}
+
+	res := ts.request("POST", "/api/v1/schedules", strings.NewReader(`{"report":"demo","cron":"@daily","timezone":"UTC",
+		"deliver":[{"type":"webhook","url":"https://hooks.example.com/x"},{"type":"email","to":["ann@example.com"]}]}`),
+		http.Header{"Content-Type": {"application/json"}})
+	var p struct {
+		Code   string `json:"code"`
+		Field  string `json:"field"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Field string `json:"field"`
+			Index *int   `json:"index"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(res.body, &p); err != nil || res.StatusCode != http.StatusUnprocessableEntity ||
+		p.Code != "invalid_schedule" || p.Field != "deliver" || !strings.Contains(p.Detail, "deliver[1]: email delivery needs an SMTP relay") ||
+		len(p.Errors) != 1 || p.Errors[0].Index == nil || *p.Errors[0].Index != 1 {
+		t.Fatalf("an email schedule without [smtp]: %d %s", res.StatusCode, res.body)
+	}
+	ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"UTC",
+		"deliver":[{"type":"webhook","url":"https://hooks.example.com/x"}]}`, http.StatusCreated)
 }

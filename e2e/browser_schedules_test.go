@@ -3,20 +3,44 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"sheetq/jobs/export/sample"
 )
+
+// sampleWithRelay is a data directory as a first run leaves it (the sample shop and its
+// reports), whose config file also names an SMTP relay, which a schedule that emails
+// needs to be saved; no test mails through it.
+func sampleWithRelay(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	if _, err := sample.Install(t.Context(), sample.Layout{DataDir: data}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(data, "sheetq.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\n[smtp]\nhost = \"smtp.example.com\"\nfrom = \"sheetq <reports@example.com>\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
 
 // Creating a schedule in the browser: the form takes the viewer's time zone, follows a
 // change of report, and previews the next five runs with their relative dates resolved
 // as fields change, without a reload; saved, the schedule's page shows it; Pause and
 // Resume work from its page and from the list; Delete asks and deletes.
 func TestBrowserSchedulesCreatePreviewPause(t *testing.T) {
-	p := startBinary(t, t.TempDir(), nil)
+	p := startBinary(t, sampleWithRelay(t), nil)
 	b := newTab(t, p.url)
 	if _, err := chromedp.Call(b.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Berlin"}); err != nil {
 		t.Fatalf("time zone override: %v", err)
@@ -117,7 +141,7 @@ func TestBrowserSchedulesCreatePreviewPause(t *testing.T) {
 
 // At 375 px wide the Schedules pages fit the screen.
 func TestBrowserSchedulesPhoneWidth(t *testing.T) {
-	p := startBinary(t, t.TempDir(), nil)
+	p := startBinary(t, sampleWithRelay(t), nil)
 	b := newTab(t, p.url)
 	b.do("emulate a phone", stepTimeout, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
 	b.open("/schedules/new?report=orders")

@@ -71,18 +71,25 @@ func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *sc
 	return nil
 }
 
-// scheduleProblem turns the service's refusals into problems: a wrong field is 422 with
-// "field" (and "param" for a report parameter), an unknown report 422 too.
+// scheduleProblem turns the service's refusals into problems: wrong fields are 422 with
+// "field" (and "param" for a report parameter) naming the first, and "errors" listing
+// every one; an unknown report (the first error) is 422 unknown_report.
 func scheduleProblem(err error, id string) error {
-	var ie *schedules.InputError
-	switch {
-	case errors.As(err, &ie):
-		p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule", ie.Error())
-		p.Field = ie.Field
-		if name, ok := strings.CutPrefix(ie.Field, "params."); ok {
-			p.Param = name
+	switch fields := schedules.Fields(err); {
+	case len(fields) > 0:
+		p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule", err.Error())
+		for _, ie := range fields {
+			fe := apiv1.FieldError{Field: ie.Field, Detail: ie.Message}
+			if name, ok := strings.CutPrefix(ie.Field, "params."); ok {
+				fe.Param = name
+			}
+			if ie.Field == "deliver" && ie.Index >= 0 {
+				fe.Index = &ie.Index
+			}
+			p.Errors = append(p.Errors, fe)
 		}
-		if ie.NotFound {
+		p.Field, p.Param = p.Errors[0].Field, p.Errors[0].Param
+		if fields[0].NotFound {
 			p.Code = "unknown_report"
 		}
 		return p

@@ -13,9 +13,11 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"sheetq/app/exports"
+	"sheetq/app/problem"
 	"sheetq/internal/apiv1"
 	"sheetq/jobs"
 	"sheetq/jobs/deliver"
@@ -74,11 +76,56 @@ type Input struct {
 // "report", "format", "deliver", or "params.NAME".
 type InputError struct {
 	Field, Message string
+	// Index is, for a "deliver" error about one target, the target's place in the list
+	// (from 0); -1 when the list as a whole is wrong. Other fields leave it 0.
+	Index int
 	// NotFound is set when the report does not exist.
 	NotFound bool
 }
 
-func (e *InputError) Error() string { return e.Field + ": " + e.Message }
+func (e *InputError) Error() string {
+	if e.Field == "deliver" && e.Index >= 0 {
+		return fmt.Sprintf("deliver[%d]: %s", e.Index, e.Message)
+	}
+	return e.Field + ": " + e.Message
+}
+
+// InputErrors is every wrong field of an Input that checking it found, in the order
+// checked: the time zone, the cron expression, each delivery target, the format, the
+// report and its parameters. errors.As finds its first *InputError.
+type InputErrors []*InputError
+
+// Error is every error on one line, separated by "; ".
+func (es InputErrors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Unwrap is the errors, for errors.As and errors.Is.
+func (es InputErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Fields returns every wrong field err names: an InputErrors' list, or a lone
+// *InputError; none when err is about no field (a store error).
+func Fields(err error) []*InputError {
+	var es InputErrors
+	if errors.As(err, &es) {
+		return es
+	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return []*InputError{ie}
+	}
+	return nil
+}
 
 // Firing is one coming firing of a schedule: its time and the parameters it will run
 // with, as API v1 shows it.
@@ -93,43 +140,112 @@ type checked struct {
 	spec schedule.Spec
 }
 
-// Check checks in as a whole (the cron expression and zone, the report, every parameter
-// resolved at the first firing, the format, the delivery targets) and returns it ready
-// to keep, or an *InputError.
+// check checks in as a whole (the zone and cron expression, every delivery target, the
+// format, the report and every parameter resolved at the first firing) and returns it
+// ready to keep, or InputErrors naming every wrong field it found. A check that an
+// earlier error makes meaningless is skipped: without the report no parameter can be
+// checked, and without a zone and cron expression there is no first firing to resolve
+// relative dates at (only whether each names a unit is checked then).
 func (s *Service) check(in Input) (checked, error) {
-	if _, err := schedule.LoadZone(in.TimeZone); err != nil {
-		return checked{}, &InputError{Field: "timezone", Message: err.Error()}
+	var errs InputErrors
+	zone, firing := in.TimeZone, true
+	if _, err := schedule.LoadZone(zone); err != nil {
+		errs = append(errs, &InputError{Field: "timezone", Message: err.Error()})
+		zone, firing = "UTC", false // the expression's own mistakes still show
 	}
-	spec, err := schedule.Parse(in.Cron, in.TimeZone)
+	spec, err := schedule.Parse(in.Cron, zone)
 	if err != nil {
-		return checked{}, &InputError{Field: "cron", Message: err.Error()}
+		errs = append(errs, &InputError{Field: "cron", Message: err.Error()})
+		firing = false
 	}
-	if in.Params == nil {
-		in.Params = map[string]any{}
+	errs = append(errs, s.checkTargets(in.Deliver)...)
+	if _, err := (export.Args{}).WithFormat(in.Format, in.BOM); err != nil {
+		errs = append(errs, &InputError{Field: "format", Message: err.Error()})
 	}
-	targets, err := deliver.ParseTargets(in.Deliver)
-	if err != nil {
-		return checked{}, &InputError{Field: "deliver", Message: err.Error()}
-	}
-	for i, t := range targets {
-		if s.CheckTarget != nil {
-			if err := s.CheckTarget(t); err != nil {
-				return checked{}, &InputError{Field: "deliver", Message: fmt.Sprintf("deliver[%d]: %v", i, err)}
+	in.Params = s.typedParams(in.Report, in.Params)
+	c := checked{in: in, spec: spec}
+	rep, _ := s.Exports.Kind.Report(in.Report)
+	switch _, prob := s.Exports.Validate(in.Report, nil, "", false); {
+	case prob != nil && prob.Param == "":
+		errs = append(errs, problemError(prob)) // no report: its parameters cannot be checked
+	case !firing:
+		if _, err := s.resolve(in, s.Store.Now(), time.UTC); err != nil {
+			errs = append(errs, Fields(err)...)
+		}
+	default:
+		// The parameters as the first firing would run them: a relative date that
+		// names no unit, a literal of the wrong type or a broken after= rule shows now,
+		// not at 06:00 on the 1st. Every unknown name is named, then the report's first
+		// refusal of the others.
+		known := c
+		known.in.Params = maps.Clone(in.Params)
+		known.in.Format, known.in.BOM = "", false // the format is checked above
+		for _, name := range slices.Sorted(maps.Keys(in.Params)) {
+			if !slices.ContainsFunc(rep.Params, func(p export.Param) bool { return p.Name == name }) {
+				errs = append(errs, &InputError{Field: "params." + name,
+					Message: (&export.ParamError{Param: name, Message: "unknown parameter"}).Error()})
+				delete(known.in.Params, name)
 			}
 		}
+		if _, err := s.args(known, spec.Next(s.Store.Now())); err != nil {
+			errs = append(errs, Fields(err)...)
+		}
 	}
-	c := checked{in: in, spec: spec}
-	// The parameters as the first firing would run them: a relative date that names no
-	// unit, a literal of the wrong type or a broken after= rule shows now, not at 06:00
-	// on the 1st.
-	first := spec.Next(s.Store.Now())
-	if _, err := s.args(c, first); err != nil {
-		return checked{}, err
+	if len(errs) > 0 {
+		return checked{}, errs
 	}
 	return c, nil
 }
 
-// args is the export args of c's firing at t, validated as a request's.
+// checkTargets is what is wrong with a list of delivery targets: the list, or each
+// target that this server cannot deliver to (CheckTarget), by its place.
+func (s *Service) checkTargets(raw json.RawMessage) InputErrors {
+	targets, err := deliver.DecodeTargets(raw)
+	if err != nil {
+		return InputErrors{{Field: "deliver", Index: -1, Message: err.Error()}}
+	}
+	checkTarget := s.CheckTarget
+	if checkTarget == nil {
+		checkTarget = deliver.Target.Check
+	}
+	var errs InputErrors
+	for i, t := range targets {
+		if err := checkTarget(t); err != nil {
+			errs = append(errs, &InputError{Field: "deliver", Index: i, Message: err.Error()})
+		}
+	}
+	return errs
+}
+
+// typedParams is params with each value given as text for an int or number parameter
+// of report written as the number it reads as ("3" becomes 3), as the form, the
+// command line and a JSON client alike mean it, so that the stored schedule and its
+// firings say 3. Other values are returned as given; params is not changed.
+func (s *Service) typedParams(report string, params map[string]any) map[string]any {
+	out := maps.Clone(params)
+	if out == nil {
+		out = map[string]any{}
+	}
+	rep, err := s.Exports.Kind.Report(report)
+	if err != nil {
+		return out
+	}
+	for _, p := range rep.Params {
+		str, ok := out[p.Name].(string)
+		if !ok || (p.Type != export.TypeInt && p.Type != export.TypeNumber) {
+			continue
+		}
+		var n json.Number
+		if json.Unmarshal([]byte(strings.TrimSpace(str)), &n) == nil {
+			out[p.Name] = n
+		}
+	}
+	return out
+}
+
+// args is the export args of c's firing at t, validated as a request's. Its error is
+// InputErrors: every parameter's relative date that names no unit, or else the
+// report's first refusal.
 func (s *Service) args(c checked, t time.Time) (export.Args, error) {
 	params, err := s.resolve(c.in, t, c.spec.Location())
 	if err != nil {
@@ -137,18 +253,24 @@ func (s *Service) args(c checked, t time.Time) (export.Args, error) {
 	}
 	args, prob := s.Exports.Validate(c.in.Report, params, c.in.Format, c.in.BOM)
 	if prob != nil {
-		switch {
-		case prob.Param != "":
-			return export.Args{}, &InputError{Field: "params." + prob.Param, Message: prob.Detail}
-		case prob.Code == "unknown_report":
-			return export.Args{}, &InputError{Field: "report", Message: prob.Detail, NotFound: true}
-		case prob.Code == "invalid_format":
-			return export.Args{}, &InputError{Field: "format", Message: prob.Detail}
-		default:
-			return export.Args{}, &InputError{Field: "report", Message: prob.Detail}
-		}
+		return export.Args{}, InputErrors{problemError(prob)}
 	}
 	return args, nil
+}
+
+// problemError is the export service's refusal of a schedule's report, parameters or
+// format as the field it is about.
+func problemError(prob *problem.Problem) *InputError {
+	ie := &InputError{Field: "report", Message: prob.Detail}
+	switch {
+	case prob.Param != "":
+		ie.Field = "params." + prob.Param
+	case prob.Code == "unknown_report":
+		ie.NotFound = true
+	case prob.Code == "invalid_format":
+		ie.Field = "format"
+	}
+	return ie
 }
 
 // resolve is in's parameters at the firing t in loc: each relative date becomes the date
@@ -164,6 +286,7 @@ func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string
 		types[p.Name] = p.Type
 	}
 	out := make(map[string]any, len(in.Params))
+	var errs InputErrors
 	for _, name := range slices.Sorted(maps.Keys(in.Params)) {
 		v := in.Params[name]
 		str, isStr := v.(string)
@@ -178,7 +301,7 @@ func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string
 		r, ok, err := schedule.ParseRelative(str)
 		switch {
 		case err != nil:
-			return nil, &InputError{Field: "params." + name, Message: err.Error()}
+			errs = append(errs, &InputError{Field: "params." + name, Message: err.Error()})
 		case !ok:
 			out[name] = v // a literal date: the report's check decides
 		case typ == export.TypeDate:
@@ -186,6 +309,9 @@ func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string
 		default:
 			out[name] = r.Midnight(t, loc).UTC().Format(time.RFC3339)
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }

@@ -15,7 +15,6 @@ import (
 	"sheetq/app/schedules"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
-	"sheetq/jobs/schedule"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -101,7 +100,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		status := http.StatusOK
 		var errs map[string]string
 		if err != nil {
-			if errs, err = p.scheduleErrors(err, in, order); err != nil {
+			if errs, err = p.scheduleErrors(err, order); err != nil {
 				return err
 			}
 			status = http.StatusUnprocessableEntity
@@ -124,7 +123,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		sc, err = p.cfg.Schedules.Update(ctx, id, in)
 	}
 	if err != nil {
-		errs, err := p.scheduleErrors(err, in, order)
+		errs, err := p.scheduleErrors(err, order)
 		if err != nil {
 			return err
 		}
@@ -146,7 +145,7 @@ func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) 
 	box := ui.SchedulePreview{Previewed: true}
 	runs, err := p.cfg.Schedules.Preview(in)
 	if err != nil {
-		errs, err := p.scheduleErrors(err, in, order)
+		errs, err := p.scheduleErrors(err, order)
 		if err != nil {
 			return err
 		}
@@ -256,18 +255,12 @@ func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []stri
 				named[prm.Name] = vs
 			}
 		}
+		// The service keeps an int or number given as text as the number it reads as
+		// (3, not "3"), as it does the API's and the command line's.
 		in.Params = formParams(rep.Params, named)
 		for _, prm := range rep.Params {
-			s, ok := in.Params[prm.Name].(string)
-			switch {
-			case !ok:
-			case strings.TrimSpace(s) == "":
+			if s, ok := in.Params[prm.Name].(string); ok && strings.TrimSpace(s) == "" {
 				delete(in.Params, prm.Name) // empty: the report's default, or "required"
-			case prm.Type == export.TypeInt || prm.Type == export.TypeNumber:
-				// A number as the API stores it, so that its JSON says 3, not "3".
-				if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-					in.Params[prm.Name] = json.Number(strings.TrimSpace(s))
-				}
 			}
 		}
 	}
@@ -295,54 +288,30 @@ func splitList(s string) []string {
 	})
 }
 
-// scheduleErrors turns the service's refusal into errors by form field. The service
-// stops at the first wrong field, so the cron expression, the zone and the deliveries
-// are also checked on their own here, to mark every one that is wrong at once. Any
-// other error is returned as it is.
-func (p *Pages) scheduleErrors(err error, in schedules.Input, order []string) (map[string]string, error) {
-	var ie *schedules.InputError
-	if !errors.As(err, &ie) {
+// scheduleErrors turns the service's refusal, which names every wrong field
+// (schedules.Fields), into errors by form field; order names the form field that made
+// each delivery target. Any other error is returned as it is.
+func (p *Pages) scheduleErrors(err error, order []string) (map[string]string, error) {
+	fields := schedules.Fields(err)
+	if len(fields) == 0 {
 		return nil, err
 	}
 	errs := map[string]string{}
-	mark := func(field, msg string) {
+	for _, ie := range fields {
+		field := deliverField
+		switch {
+		case ie.Field == "deliver" && ie.Index >= 0 && ie.Index < len(order):
+			field = order[ie.Index]
+		case strings.HasPrefix(ie.Field, "params."):
+			field = paramPrefix + strings.TrimPrefix(ie.Field, "params.")
+		case ie.Field == "format":
+			field = formatField
+		case ie.Field == "timezone", ie.Field == "cron", ie.Field == "report":
+			field = ie.Field
+		}
 		if errs[field] == "" {
-			errs[field] = sentence(msg)
+			errs[field] = sentence(ie.Message)
 		}
-	}
-	if _, err := schedule.LoadZone(in.TimeZone); err != nil {
-		mark(zoneField, err.Error())
-	}
-	if _, err := schedule.Parse(in.Cron, "UTC"); err != nil {
-		mark(cronField, err.Error())
-	}
-	var targets []deliver.Target
-	_ = json.Unmarshal(in.Deliver, &targets)
-	for i, t := range targets {
-		if err := t.Check(); err != nil && i < len(order) {
-			mark(order[i], err.Error())
-		}
-	}
-	switch field := ie.Field; {
-	case field == "deliver":
-		msg := ie.Message
-		if rest, ok := strings.CutPrefix(msg, "deliver["); ok {
-			if n, after, ok := strings.Cut(rest, "]: "); ok {
-				if i, err := strconv.Atoi(n); err == nil && i < len(order) {
-					mark(order[i], after)
-					break
-				}
-			}
-		}
-		mark(deliverField, msg)
-	case strings.HasPrefix(field, "params."):
-		mark(paramPrefix+strings.TrimPrefix(field, "params."), ie.Message)
-	case field == "format":
-		mark(formatField, ie.Message)
-	case field == "timezone", field == "cron", field == "report":
-		mark(field, ie.Message)
-	default:
-		mark(deliverField, ie.Error())
 	}
 	return errs, nil
 }

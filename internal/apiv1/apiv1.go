@@ -105,6 +105,19 @@ type Problem struct {
 	Field string `json:"field,omitempty"`
 	// Job is the existing job's id, where the problem is about one.
 	Job string `json:"job,omitempty"`
+	// Errors are every wrong field of an invalid_schedule problem, Field and Param
+	// being its first's.
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError is one wrong field of a request: "cron", "timezone", "report", "format",
+// "deliver" (Index naming the target, from 0, unless the list as a whole is wrong) or
+// "params.NAME" (Param naming the parameter).
+type FieldError struct {
+	Field  string `json:"field"`
+	Param  string `json:"param,omitempty"`
+	Index  *int   `json:"index,omitempty"`
+	Detail string `json:"detail"`
 }
 
 // Schedule is a scheduled export as API v1 shows it (issue 20; openapi.json,

@@ -12,17 +12,20 @@ import (
 
 	"sheetq/app"
 	"sheetq/jobs"
+	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 )
 
 // startApp runs the real server, as app.Run builds it, over a migrated SQLite file in
 // t.TempDir() with the fast engine settings of app's own tests, served by httptest; it
-// returns the server's URL. Everything stops when the test ends.
+// returns the server's URL. Its config file names an SMTP relay (which no test mails
+// through), so that a schedule may email. Everything stops when the test ends.
 func startApp(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := app.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
+		File:     &app.FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}},
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks: &webhook.Config{},
 		Engine: jobs.Config{

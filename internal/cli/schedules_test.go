@@ -48,6 +48,14 @@ func TestSchedulesAgainstTheApp(t *testing.T) {
 		t.Fatalf("bad email: exit %d, stderr %q", code, stderr)
 	}
 	oneErrLine(t, "bad email", stderr)
+	// Three wrong values: all named, on one line.
+	_, stderr, code = runCLI(t, "schedules", "create", "--report", "demo", "--cron", "61 * * * *", "--tz", "Mars/Base",
+		"--email", "not-an-address", "--server", srv)
+	if code != 2 || !strings.Contains(stderr, "cron: ") || !strings.Contains(stderr, "Mars/Base") ||
+		!strings.Contains(stderr, "deliver[0]: ") {
+		t.Fatalf("three wrong values: exit %d, stderr %q", code, stderr)
+	}
+	oneErrLine(t, "three wrong values", stderr)
 
 	stdout, stderr, code = runCLI(t, append([]string{"schedules", "create", "--email", "ann@example.com,bob@example.com"}, flags...)...)
 	id := strings.TrimSpace(stdout)
@@ -72,6 +80,15 @@ func TestSchedulesAgainstTheApp(t *testing.T) {
 	if code != 0 || stdout != "schedule "+id+" paused\n" {
 		t.Fatalf("pause: exit %d, %q", code, stdout)
 	}
+	// -p rows=7 is kept as the number 7, as the API and the pages keep it.
+	stdout, _, code = runCLI(t, "schedules", "show", id, "--json", "--server", srv)
+	var created struct {
+		Params map[string]any `json:"params"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &created) != nil || created.Params["rows"] != 7.0 {
+		t.Fatalf("show --json: params %#v (exit %d)", created.Params, code)
+	}
+
 	stdout, _, code = runCLI(t, "schedules", "show", id, "--json", "--server", srv)
 	var sc struct {
 		Paused   bool  `json:"paused"`

@@ -38,8 +38,24 @@ type Target struct {
 const MaxTargets = 20
 
 // ParseTargets reads and checks a list of targets (JSON); an empty or null list is none.
-// Each error names the target by its place in the list ("deliver[1]: ...").
+// Each error names the target by its place in the list ("deliver[1]: ...", a
+// *TargetError).
 func ParseTargets(raw json.RawMessage) ([]Target, error) {
+	ts, err := DecodeTargets(raw)
+	if err != nil {
+		return nil, fmt.Errorf("deliver: %w", err)
+	}
+	for i, t := range ts {
+		if err := t.Check(); err != nil {
+			return nil, &TargetError{Index: i, Err: err}
+		}
+	}
+	return ts, nil
+}
+
+// DecodeTargets reads a list of targets (JSON) as ParseTargets does, without checking
+// each one: for a caller that checks them all and reports every wrong one.
+func DecodeTargets(raw json.RawMessage) ([]Target, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
@@ -47,18 +63,23 @@ func ParseTargets(raw json.RawMessage) ([]Target, error) {
 	dec.DisallowUnknownFields()
 	var ts []Target
 	if err := dec.Decode(&ts); err != nil {
-		return nil, fmt.Errorf("deliver: want a list of targets such as [{\"type\": \"email\", \"to\": [\"ann@example.com\"]}]: %v", err)
+		return nil, fmt.Errorf("want a list of targets such as [{\"type\": \"email\", \"to\": [\"ann@example.com\"]}]: %v", err)
 	}
 	if len(ts) > MaxTargets {
-		return nil, fmt.Errorf("deliver: %d targets, at most %d", len(ts), MaxTargets)
-	}
-	for i, t := range ts {
-		if err := t.Check(); err != nil {
-			return nil, fmt.Errorf("deliver[%d]: %w", i, err)
-		}
+		return nil, fmt.Errorf("%d targets, at most %d", len(ts), MaxTargets)
 	}
 	return ts, nil
 }
+
+// TargetError is what is wrong with one target of a list: Index is its place, from 0.
+type TargetError struct {
+	Index int
+	Err   error
+}
+
+func (e *TargetError) Error() string { return fmt.Sprintf("deliver[%d]: %v", e.Index, e.Err) }
+
+func (e *TargetError) Unwrap() error { return e.Err }
 
 // Check says what is wrong with t on its own (the server's settings, such as the
 // folders it may write to, are checked where they are known).
