@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -196,9 +197,9 @@ func previewError(errs map[string]string) string {
 			parts = append(parts, fieldName(k)+": "+e)
 		}
 	}
-	for k, e := range errs {
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
 		if name, ok := strings.CutPrefix(k, paramPrefix); ok {
-			parts = append(parts, name+": "+e)
+			parts = append(parts, name+": "+errs[k])
 		}
 	}
 	if len(parts) == 0 {
