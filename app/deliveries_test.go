@@ -154,8 +154,8 @@ func (ts *testServer) scheduledExport(rows int, targets ...deliver.Target) strin
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	at := time.Date(2026, 12, 1, 6, 0, 0, 0, time.FixedZone("CET", 3600))
-	args.ScheduleID, args.ScheduledFor, args.Deliver = "sch_test", &at, raw
+	at := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC) // as a firing stores it, with its zone apart
+	args.ScheduleID, args.ScheduledFor, args.TimeZone, args.Deliver = "sch_test", &at, "Europe/Berlin", raw
 	job, _, err := ts.exports.Enqueue(context.Background(), args, "", "")
 	if err != nil {
 		ts.t.Fatal(err)
@@ -231,7 +231,7 @@ func TestDeliverByEmailAttachesTheFile(t *testing.T) {
 	}
 
 	m := mp.mailTo(t, to)
-	for _, want := range []string{"Demo", "rows=300", "2026-12-01 06:00 +01:00"} {
+	for _, want := range []string{"Demo", "rows=300", "2026-12-01 06:00 Europe/Berlin"} {
 		if !strings.Contains(m.Subject, want) {
 			t.Errorf("subject %q lacks %q", m.Subject, want)
 		}

@@ -16,6 +16,7 @@ import (
 	"sheetq/app/schedules"
 	"sheetq/internal/apiv1"
 	"sheetq/jobs/deliver"
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/pgtest"
@@ -125,6 +126,12 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 	if j.ScheduleID != sc.ID || j.ScheduledFor == nil || !j.ScheduledFor.Equal(first) ||
 		j.Params["from"] != "2026-11-01" || j.Params["to"] != "2026-12-01" {
 		t.Fatalf("the firing's export: schedule %q for %v, params %v", j.ScheduleID, j.ScheduledFor, j.Params)
+	}
+	// Its args carry the schedule's zone, which its deliveries' mail names.
+	stored, err := ts.store.Get(context.Background(), j.ID)
+	var args export.Args
+	if err != nil || json.Unmarshal(stored.Args, &args) != nil || args.TimeZone != "Europe/Berlin" {
+		t.Errorf("the firing's args name the zone %q (%v)", args.TimeZone, err)
 	}
 	// The export's page links to its schedule and says which time it was for.
 	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)

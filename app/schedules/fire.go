@@ -144,7 +144,7 @@ func (s *Service) firingArgs(ctx context.Context, sc store.Schedule, spec schedu
 		}
 	}
 	utc := at.UTC()
-	args.ScheduleID, args.ScheduledFor, args.Deliver = sc.ID, &utc, sc.Deliver
+	args.ScheduleID, args.ScheduledFor, args.TimeZone, args.Deliver = sc.ID, &utc, sc.TimeZone, sc.Deliver
 	return args
 }
 

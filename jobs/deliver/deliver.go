@@ -73,9 +73,11 @@ type Args struct {
 	Params map[string]any `json:"params,omitempty"`
 	// Rows is the number of data rows written.
 	Rows int64 `json:"rows"`
-	// ScheduleID and ScheduledFor name the firing, when a schedule made the export.
+	// ScheduleID and ScheduledFor name the firing, when a schedule made the export;
+	// TimeZone is the schedule's zone, which the mail says ScheduledFor in.
 	ScheduleID   string     `json:"schedule_id,omitempty"`
 	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	TimeZone     string     `json:"timezone,omitempty"`
 }
 
 // Queued is the data of a delivery_queued event on the export's timeline.
@@ -178,7 +180,7 @@ func (p Planner) FollowUps(job store.Job) ([]store.FollowUp, error) {
 		id := jobs.NewID()
 		args, err := json.Marshal(Args{ExportID: job.ID, Target: t, File: job.FileName, Size: job.FileSize, SHA256: job.FileSHA256,
 			DownloadName: export.DownloadName(a, job), ContentType: a.ContentType(), Title: title, Report: a.Report,
-			Params: a.Params, Rows: job.ProgressRows, ScheduleID: a.ScheduleID, ScheduledFor: a.ScheduledFor})
+			Params: a.Params, Rows: job.ProgressRows, ScheduleID: a.ScheduleID, ScheduledFor: a.ScheduledFor, TimeZone: a.TimeZone})
 		if err != nil {
 			return nil, fmt.Errorf("delivery args: %w", err)
 		}

@@ -53,7 +53,8 @@ func exportJob(t *testing.T, status store.Status, targets string) store.Job {
 	t.Helper()
 	at := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	args, err := json.Marshal(export.Args{Report: "orders", Params: map[string]any{"from": "2026-11-01"},
-		Spec: &export.Report{ID: "orders", Title: "Orders"}, ScheduleID: "sch_1", ScheduledFor: &at, Deliver: json.RawMessage(targets)})
+		Spec: &export.Report{ID: "orders", Title: "Orders"}, ScheduleID: "sch_1", ScheduledFor: &at, TimeZone: "Europe/Berlin",
+		Deliver: json.RawMessage(targets)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestPlannerMakesOneDeliveryPerTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		if a.ExportID != "exp1" || a.File != "exp1.xlsx" || a.Size != 1234 || a.Title != "Orders" || a.ScheduleID != "sch_1" ||
-			a.ScheduledFor == nil || !strings.HasPrefix(a.DownloadName, "orders-") || !strings.HasSuffix(a.DownloadName, ".xlsx") {
+			a.ScheduledFor == nil || a.TimeZone != "Europe/Berlin" || !strings.HasPrefix(a.DownloadName, "orders-") || !strings.HasSuffix(a.DownloadName, ".xlsx") {
 			t.Errorf("follow-up %d args %+v", i, a)
 		}
 		var q Queued
@@ -254,15 +255,22 @@ func TestEmailNeedsARelayAndABaseURLForLinks(t *testing.T) {
 	}
 }
 
+// The subject and the body say the time a firing was for at its schedule's wall time in
+// its zone, named (the args carry it in UTC); args without a zone, with the offset.
 func TestSubjectAndBody(t *testing.T) {
-	at := time.Date(2026, 12, 1, 6, 0, 0, 0, time.FixedZone("", 3600))
+	at := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
 	a := Args{ExportID: "exp1", Title: "Orders", Report: "orders", Params: map[string]any{"to": "2026-12-01", "from": "2026-11-01"},
-		ScheduledFor: &at, ScheduleID: "sch_1", Rows: 42, Size: 12 << 20, DownloadName: "orders.xlsx"}
-	if s := Subject(a); s != "Orders (from=2026-11-01, to=2026-12-01) for 2026-12-01 06:00 +01:00" {
+		ScheduledFor: &at, TimeZone: "Europe/Berlin", ScheduleID: "sch_1", Rows: 42, Size: 12 << 20, DownloadName: "orders.xlsx"}
+	if s := Subject(a); s != "Orders (from=2026-11-01, to=2026-12-01) for 2026-12-01 06:00 Europe/Berlin" {
 		t.Errorf("Subject = %q", s)
 	}
+	noZone := a
+	noZone.TimeZone = ""
+	if s := Subject(noZone); !strings.HasSuffix(s, " for 2026-12-01 05:00 +00:00") {
+		t.Errorf("Subject without a zone = %q", s)
+	}
 	b := Body(a, "https://r.example.com")
-	for _, want := range []string{"Parameters: from=2026-11-01, to=2026-12-01", "Rows:       42", "12.0 MB",
+	for _, want := range []string{"Parameters: from=2026-11-01, to=2026-12-01", "Scheduled:  2026-12-01 06:00 Europe/Berlin", "Rows:       42", "12.0 MB",
 		"https://r.example.com/api/v1/exports/exp1/file", "schedule sch_1"} {
 		if !strings.Contains(b, want) {
 			t.Errorf("body lacks %q:\n%s", want, b)

@@ -200,9 +200,19 @@ func Subject(a Args) string {
 		s += " (" + p + ")"
 	}
 	if a.ScheduledFor != nil {
-		s += " for " + a.ScheduledFor.Format("2006-01-02 15:04 -07:00")
+		s += " for " + scheduledAt(a)
 	}
 	return s
+}
+
+// scheduledAt is the time a firing was for at its schedule's wall time, with the zone's
+// name ("2026-12-01 06:00 Europe/Berlin"); with the offset when the args name no zone
+// (a delivery queued before they did) or one this build does not know.
+func scheduledAt(a Args) string {
+	if loc, err := time.LoadLocation(a.TimeZone); err == nil && a.TimeZone != "" {
+		return a.ScheduledFor.In(loc).Format("2006-01-02 15:04") + " " + a.TimeZone
+	}
+	return a.ScheduledFor.Format("2006-01-02 15:04 -07:00")
 }
 
 // Body is the mail's text: what the file holds, and either that it is attached or,
@@ -215,7 +225,7 @@ func Body(a Args, baseURL string) string {
 		fmt.Fprintf(&b, "Parameters: %s\n", p)
 	}
 	if a.ScheduledFor != nil {
-		fmt.Fprintf(&b, "Scheduled:  %s\n", a.ScheduledFor.Format("2006-01-02 15:04 -07:00"))
+		fmt.Fprintf(&b, "Scheduled:  %s\n", scheduledAt(a))
 	}
 	fmt.Fprintf(&b, "Rows:       %d\n", a.Rows)
 	fmt.Fprintf(&b, "File:       %s (%s)\n\n", a.DownloadName, humanSize(a.Size))

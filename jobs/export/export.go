@@ -34,6 +34,9 @@ type Args struct {
 	ScheduleID   string          `json:"schedule_id,omitempty"`
 	ScheduledFor *time.Time      `json:"scheduled_for,omitempty"`
 	Deliver      json.RawMessage `json:"deliver,omitempty"`
+	// TimeZone is the schedule's IANA zone, so that a delivery says the time it was for
+	// at the schedule's wall time ("06:00 Europe/Berlin").
+	TimeZone string `json:"timezone,omitempty"`
 }
 
 // Queue is the queue the export runs in, from the report as accepted: "" for the
