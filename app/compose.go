@@ -202,11 +202,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)
 	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
-	// A delivery target is checked by the deliveries themselves when a schedule is
-	// saved (or declared in the config file), not only when its delivery runs: a folder
-	// against [deliveries] folders, an email against [smtp] host being set.
+	// A delivery target is checked when a schedule is saved (or declared in the config
+	// file), not only when its delivery runs: a folder against [deliveries] folders, an
+	// email against [smtp] host being set (the deliveries' own check), a webhook against
+	// [webhooks] secret being set, as an export request's webhook is.
 	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log,
-		CheckTarget: a.deliveries.CheckTarget}
+		CheckTarget: func(t deliver.Target) error {
+			if t.Type == deliver.TypeWebhook && !a.webhooks.Configured() {
+				return errors.New("webhook delivery needs a signing secret: set [webhooks] secret in the config file")
+			}
+			return a.deliveries.CheckTarget(t)
+		}}
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -321,37 +323,62 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 }
 
 // Without [smtp] host, a schedule that emails is refused when saved, with the Email field
-// marked, and by the API with field deliver naming the target; other targets are saved.
-func TestUIScheduleEmailNeedsSMTP(t *testing.T) {
-	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
+// marked; without [webhooks] secret, one that calls a webhook is, as an export request's
+// webhook is. The API names each target by its place in deliver; once the secret is set,
+// the webhook target is saved (the email one still needs a relay).
+func TestUIScheduleDeliveryNeedsItsRelay(t *testing.T) {
+	for _, secret := range []string{"", testWebhookSecret} {
+		ts := newTestServer(t, testOpts{Idle: true, Webhooks: webhook.Config{Secret: secret}})
+		writeReport(t, ts, "period.sql", monthReport)
+		ts.waitReport("period")
 
-	doc := page(t, ts.postForm("/schedules", scheduleFormValues("save"), nil), http.StatusUnprocessableEntity)
-	if e := tid(doc, "error-email").Text(); !strings.Contains(e, "[smtp] host") {
-		t.Errorf("error beside the email field: %q", e)
-	}
-	if n := tid(doc, "form-error").Length(); n != 1 {
-		t.Errorf("%d form errors", n)
-	}
+		doc := page(t, ts.postForm("/schedules", scheduleFormValues("save"), nil), http.StatusUnprocessableEntity)
+		if e := tid(doc, "error-email").Text(); !strings.Contains(e, "[smtp] host") {
+			t.Errorf("error beside the email field: %q", e)
+		}
+		if n := tid(doc, "form-error").Length(); n != 1 {
+			t.Errorf("%d form errors", n)
+		}
 
-	res := ts.request("POST", "/api/v1/schedules", strings.NewReader(`{"report":"demo","cron":"@daily","timezone":"UTC",
-		"deliver":[{"type":"webhook","url":"https://hooks.example.com/x"},{"type":"email","to":["ann@example.com"]}]}`),
-		http.Header{"Content-Type": {"application/json"}})
-	var p struct {
-		Code   string `json:"code"`
-		Field  string `json:"field"`
-		Detail string `json:"detail"`
-		Errors []struct {
-			Field string `json:"field"`
-			Index *int   `json:"index"`
-		} `json:"errors"`
+		res := ts.request("POST", "/api/v1/schedules", strings.NewReader(`{"report":"demo","cron":"@daily","timezone":"UTC",
+			"deliver":[{"type":"webhook","url":"https://hooks.example.com/x"},{"type":"email","to":["ann@example.com"]}]}`),
+			http.Header{"Content-Type": {"application/json"}})
+		var p struct {
+			Code   string `json:"code"`
+			Field  string `json:"field"`
+			Errors []struct {
+				Field  string `json:"field"`
+				Index  *int   `json:"index"`
+				Detail string `json:"detail"`
+			} `json:"errors"`
+		}
+		if err := json.Unmarshal(res.body, &p); err != nil || res.StatusCode != http.StatusUnprocessableEntity ||
+			p.Code != "invalid_schedule" || p.Field != "deliver" {
+			t.Fatalf("secret %q: %d %s", secret, res.StatusCode, res.body)
+		}
+		want := []string{"1: email delivery needs an SMTP relay"}
+		if secret == "" {
+			want = append([]string{"0: webhook delivery needs a signing secret: set [webhooks] secret"}, want...)
+		}
+		var got []string
+		for _, e := range p.Errors {
+			if e.Field == "deliver" && e.Index != nil {
+				got = append(got, fmt.Sprintf("%d: %s", *e.Index, e.Detail))
+			}
+		}
+		if len(got) != len(want) || len(p.Errors) != len(want) {
+			t.Fatalf("secret %q: errors %q, want %q", secret, got, want)
+		}
+		for i := range want {
+			if !strings.HasPrefix(got[i], want[i]) {
+				t.Errorf("secret %q: error %d %q, want %q...", secret, i, got[i], want[i])
+			}
+		}
+		webhookOnly := `{"report":"demo","cron":"@daily","timezone":"UTC","deliver":[{"type":"webhook","url":"https://hooks.example.com/x"}]}`
+		if secret == "" {
+			ts.schedule("POST", "/api/v1/schedules", webhookOnly, http.StatusUnprocessableEntity)
+		} else {
+			ts.schedule("POST", "/api/v1/schedules", webhookOnly, http.StatusCreated)
+		}
 	}
-	if err := json.Unmarshal(res.body, &p); err != nil || res.StatusCode != http.StatusUnprocessableEntity ||
-		p.Code != "invalid_schedule" || p.Field != "deliver" || !strings.Contains(p.Detail, "deliver[1]: email delivery needs an SMTP relay") ||
-		len(p.Errors) != 1 || p.Errors[0].Index == nil || *p.Errors[0].Index != 1 {
-		t.Fatalf("an email schedule without [smtp]: %d %s", res.StatusCode, res.body)
-	}
-	ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"UTC",
-		"deliver":[{"type":"webhook","url":"https://hooks.example.com/x"}]}`, http.StatusCreated)
 }
