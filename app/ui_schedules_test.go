@@ -54,6 +54,10 @@ func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 	if tid(doc, "cron-preset").Length() != 3 {
 		t.Errorf("%d cron presets", tid(doc, "cron-preset").Length())
 	}
+	// A fresh form cannot run yet: its preview box says why, as the live preview does.
+	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "from: ") {
+		t.Errorf("fresh form's preview-error %q", e)
+	}
 
 	// Preview without JavaScript: the next five runs with their dates resolved.
 	doc = page(t, ts.postForm("/schedules", scheduleFormValues("preview"), nil), http.StatusOK)

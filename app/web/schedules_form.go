@@ -3,7 +3,6 @@ package web
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -180,9 +179,10 @@ func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input) {
 	runs, err := p.cfg.Schedules.Preview(in)
 	f.Previewed = true
 	if err != nil {
-		var ie *schedules.InputError
-		if errors.As(err, &ie) {
-			f.PreviewError = fieldName(ie.Field) + ": " + sentence(strings.TrimPrefix(ie.Message, ie.Field+": "))
+		// Every wrong field, as the live preview says them (the form's fields are not
+		// marked yet: nothing was submitted).
+		if errs, ferr := p.scheduleErrors(err, nil); ferr == nil {
+			f.PreviewError = previewError(errs)
 		}
 		return
 	}
