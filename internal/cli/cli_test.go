@@ -68,6 +68,23 @@ func TestServeRefusesBadWorkerNice(t *testing.T) {
 	}
 }
 
+// serve refuses a --cpuprofile it cannot create with one line naming the flag, before it
+// opens the data directory.
+func TestServeRefusesUnwritableCPUProfile(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	prof := filepath.Join(t.TempDir(), "missing", "cpu.pprof")
+	_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--cpuprofile", prof)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "--cpuprofile") {
+		t.Fatalf("want one line naming --cpuprofile, got %q", msg)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was created (%v)", err)
+	}
+}
+
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sheetq/app"
+	"sheetq/internal/cpuprofile"
 	"sheetq/internal/datadir"
 	"sheetq/internal/gcdefaults"
 	"sheetq/jobs"
@@ -41,6 +42,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		open     bool
 		proxies  string
 		checkDB  string
+		cpuProf  string
 	)
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:8080", "listen address (`host:port`; port 0 picks a free port)")
 	fs.StringVar(&cfg.DataDir, "data", "", "data `directory` (default: the user's data folder)")
@@ -66,6 +68,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.StringVar(&cfg.FilesDownload, "files-download", "", "how a download from an s3:// file store reaches the client: stream (through this node; the default) or redirect (to a presigned URL of the bucket, valid 15 minutes)")
 	fs.StringVar(&cfg.Node, "node", "", "this node's `name` in the jobs it runs and in its logs (default host/pid)")
 	fs.BoolVar(&cfg.PollOnly, "poll-only", false, "with a PostgreSQL store, find new work by polling alone, without a LISTEN connection (for PgBouncer in transaction mode)")
+	fs.StringVar(&cpuProf, "cpuprofile", "", "write the server's CPU profile to `FILE` until it stops (for BENCHMARKS.md; go tool pprof reads it)")
 	fs.StringVar(&checkDB, "check-db", "quick", "check the database file at start, refusing a damaged one: quick (the header, pages of zeros, and SQLite's quick_check for up to 2 s, finished in the background on a larger file), full (SQLite's integrity_check to the end; minutes for gigabytes) or off")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: sheetq serve [flags]\n\nServe the API and pages. Example:\n  sheetq serve --addr 127.0.0.1:8080 --data ./data --workers 4\n\n"+
@@ -171,7 +174,14 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	force, unwatch := secondSignal()
 	defer unwatch()
 	cfg.Force = force
+	stopProfile, err := cpuprofile.Start(cpuProf)
+	if err != nil {
+		return usageError{fmt.Errorf("--cpuprofile: %w", err)}
+	}
 	err = app.Run(ctx, cfg)
+	if perr := stopProfile(); perr != nil {
+		log.Warn("the CPU profile is incomplete", "file", cpuProf, "err", perr)
+	}
 	if open && errors.Is(err, datadir.ErrInUse) {
 		// A second double-click: show the running instance instead of an error, also
 		// when the first is still starting.
