@@ -50,55 +50,41 @@ func TestReportsCheck(t *testing.T) {
 	}
 }
 
+// serveRefuses runs serve with a fresh data directory and args, and checks that it exits
+// 2 with one line on stderr containing want, before it creates the data directory.
+func serveRefuses(t *testing.T, want string, args ...string) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	_, stderr, code := runCLI(t, append([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, args...)...)
+	if code != 2 {
+		t.Fatalf("%v: exit %d, want 2", args, code)
+	}
+	if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, want) {
+		t.Fatalf("%v: want one line containing %q, got %q", args, want, msg)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("%v created the data directory (%v)", args, err)
+	}
+}
+
 // serve refuses a --worker-nice outside 0..19 before it touches the data directory: exit
 // 2 and one line on stderr that names the flag.
 func TestServeRefusesBadWorkerNice(t *testing.T) {
 	for _, v := range []string{"-1", "20"} {
-		data := filepath.Join(t.TempDir(), "data")
-		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--worker-nice", v)
-		if code != 2 {
-			t.Fatalf("--worker-nice %s: exit %d, want 2", v, code)
-		}
-		if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "--worker-nice") {
-			t.Fatalf("--worker-nice %s: want one line naming the flag, got %q", v, msg)
-		}
-		if _, err := os.Stat(data); !os.IsNotExist(err) {
-			t.Fatalf("--worker-nice %s created the data directory (%v)", v, err)
-		}
+		serveRefuses(t, "--worker-nice", "--worker-nice", v)
 	}
 }
 
 // serve refuses a --cpuprofile it cannot create with one line naming the flag, before it
 // opens the data directory.
 func TestServeRefusesUnwritableCPUProfile(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data")
-	prof := filepath.Join(t.TempDir(), "missing", "cpu.pprof")
-	_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--cpuprofile", prof)
-	if code != 2 {
-		t.Fatalf("exit %d, want 2", code)
-	}
-	if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "--cpuprofile") {
-		t.Fatalf("want one line naming --cpuprofile, got %q", msg)
-	}
-	if _, err := os.Stat(data); !os.IsNotExist(err) {
-		t.Fatalf("the data directory was created (%v)", err)
-	}
+	serveRefuses(t, "--cpuprofile", "--cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
 }
 
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {
-	data := filepath.Join(t.TempDir(), "data")
-	_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0", "--heartbeat", "5s", "--stale-after", "9s")
-	if code != 2 {
-		t.Fatalf("exit %d, want 2", code)
-	}
-	if msg := strings.TrimSpace(stderr); strings.Contains(msg, "\n") || !strings.Contains(msg, "stale-after (9s) must be at least twice") {
-		t.Fatalf("want one line naming stale-after, got %q", msg)
-	}
-	if _, err := os.Stat(data); !os.IsNotExist(err) {
-		t.Fatalf("the data directory was created (%v)", err)
-	}
+	serveRefuses(t, "stale-after (9s) must be at least twice", "--heartbeat", "5s", "--stale-after", "9s")
 }
 
 // `sheetq reports check` refuses a report whose queue the config file does not define,
