@@ -71,20 +71,15 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// depthReader is the sampled queue depth (*metrics.Metrics).
-type depthReader interface {
-	QueueDepth(now time.Time, width time.Duration, n int) ([]metrics.DepthBucket, time.Time)
-}
-
 // depthChart is the queue depth over the range's buckets, and the note that says since
 // when this server has sampled it.
 func (p *Pages) depthChart(now time.Time, width time.Duration, n int) (ui.Chart, string) {
-	// The sampler is the metrics' (app/metrics/depth.go), which the exports service
-	// holds; without it (a tool's app without metrics) the chart has no samples.
+	// The sampler is the metrics' (app/metrics/depth.go); without them (a tool's app)
+	// the chart has no samples.
 	var slots []ui.DepthSlot
 	note := "Not sampled by this server."
-	if d, ok := p.exports.Metrics.(depthReader); ok && n > 0 {
-		bs, since := d.QueueDepth(now, width, n)
+	if m := p.cfg.Metrics; m != nil && n > 0 {
+		bs, since := m.QueueDepth(now, width, n)
 		for _, b := range bs {
 			slots = append(slots, ui.DepthSlot{Start: b.Start, Waiting: b.Waiting, Sampled: b.Sampled})
 		}

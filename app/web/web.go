@@ -22,6 +22,7 @@ import (
 	"github.com/a-h/templ"
 
 	"sheetq/app/exports"
+	"sheetq/app/metrics"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/app/schedules"
@@ -50,6 +51,9 @@ type Config struct {
 	Problems problem.Reporter
 	// Schedules keeps the scheduled exports (issue 20).
 	Schedules *schedules.Service
+	// Metrics samples the queue depth that the Queue page charts; nil (a tool's app
+	// without metrics) leaves the chart without samples.
+	Metrics *metrics.Metrics
 }
 
 // Pages is the page handlers.
