@@ -116,12 +116,3 @@ func (c *committer) close() {
 	<-c.done
 	c.f.Close()
 }
-
-// size is the file's length, for the tests.
-func (c *committer) size() (int64, error) {
-	st, err := c.f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	return st.Size(), nil
-}

@@ -18,7 +18,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -99,11 +98,9 @@ func handler(c *committer) http.Handler {
 				return
 			}
 		}
-		var id [16]byte
-		rand.Read(id[:])
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
-		json.NewEncoder(w).Encode(map[string]string{"id": hex.EncodeToString(id[:]), "status": "PENDING", "report": req.Report})
+		json.NewEncoder(w).Encode(map[string]string{"id": rand.Text(), "status": "PENDING", "report": req.Report})
 	})
 	return mux
 }

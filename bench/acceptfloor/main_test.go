@@ -9,6 +9,15 @@ import (
 	"testing"
 )
 
+// size is the committer's file length.
+func (c *committer) size() (int64, error) {
+	st, err := c.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
 // post sends n accept requests at once and returns their answers' ids.
 func post(t *testing.T, url string, n int) []string {
 	t.Helper()
