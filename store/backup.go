@@ -32,6 +32,10 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		r.Close()
 		return nil, err
 	}
+	if err := s.reads.prepare(ctx, r); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -57,8 +57,7 @@ func CompareCursors(a, b string) int {
 
 // EventsAfter returns up to limit events with an id greater than afterID, in id order.
 func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]Event, error) {
-	return s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE id > ? ORDER BY id LIMIT ?`,
-		afterID, eventLimit(limit))
+	return s.queryEvents(ctx, s.reads.eventsAfter, afterID, eventLimit(limit))
 }
 
 // EventsSince returns up to limit events after cursor, in order, each with its own
@@ -83,8 +82,7 @@ func (s *Store) JobEventsSince(ctx context.Context, jobID, cursor string, limit 
 	if err != nil {
 		return nil, "", err
 	}
-	evs, err := s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?`,
-		jobID, after, eventLimit(limit))
+	evs, err := s.queryEvents(ctx, s.reads.jobEventsAfter, jobID, after, eventLimit(limit))
 	if err != nil {
 		return nil, "", err
 	}
@@ -184,7 +182,7 @@ func (s *Store) JobsByID(ctx context.Context, ids []string) (map[string]Job, err
 	if err != nil {
 		return nil, fmt.Errorf("jobs by id: %w", err)
 	}
-	jobs, err := s.queryJobs(ctx, s.r, `SELECT `+jobColumns+` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, string(list))
+	jobs, err := scanJobs(s.reads.jobsByID.QueryContext(ctx, string(list)))
 	if err != nil {
 		return nil, fmt.Errorf("jobs by id: %w", err)
 	}
@@ -194,8 +192,8 @@ func (s *Store) JobsByID(ctx context.Context, ids []string) (map[string]Job, err
 	return out, nil
 }
 
-func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]Event, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+func (s *Store) queryEvents(ctx context.Context, q *sql.Stmt, args ...any) ([]Event, error) {
+	rows, err := q.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}

@@ -293,8 +293,7 @@ const fence = ` WHERE id = ? AND attempt = ? AND status = 'PROCESSING'`
 func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error) {
 	var cancel int
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?`+fence+
-			` RETURNING cancel_requested`, ms(s.now()), rows, nullTotal(total), id, attempt).Scan(&cancel)
+		return tx.StmtContext(ctx, s.stmts.heartbeat).QueryRowContext(ctx, ms(s.now()), rows, nullTotal(total), id, attempt).Scan(&cancel)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrLeaseLost
@@ -475,7 +474,7 @@ func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, err
 
 // Get returns one job.
 func (s *Store) Get(ctx context.Context, id string) (Job, error) {
-	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	j, err := scanJob(s.reads.get.QueryRowContext(ctx, id))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Job{}, fmt.Errorf("get job: %w", err)
 	}
@@ -588,7 +587,11 @@ func (s *Store) Counts(ctx context.Context) (map[Status]int, error) {
 }
 
 func (s *Store) queryJobs(ctx context.Context, db *sql.DB, q string, args ...any) ([]Job, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
+	return scanJobs(db.QueryContext(ctx, q, args...))
+}
+
+// scanJobs reads every job of a query's rows (err: the query's own error).
+func scanJobs(rows *sql.Rows, err error) ([]Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -606,8 +609,7 @@ func (s *Store) queryJobs(ctx context.Context, db *sql.DB, q string, args ...any
 
 // Events returns a job's events in order.
 func (s *Store) Events(ctx context.Context, jobID string) ([]Event, error) {
-	return s.queryEvents(ctx, `SELECT id, job_id, at, type, status, attempt, data FROM job_events
-		WHERE job_id = ? ORDER BY id`, jobID)
+	return s.queryEvents(ctx, s.reads.jobEvents, jobID)
 }
 
 // getTx reads a job inside a write transaction, so that the check that follows and the

@@ -82,7 +82,8 @@ type Store struct {
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
 	// writer pool's only connection is busy inside one.
 	insertJob, insertEvent *sql.Stmt
-	stmts                  stmts // claims and ends (store/finish.go)
+	stmts                  stmts     // claims and ends (store/finish.go)
+	reads                  readStmts // the frequent reads, on the reader pool (store/reads.go)
 
 	unbatched bool
 	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
@@ -150,6 +151,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
 	s.r = r
+	if err := s.reads.prepare(ctx, r); err != nil {
+		r.Close()
+		w.Close()
+		return nil, withFault(err)
+	}
 	return s, nil
 }
 
