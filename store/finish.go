@@ -348,18 +348,9 @@ const (
 )
 
 func (st *stmts) prepare(ctx context.Context, w *sql.DB) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
+	return prepareEach(ctx, w, []toPrepare{
 		{&st.claim, claimSQL}, {&st.finish, finishSQL}, {&st.fail, failSQL}, {&st.requeue, requeueSQL},
 		{&st.finishCanceled, finishCanceledSQL}, {&st.heartbeat, heartbeatSQL},
 		{&st.savepoint, `SAVEPOINT finish`}, {&st.rollbackTo, `ROLLBACK TO finish`}, {&st.release, `RELEASE finish`},
-	} {
-		var err error
-		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-	}
-	return nil
+	})
 }

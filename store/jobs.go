@@ -615,5 +615,5 @@ func (s *Store) Events(ctx context.Context, jobID string) ([]Event, error) {
 // getTx reads a job inside a write transaction, so that the check that follows and the
 // update it guards see the same row.
 func getTx(ctx context.Context, tx *sql.Tx, id string) (Job, error) {
-	return scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	return scanJob(tx.QueryRowContext(ctx, getSQL, id))
 }

@@ -25,15 +25,23 @@ const (
 )
 
 func (rs *readStmts) prepare(ctx context.Context, r *sql.DB) error {
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
+	return prepareEach(ctx, r, []toPrepare{
 		{&rs.get, getSQL}, {&rs.eventsAfter, eventsAfterSQL}, {&rs.jobEventsAfter, jobEventsAfterSQL},
 		{&rs.jobEvents, jobEventsSQL}, {&rs.jobsByID, jobsByIDSQL},
-	} {
+	})
+}
+
+// toPrepare is a statement to prepare and where to keep it.
+type toPrepare struct {
+	stmt **sql.Stmt
+	sql  string
+}
+
+// prepareEach prepares every statement of ps on db.
+func prepareEach(ctx context.Context, db *sql.DB, ps []toPrepare) error {
+	for _, p := range ps {
 		var err error
-		if *p.stmt, err = r.PrepareContext(ctx, p.sql); err != nil {
+		if *p.stmt, err = db.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 	}
