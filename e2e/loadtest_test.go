@@ -107,6 +107,9 @@ func TestLoadtestSteady(t *testing.T) {
 	}
 	num(t, rep, "client", "scheduler_lateness", "p99_ms")
 	num(t, rep, "client", "cpu_per_request_us")
+	if got := num(t, rep, "config", "procs"); got != 1 {
+		t.Errorf("config.procs = %v, want the default of 1", got)
+	}
 }
 
 // TestLoadtestCheckFails: jobs that fail make the consistency check, and the exit

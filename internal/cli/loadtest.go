@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,7 @@ type loadConfig struct {
 	Window       time.Duration     `json:"window_ns"`
 	MaxInFlight  int               `json:"max_in_flight"`
 	AllowErrors  bool              `json:"allow_errors"`
+	Procs        int               `json:"procs"` // GOMAXPROCS of the load generator
 	token        string
 }
 
@@ -100,6 +102,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		jsonFile   string
 		timeout    time.Duration
 		cpuProfile string
+		procs      int
 	)
 	params := map[string]string{}
 	fs.StringVar(&cfg.Server, "server", "http://127.0.0.1:8080", "server `URL`")
@@ -116,6 +119,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 20000, "safety cap on requests awaiting an answer; requests over it are dropped and counted as errors")
 	fs.BoolVar(&cfg.AllowErrors, "allow-errors", false, "exit 0 despite request errors (for overload), as long as the consistency check passes")
 	fs.StringVar(&jsonFile, "json", "", "also write every figure as JSON to `FILE`")
+	fs.IntVar(&procs, "procs", 1, "OS threads running the load generator's Go code at once (GOMAXPROCS); raise it when the report's scheduler lateness grows")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (to check it is not the bottleneck)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, loadtestUsage)
@@ -146,8 +150,8 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch {
 	case cfg.Timeout < 0 || cfg.DrainTimeout <= 0 || cfg.Window <= 0:
 		return usageError{errors.New("--timeout, --drain-timeout and --window must be positive")}
-	case cfg.Retries < 0 || cfg.MaxInFlight < 1:
-		return usageError{errors.New("--retries cannot be negative and --max-in-flight must be at least 1")}
+	case cfg.Retries < 0 || cfg.MaxInFlight < 1 || procs < 1:
+		return usageError{errors.New("--retries cannot be negative, and --max-in-flight and --procs must be at least 1")}
 	}
 	if cfg.Report == "demo" {
 		cfg.Params["rows"], cfg.Params["seconds"] = "2000", "0"
@@ -155,6 +159,14 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for k, v := range params {
 		cfg.Params[k] = v
 	}
+
+	// The load generator shares the machine with the server it measures (loopback only).
+	// With a P per core its idle threads spin looking for work and wake each other,
+	// which takes cores from the server; one P sends 1,200 requests/s with a core to
+	// spare and costs a fifth less CPU per request (BENCHMARKS.md, "A quieter load
+	// client"). The scheduler lateness in the report shows when it is not enough.
+	runtime.GOMAXPROCS(procs)
+	cfg.Procs = procs
 
 	stopProfile, err := cpuprofile.Start(cpuProfile)
 	if err != nil {

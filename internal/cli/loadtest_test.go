@@ -13,6 +13,7 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"--profile", "steady"},
 		{"--server", "localhost:1"},
 		{"--retries", "-1"},
+		{"--procs", "0"},
 	} {
 		_, stderr, code := runCLI(t, append([]string{"loadtest"}, args...)...)
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
