@@ -136,7 +136,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 				caughtUp = true
 			}
-			err = out.send(m)
+			// Everything the tailer published at once goes out in one write: a burst
+			// publishes a dozen events per read, and a flush per event cost a syscall
+			// here and a wake-up in the client for each.
+			if err = out.write(m); err == nil && len(sub.ch) == 0 {
+				err = out.flush()
+			}
 		}
 		if err != nil {
 			h.streamEnded(ctx, err)
@@ -167,9 +172,12 @@ func (h *Hub) replay(ctx context.Context, out sseWriter, jobID, pos string) (str
 			return pos, err
 		}
 		for _, m := range msgs {
-			if err := out.send(m); err != nil {
+			if err := out.write(m); err != nil {
 				return pos, err
 			}
+		}
+		if err := out.flush(); err != nil {
+			return pos, err
 		}
 		// Past the events skipped as well as those sent (a webhook job's).
 		pos = next
@@ -229,14 +237,26 @@ func lastEventID(r *http.Request) string {
 	return r.URL.Query().Get("last_event_id")
 }
 
-// sseWriter writes Server-Sent Events and flushes each one.
+// sseWriter writes Server-Sent Events. send flushes each one; write leaves it in the
+// response's buffer for a flush after the events that go with it.
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
 }
 
-// send writes one event: its id line (unless it has none), type and data.
+// send writes one event and flushes it.
 func (o sseWriter) send(m sseMessage) error {
+	if err := o.write(m); err != nil {
+		return err
+	}
+	return o.flush()
+}
+
+func (o sseWriter) flush() error { return o.rc.Flush() }
+
+// write writes one event, its id line (unless it has none), type and data, without
+// flushing it.
+func (o sseWriter) write(m sseMessage) error {
 	b := make([]byte, 0, len(m.cursor)+len(m.event)+len(m.data)+32)
 	if m.cursor != "" {
 		b = append(b, "id: "...)
@@ -248,10 +268,8 @@ func (o sseWriter) send(m sseMessage) error {
 	b = append(b, "\ndata: "...)
 	b = append(b, m.data...) // compact JSON: one line
 	b = append(b, "\n\n"...)
-	if _, err := o.w.Write(b); err != nil {
-		return err
-	}
-	return o.rc.Flush()
+	_, err := o.w.Write(b)
+	return err
 }
 
 // raw writes s as it is (a hint, a comment) and flushes it.
