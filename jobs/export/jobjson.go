@@ -26,8 +26,7 @@ func (*Kind) FileName(id string, args json.RawMessage) string { return id + form
 // base, when set (scheme://host), makes download_url absolute: a webhook's receiver has
 // no other way to know where the server is; the API leaves it empty.
 func JobJSON(j store.Job, base string) apiv1.Job {
-	var args Args
-	_ = json.Unmarshal(j.Args, &args) // a job of another kind shows no report or params
+	args := shownArgs(j.Args)
 	out := apiv1.Job{
 		ID: j.ID, Status: string(j.Status), Report: args.Report, CreatedBy: j.CreatedBy, Queue: j.Queue, Params: args.Params,
 		Format: args.FileFormat(), BOM: args.BOM, ScheduleID: args.ScheduleID, ScheduledFor: args.ScheduledFor,
@@ -71,4 +70,31 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// argsShown is the part of Args that JobJSON shows. Decoding only it skips the report's
+// snapshot (Spec: its query, columns and parameters), most of a stored job's args, but
+// for the download name's pattern: every 202, event and listing row decodes these.
+type argsShown struct {
+	Report       string         `json:"report"`
+	Params       map[string]any `json:"params"`
+	Format       string         `json:"format"`
+	BOM          bool           `json:"bom"`
+	ScheduleID   string         `json:"schedule_id"`
+	ScheduledFor *time.Time     `json:"scheduled_for"`
+	Spec         *struct {
+		Filename string `json:"filename"`
+	} `json:"spec"`
+}
+
+// shownArgs decodes what JobJSON shows of stored args; a job of another kind shows no
+// report or params.
+func shownArgs(raw json.RawMessage) Args {
+	var v argsShown
+	_ = json.Unmarshal(raw, &v)
+	a := Args{Report: v.Report, Params: v.Params, Format: v.Format, BOM: v.BOM, ScheduleID: v.ScheduleID, ScheduledFor: v.ScheduledFor}
+	if v.Spec != nil {
+		a.Spec = &Report{Filename: v.Spec.Filename}
+	}
+	return a
 }

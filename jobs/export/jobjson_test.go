@@ -56,6 +56,12 @@ func TestJobJSON(t *testing.T) {
 	csvDone := succeeded
 	csvDone.Args = json.RawMessage(`{"report":"orders","params":{},"format":"csv","bom":true}`)
 	csvDone.FileName, csvDone.Warnings = "0123456789abcdef.csv", nil
+	// A schedule's firing, whose report names its files: the name comes from the
+	// pattern in the args' snapshot, the schedule's fields from the args.
+	named := succeeded
+	named.Args = json.RawMessage(`{"report":"orders","params":{"from":"2024-01-01"},"spec":{"id":"orders","query":"select 1","filename":"orders-{from}"},` +
+		`"schedule_id":"s1","scheduled_for":"2025-03-04T06:00:00Z","timezone":"Europe/Berlin"}`)
+	named.Warnings = nil
 	const created = `"created_at":"2025-03-04T23:30:00.123Z"`
 	tests := []struct {
 		name string
@@ -83,6 +89,12 @@ func TestJobJSON(t *testing.T) {
 			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{},"format":"csv","bom":true,"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
 				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z",` +
 				`"download_url":"/api/v1/exports/0123456789abcdef/file","file":{"name":"orders-2025-03-04-01234567.csv","size":42,"sha256":"ab"}}`},
+		{"scheduled, named by its report", named, "",
+			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx",` +
+				`"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
+				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z",` +
+				`"download_url":"/api/v1/exports/0123456789abcdef/file","file":{"name":"orders-2024-01-01.xlsx","size":42,"sha256":"ab"},` +
+				`"schedule_id":"s1","scheduled_for":"2025-03-04T06:00:00Z"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,5 +112,23 @@ func TestJobJSON(t *testing.T) {
 	}
 	if got, want := (&export.Kind{}).FileName("x", nil), fmt.Sprint("x", export.FileExt); got != want {
 		t.Errorf("FileName = %q, want %q", got, want)
+	}
+}
+
+// BenchmarkJobJSON: the job shape of every 202, event and listing row, for a job whose
+// args hold the demo report's snapshot, as an accepted export's do.
+func BenchmarkJobJSON(b *testing.B) {
+	demo := export.Builtin()[0]
+	args, err := json.Marshal(export.Args{Report: demo.ID, Params: map[string]any{"rows": 2000, "seconds": 0}, Spec: &demo})
+	if err != nil {
+		b.Fatal(err)
+	}
+	j := store.Job{ID: "0123456789abcdef", Kind: export.Name, Status: store.StatusPending, Args: args,
+		MaxAttempts: 3, CreatedAt: day, ProgressTotal: -1}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := export.JobJSON(j, ""); got.Report != demo.ID {
+			b.Fatalf("report %q", got.Report)
+		}
 	}
 }
