@@ -107,6 +107,13 @@ func TestLoadtestSteady(t *testing.T) {
 	}
 	num(t, rep, "client", "scheduler_lateness", "p99_ms")
 	num(t, rep, "client", "cpu_per_request_us")
+	// The server's own CPU while sending, from its /metrics (Linux reports it).
+	if cpu := num(t, rep, "server", "cpu_s"); cpu <= 0 || num(t, rep, "server", "cpu_per_request_us") <= 0 {
+		t.Errorf("server CPU %v s: want a positive figure from process_cpu_seconds_total", cpu)
+	}
+	if !strings.Contains(stdout, "server: CPU ") {
+		t.Errorf("no server CPU line in the table:\n%s", stdout)
+	}
 	if got := num(t, rep, "config", "procs"); got != 1 {
 		t.Errorf("config.procs = %v, want the default of 1", got)
 	}

@@ -269,6 +269,7 @@ func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, e
 	}
 	fmt.Fprintf(progress, "loadtest: %d requests over %s (profile %s) to %s\n", len(reqs), offset, lt.cfg.Profile, lt.cfg.Server)
 
+	srv0, srvOK := serverCPU(ctx, api)
 	cpu0 := cpuTime()
 	start := time.Now()
 	lt.schedule(ctx, start, reqs)
@@ -276,6 +277,10 @@ func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, e
 	lt.wg.Wait()
 	answersDone := time.Now()
 	clientCPU := cpuTime() - cpu0
+	var server *serverStats
+	if srv1, ok := serverCPU(ctx, api); ok && srvOK {
+		server = &serverStats{CPUSeconds: srv1 - srv0, CPUPerRequestUS: (srv1 - srv0) * 1e6 / float64(max(len(reqs), 1))}
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -293,6 +298,7 @@ func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, e
 	check := lt.verify(ctx, start, reqs, drained)
 	res := summarize(lt.cfg, start, reqs, lt.events)
 	res.Check = check
+	res.Server = server
 	res.Client = clientStats{
 		SendSeconds:       sendDone.Sub(start).Seconds(),
 		AnswersSeconds:    answersDone.Sub(start).Seconds(),

@@ -103,6 +103,8 @@ type loadResult struct {
 	Errors  errorCounts `json:"errors"`
 	Check   checkResult `json:"check"`
 	Client  clientStats `json:"client"`
+	// Server is nil when the server's /metrics has no process_cpu_seconds_total.
+	Server *serverStats `json:"server,omitempty"`
 
 	lateness  latency
 	statsCost time.Duration
@@ -351,6 +353,12 @@ func (res *loadResult) print(w io.Writer) {
 	fmt.Fprintf(w, "client: scheduler lateness p50 %.2f p99 %.2f max %.2f ms; CPU %.1f s while sending (%.0f us/request); %d stream events, %d reconnects; sending %.1f s, drain %.1f s; stats in %.1f ms\n",
 		cl.Lateness.P50, cl.Lateness.P99, cl.Lateness.Max, cl.CPUSeconds, cl.CPUPerRequestUS, cl.StreamEventsSeen, cl.StreamReconnects,
 		cl.SendSeconds, cl.DrainSeconds, cl.StatsComputeMS)
+	if sv := res.Server; sv != nil {
+		fmt.Fprintf(w, "server: CPU %.1f s while sending (%.0f us/request, running exports included; process_cpu_seconds_total on /metrics)\n",
+			sv.CPUSeconds, sv.CPUPerRequestUS)
+	} else {
+		fmt.Fprintln(w, "server: CPU not known (its /metrics has no process_cpu_seconds_total)")
+	}
 }
 
 func getJSON(ctx context.Context, api *client.Client, path string, v any) error {
