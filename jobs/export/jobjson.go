@@ -72,17 +72,13 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// argsShown is the part of Args that JobJSON shows. Decoding only it skips the report's
-// snapshot (Spec: its query, columns and parameters), most of a stored job's args, but
-// for the download name's pattern: every 202, event and listing row decodes these.
+// argsShown decodes stored args for JobJSON. Its Spec, shallower than the embedded
+// Args.Spec, takes the "spec" key and keeps only the download name's pattern, so the
+// report's snapshot (its query, columns and parameters, most of a stored job's args) is
+// skipped rather than decoded for every 202, event and listing row.
 type argsShown struct {
-	Report       string         `json:"report"`
-	Params       map[string]any `json:"params"`
-	Format       string         `json:"format"`
-	BOM          bool           `json:"bom"`
-	ScheduleID   string         `json:"schedule_id"`
-	ScheduledFor *time.Time     `json:"scheduled_for"`
-	Spec         *struct {
+	Args
+	Spec *struct {
 		Filename string `json:"filename"`
 	} `json:"spec"`
 }
@@ -92,7 +88,7 @@ type argsShown struct {
 func shownArgs(raw json.RawMessage) Args {
 	var v argsShown
 	_ = json.Unmarshal(raw, &v)
-	a := Args{Report: v.Report, Params: v.Params, Format: v.Format, BOM: v.BOM, ScheduleID: v.ScheduleID, ScheduledFor: v.ScheduledFor}
+	a := v.Args
 	if v.Spec != nil {
 		a.Spec = &Report{Filename: v.Spec.Filename}
 	}
