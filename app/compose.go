@@ -168,6 +168,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.metrics.WatchQueue(a.engine)
 	a.metrics.WatchGroupCommit()
+	if sq, ok := st.(*store.Store); ok { // PostgreSQL has no one writer to time
+		a.metrics.WatchWrites(sq.WriteStats)
+	}
 	a.metrics.WatchBatches(a.engine.BatchStats)
 	a.metrics.WatchStreams(func() (int, int64) { s := a.hub.Stats(); return s.Clients, s.Dropped })
 	a.engine.Register(export.Name, kind.Kind)

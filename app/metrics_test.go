@@ -365,6 +365,7 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 	})
 	commits := before.value(t, "sheetq_group_commits_total", nil)
 	jobs := before.value(t, "sheetq_group_commit_jobs_total", nil)
+	writes := before.value(t, "sheetq_store_write_seconds", nil)
 
 	ts.create(`{"report":"demo","params":{"rows":1}}`)
 	ts.create(`{"report":"demo","params":{"rows":2}}`)
@@ -378,6 +379,14 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 		t.Errorf("group commits %v, want 1 or 2 more than %v", got, commits)
 	}
 	after.want(t, []metricCheck{{"sheetq_event_streams", nil, 1}})
+	// Each group commit is a write transaction on the writer, timed in the histogram.
+	if got := after.value(t, "sheetq_store_write_seconds", nil); got < writes+1 {
+		t.Errorf("write transactions %v, want at least one more than %v", got, writes)
+	}
+	h := after.series(t, "sheetq_store_write_seconds", nil).GetHistogram()
+	if len(h.GetBucket()) != len(store.WriteBounds)+1 || h.GetSampleSum() <= 0 { // +Inf too
+		t.Errorf("write histogram: %d buckets, sum %v; want %d buckets and a positive sum", len(h.GetBucket()), h.GetSampleSum(), len(store.WriteBounds)+1)
+	}
 }
 
 // TestBatchMetrics: the engine's claim and end transactions are exported with the jobs

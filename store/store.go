@@ -87,6 +87,8 @@ type Store struct {
 
 	unbatched bool
 	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
+
+	writes writeHist // how long write transactions take (store/writestats.go)
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies pending migrations.
@@ -319,6 +321,8 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 func (s *Store) runTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	start := time.Now()
+	defer func() { s.writes.observe(time.Since(start)) }()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -205,6 +205,31 @@ func (m *Metrics) WatchGroupCommit() {
 	)
 }
 
+// WatchWrites adds the histogram of write transactions on SQLite's one writer
+// (store.WriteStats), read at scrape time from stats: how long each accepted group,
+// claim, end and change held the writer, its fsync and any WAL checkpoint included.
+func (m *Metrics) WatchWrites(stats func() store.WriteStats) {
+	m.reg.MustRegister(writesCollector{stats: stats, desc: prometheus.NewDesc("sheetq_store_write_seconds",
+		"Write transactions on SQLite's one writer, from BEGIN until COMMIT or ROLLBACK returned: waiting for the writer, the commit's fsync and any WAL checkpoint included.",
+		nil, nil)})
+}
+
+type writesCollector struct {
+	stats func() store.WriteStats
+	desc  *prometheus.Desc
+}
+
+func (c writesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c writesCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	buckets := make(map[float64]uint64, len(st.Buckets))
+	for i, n := range st.Buckets {
+		buckets[store.WriteBounds[i]] = n
+	}
+	ch <- prometheus.MustNewConstHistogram(c.desc, st.Count, st.Sum, buckets)
+}
+
 // WatchBatches adds the engine's batching figures (jobs.BatchStats), read at scrape time
 // from stats: claim transactions and the jobs they took, and the transactions that
 // recorded attempts' ends and the ends they carried (ARCHITECTURE.md, rule 28).
