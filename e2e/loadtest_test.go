@@ -114,6 +114,14 @@ func TestLoadtestSteady(t *testing.T) {
 	if !strings.Contains(stdout, "server: CPU ") {
 		t.Errorf("no server CPU line in the table:\n%s", stdout)
 	}
+	// Its write transactions while sending, from sheetq_store_write_seconds: at least
+	// one group commit for the 100 requests.
+	if n := num(t, rep, "server", "writes", "count"); n < 1 || num(t, rep, "server", "writes", "p99_ms") <= 0 {
+		t.Errorf("server writes: %v transactions, p99 %v ms; want some, with a positive p99", n, num(t, rep, "server", "writes", "p99_ms"))
+	}
+	if !strings.Contains(stdout, "write transactions while sending") {
+		t.Errorf("no write transactions line in the table:\n%s", stdout)
+	}
 	if got := num(t, rep, "config", "procs"); got != 1 {
 		t.Errorf("config.procs = %v, want the default of 1", got)
 	}

@@ -269,7 +269,7 @@ func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, e
 	}
 	fmt.Fprintf(progress, "loadtest: %d requests over %s (profile %s) to %s\n", len(reqs), offset, lt.cfg.Profile, lt.cfg.Server)
 
-	srv0, srvOK := serverCPU(ctx, api)
+	srv0, srvOK := readServer(ctx, api)
 	cpu0 := cpuTime()
 	start := time.Now()
 	lt.schedule(ctx, start, reqs)
@@ -278,8 +278,8 @@ func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, e
 	answersDone := time.Now()
 	clientCPU := cpuTime() - cpu0
 	var server *serverStats
-	if srv1, ok := serverCPU(ctx, api); ok && srvOK {
-		server = &serverStats{CPUSeconds: srv1 - srv0, CPUPerRequestUS: (srv1 - srv0) * 1e6 / float64(max(len(reqs), 1))}
+	if srv1, ok := readServer(ctx, api); ok && srvOK {
+		server = serverBetween(srv0, srv1, len(reqs))
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -356,6 +356,10 @@ func (res *loadResult) print(w io.Writer) {
 	if sv := res.Server; sv != nil {
 		fmt.Fprintf(w, "server: CPU %.1f s while sending (%.0f us/request, running exports included; process_cpu_seconds_total on /metrics)\n",
 			sv.CPUSeconds, sv.CPUPerRequestUS)
+		if wr := sv.Writes; wr != nil {
+			fmt.Fprintf(w, "server: %d write transactions while sending, p50 about %.2f ms, p99 about %.2f ms, %d over 5 ms, %d over 10 ms (sheetq_store_write_seconds)\n",
+				wr.Count, wr.P50MS, wr.P99MS, wr.Over5MS, wr.Over10MS)
+		}
 	} else {
 		fmt.Fprintln(w, "server: CPU not known (its /metrics has no process_cpu_seconds_total)")
 	}
