@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchQueue(a.engine)
 	a.metrics.WatchGroupCommit()
 	if sq, ok := st.(*store.Store); ok { // PostgreSQL has no one writer to time
-		a.metrics.WatchWrites(sq.WriteStats)
+		sq.ObserveWrites(a.metrics.WatchWrites())
 	}
 	a.metrics.WatchBatches(a.engine.BatchStats)
 	a.metrics.WatchStreams(func() (int, int64) { s := a.hub.Stats(); return s.Clients, s.Dropped })

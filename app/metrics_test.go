@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -384,8 +385,8 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 		t.Errorf("write transactions %v, want at least one more than %v", got, writes)
 	}
 	h := after.series(t, "sheetq_store_write_seconds", nil).GetHistogram()
-	if len(h.GetBucket()) != len(store.WriteBounds)+1 || h.GetSampleSum() <= 0 { // +Inf too
-		t.Errorf("write histogram: %d buckets, sum %v; want %d buckets and a positive sum", len(h.GetBucket()), h.GetSampleSum(), len(store.WriteBounds)+1)
+	if b := h.GetBucket(); len(b) != 15 || b[0].GetUpperBound() != 0.0005 || !math.IsInf(b[14].GetUpperBound(), 1) || h.GetSampleSum() <= 0 {
+		t.Errorf("write histogram: buckets %v, sum %v; want 0.5 ms to 10 s and +Inf (15) and a positive sum", b, h.GetSampleSum())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -88,7 +89,7 @@ type Store struct {
 	unbatched bool
 	batch     batcher // group commit of concurrent Enqueues (store/batch.go)
 
-	writes writeHist // how long write transactions take (store/writestats.go)
+	onWrite atomic.Pointer[func(time.Duration)] // ObserveWrites (store/writestats.go)
 }
 
 // Open opens (creating if needed) the SQLite file at path and applies pending migrations.
@@ -321,8 +322,10 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 }
 
 func (s *Store) runTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	start := time.Now()
-	defer func() { s.writes.observe(time.Since(start)) }()
+	if observe := s.onWrite.Load(); observe != nil {
+		start := time.Now()
+		defer func() { (*observe)(time.Since(start)) }()
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
