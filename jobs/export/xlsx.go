@@ -92,11 +92,11 @@ const maxCellChars = excelize.TotalCellChars
 // writing, "canceled" when ctx ends while the writer works.
 func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOptions) error {
 	opt = opt.withDefaults()
-	if err := checkSpillDir(opt.tmpDir); err != nil {
-		return err
-	}
 	x := newXLSXWriter(opt, q.Report.Sheet, ctx.Err)
 	defer x.close()
+	if err := x.reserveSheetFile(); err != nil {
+		return err
+	}
 	if err := src.Stream(ctx, q, x); err != nil {
 		var je *jobs.Error
 		if errors.As(err, &je) {
@@ -124,24 +124,27 @@ func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOp
 	return nil
 }
 
-// checkSpillDir makes sure the writer can spill to dir. excelize keeps a sheet in
-// memory when it cannot create its spill file, so an unusable directory would
-// otherwise turn into unbounded memory use instead of an error.
-func checkSpillDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// reserveSheetFile creates the first sheet's file in the spill directory before the
+// source runs, which also makes sure the writer can spill there. excelize keeps a sheet
+// in memory when it cannot create its spill file, so an unusable directory would
+// otherwise turn into unbounded memory use instead of an error. The file is the check:
+// a probe of its own cost one more create and unlink per export, and creating a file
+// is dear on some file systems (BENCHMARKS.md, "The burst on a fresh machine").
+func (x *xlsxWriter) reserveSheetFile() error {
+	if err := os.MkdirAll(x.tmpDir, 0o700); err != nil {
 		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
 	}
-	probe, err := os.CreateTemp(dir, "sheetq-probe-")
+	f, err := os.CreateTemp(x.tmpDir, "sheetq-sheet-")
 	if err != nil {
 		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
 	}
-	probe.Close()
-	os.Remove(probe.Name())
+	x.spare = f
 	return nil
 }
 
 // scratchPrefixes name the files the xlsx writer and excelize create in the spill
-// directory while an export runs.
+// directory while an export runs; sheetq-probe- files came from versions that probed
+// the directory with a file of their own.
 var scratchPrefixes = []string{"sheetq-sheet-", "sheetq-probe-", "excelize-"}
 
 // RemoveScratch deletes spill files that a killed process left in the kind's TmpDir and
@@ -483,6 +486,7 @@ type xlsxWriter struct {
 	formats   []string               // the columns' distinct number formats, for addStyles
 	colStyle  []int                  // per column: the style of its Format; 0: none
 	parts     []*sheetPart           // finished sheets
+	spare     *os.File               // the next sheet's file, made by reserveSheetFile; nil once taken
 	f         *excelize.File         // the current sheet's file; nil between sheets
 	sw        *excelize.StreamWriter // the current sheet; nil until the first starts
 	sheetPath string                 // the current sheet's part name in its file
@@ -509,6 +513,11 @@ func (x *xlsxWriter) close() {
 		os.Remove(p.file.Name())
 	}
 	x.parts = nil
+	if x.spare != nil {
+		x.spare.Close()
+		os.Remove(x.spare.Name())
+		x.spare = nil
+	}
 }
 
 // Begin implements RowWriter.
@@ -724,8 +733,10 @@ func (x *xlsxWriter) closeSheet() error {
 		return jobs.Retryable("io", fmt.Errorf("flush sheet %q: %w", part.name, err))
 	}
 	var err error
-	if part.file, err = os.CreateTemp(x.tmpDir, "sheetq-sheet-"); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
+	if part.file, x.spare = x.spare, nil; part.file == nil {
+		if part.file, err = os.CreateTemp(x.tmpDir, "sheetq-sheet-"); err != nil {
+			return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
+		}
 	}
 	x.parts = append(x.parts, part) // from here on, close removes the file
 	if err := x.compress(part); err != nil {

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -412,4 +415,61 @@ func BenchmarkWriteDemo100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// The spill directory is checked before the source runs, by creating the first sheet's
+// file there, and no file is left in it after an export that worked or failed.
+func TestWriteXLSXSpillDirectory(t *testing.T) {
+	t.Parallel()
+	t.Run("unusable", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		src := countingSource{runs: new(atomic.Int64), src: demoSource{}}
+		var buf bytes.Buffer
+		err := writeXLSX(t.Context(), &buf, src, demoQuery(10), xlsxOptions{tmpDir: filepath.Join(file, "spill")})
+		var je *jobs.Error
+		if !errors.As(err, &je) || je.Code != "io" || je.Permanent || !strings.Contains(err.Error(), "spill directory") {
+			t.Fatalf("err = %v, want a retryable io error about the spill directory", err)
+		}
+		if n := src.runs.Load(); n != 0 || buf.Len() != 0 {
+			t.Fatalf("source streamed %d times and %d bytes were written before the check", n, buf.Len())
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		src  Source
+		fail bool
+	}{
+		{"three sheets", demoSource{}, false},
+		{"source fails", sliceSource{err: errors.New("connection reset")}, true},
+		{"source fails after rows", &failAfter{n: 15}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "spill")
+			var buf bytes.Buffer
+			err := writeXLSX(t.Context(), &buf, tt.src, demoQuery(20), xlsxOptions{tmpDir: dir, maxSheetRows: 10})
+			if (err != nil) != tt.fail {
+				t.Fatalf("err = %v, want failure %v", err, tt.fail)
+			}
+			if !tt.fail {
+				f, err := excelize.OpenReader(bytes.NewReader(buf.Bytes()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if n := len(f.GetSheetList()); n != 3 {
+					t.Fatalf("%d sheets, want 3", n)
+				}
+			}
+			left, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) > 0 {
+				t.Fatalf("left in the spill directory: %v", left)
+			}
+		})
+	}
 }
