@@ -32,6 +32,9 @@ type loadPhase struct {
 // loadProfile returns a named schedule: the promises of ARCHITECTURE.md, "Rules" (1, 11
 // and 16), turned into figures.
 func loadProfile(name string, rate float64, d time.Duration) ([]loadPhase, error) {
+	if name != "steady" && (rate != 0 || d != 0) {
+		return nil, fmt.Errorf("--rate and --duration are for --profile steady; %q has a schedule of its own", name)
+	}
 	switch name {
 	case "burst":
 		return []loadPhase{
@@ -108,7 +111,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cfg.Server, "server", "http://127.0.0.1:8080", "server `URL`")
 	fs.StringVar(&cfg.token, "token", "", "access `token`, sent as Authorization: Bearer")
 	fs.StringVar(&cfg.Profile, "profile", "burst", "load `profile`: burst, overload or steady")
-	fs.Float64Var(&rate, "rate", 0, "steady profile: requests per `second`")
+	fs.Float64Var(&rate, "rate", 0, "steady profile: `requests` per second")
 	fs.DurationVar(&duration, "duration", 0, "steady profile: how long to send")
 	fs.StringVar(&cfg.Report, "report", "demo", "`report` to request")
 	fs.Func("p", "report parameter `name=value` (repeatable; default rows=2000 seconds=0 for demo)", paramFlag(params))

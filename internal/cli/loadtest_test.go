@@ -11,6 +11,8 @@ func TestLoadtestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--profile", "nope"},
 		{"--profile", "steady"},
+		{"--rate", "20", "--duration", "1s"}, // the default profile is burst
+		{"--profile", "overload", "--duration", "1s"},
 		{"--server", "localhost:1"},
 		{"--retries", "-1"},
 		{"--procs", "0"},
