@@ -85,6 +85,10 @@ Flags:
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("doctor takes no arguments, got %q (use --data DIR)", fs.Args())}
 	}
+	if *minFree < 0 {
+		// Not taken as 0: a typo'd sign would silently turn the disk space check off.
+		return usageError{fmt.Errorf("--min-free-mb %d: want 0 or more MiB", *minFree)}
+	}
 	root, err := dataRoot(*data)
 	if err != nil {
 		return err
@@ -93,7 +97,7 @@ Flags:
 	if err != nil {
 		return err
 	}
-	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(max(*minFree, 0)) << 20, Stores: st}
+	opts := doctorOptions{Fix: *fix, Deep: *deep, MinFree: uint64(*minFree) << 20, Stores: st}
 	rep, err := diagnose(ctx, datadir.Dir{Root: root}, opts)
 	if err != nil {
 		return err

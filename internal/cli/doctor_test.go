@@ -145,3 +145,18 @@ func TestDoctorFindsLinksAndChangedFiles(t *testing.T) {
 		t.Fatalf("exports/ is a link, not reported: %+v", rep.Problems)
 	}
 }
+
+// TestDoctorBadFlags: usage mistakes exit 2 with one line on stderr, before any check.
+func TestDoctorBadFlags(t *testing.T) {
+	dir, _ := doctorDir(t, 0) // healthy: a mistake must not read as "ok"
+	for _, args := range [][]string{
+		{"extra"},
+		{"--min-free-mb", "-1"}, // not 0: that would turn the disk space check off
+		{"--min-free-mb", "-512"},
+	} {
+		_, stderr, code := runCLI(t, append([]string{"doctor", "--data", dir.Root}, args...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("doctor %v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}
