@@ -73,7 +73,7 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	if wait {
 		// Before any request: a path that cannot be written would otherwise be found
 		// only after the export ran, and exit as if the export had failed.
-		if err := checkOutput(out); err != nil {
+		if err := checkOutput("-o", out); err != nil {
 			return usageError{err}
 		}
 	}
@@ -162,11 +162,12 @@ func endError(job client.Job) error {
 	}
 }
 
-// checkOutput tells whether the file can be saved as out (or, when out is "", under the
-// server's name in the current folder): out is not a folder, and its folder exists and
-// takes a new file. It creates and removes a probe file, never out itself.
-func checkOutput(out string) error {
-	name := "-o " + out
+// checkOutput tells whether the file can be saved as out, flagName's value (or, when
+// out is "", under the server's name in the current folder): out is not a folder, and
+// its folder exists and takes a new file. It creates and removes a probe file, never out
+// itself.
+func checkOutput(flagName, out string) error {
+	name := flagName + " " + out
 	if out == "" {
 		name = "the current folder"
 	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {

@@ -24,7 +24,7 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(pos) != 1 {
 		return usageError{errors.New("jobs download takes one export ID")}
 	}
-	if err := checkOutput(out); err != nil {
+	if err := checkOutput("-o", out); err != nil {
 		return usageError{err}
 	}
 	c, err := jf.client()

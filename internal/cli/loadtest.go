@@ -156,6 +156,13 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case cfg.Retries < 0 || cfg.MaxInFlight < 1 || procs < 1:
 		return usageError{errors.New("--retries cannot be negative, and --max-in-flight and --procs must be at least 1")}
 	}
+	if jsonFile != "" {
+		// Before any request: the figures of a run that took minutes would otherwise be
+		// lost at its end to a folder that does not exist.
+		if err := checkOutput("--json", jsonFile); err != nil {
+			return usageError{err}
+		}
+	}
 	if cfg.Report == "demo" {
 		cfg.Params["rows"], cfg.Params["seconds"] = "2000", "0"
 	}

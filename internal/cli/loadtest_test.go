@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,10 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"--server", "localhost:1"},
 		{"--retries", "-1"},
 		{"--procs", "0"},
+		// Checked before the run, whose figures would be lost at its end; the server
+		// cannot be reached, so a request would end in exit 1, not 2.
+		{"--json", filepath.Join(string(filepath.Separator)+"nonexistent-sheetq-dir", "x.json"), "--server", "http://127.0.0.1:1"},
+		{"--json", t.TempDir(), "--server", "http://127.0.0.1:1"}, // a folder
 	} {
 		_, stderr, code := runCLI(t, append([]string{"loadtest"}, args...)...)
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
