@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -45,8 +46,13 @@ func loadProfile(name string, rate float64, d time.Duration) ([]loadPhase, error
 	case "overload":
 		return []loadPhase{{"overload", 1200, 10 * time.Second}}, nil
 	case "steady":
-		if rate <= 0 || d <= 0 {
+		if !(rate > 0) || math.IsInf(rate, 0) || d <= 0 { // !(rate > 0) refuses NaN too
 			return nil, errors.New("the steady profile needs --rate and --duration above zero")
+		}
+		// run sends int(rate * seconds) requests: fewer than one would be a run that
+		// sends nothing, checks nothing and passes.
+		if rate*d.Seconds() < 1 {
+			return nil, fmt.Errorf("--rate %g for --duration %s sends no request; send at least one", rate, d)
 		}
 		return []loadPhase{{"steady", rate, d}}, nil
 	}

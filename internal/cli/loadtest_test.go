@@ -14,6 +14,13 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"--profile", "steady"},
 		{"--rate", "20", "--duration", "1s"}, // the default profile is burst
 		{"--profile", "overload", "--duration", "1s"},
+		// Nonsense rates, and a rate and duration that send no request at all (a run
+		// that would pass having checked nothing); the server cannot be reached, so a
+		// run would end in exit 1, not 2.
+		{"--profile", "steady", "--rate", "NaN", "--duration", "1s", "--server", "http://127.0.0.1:1"},
+		{"--profile", "steady", "--rate", "+Inf", "--duration", "1s", "--server", "http://127.0.0.1:1"},
+		{"--profile", "steady", "--rate", "0.5", "--duration", "1s", "--server", "http://127.0.0.1:1"},
+		{"--profile", "steady", "--rate", "100", "--duration", "1ms", "--server", "http://127.0.0.1:1"},
 		{"--server", "localhost:1"},
 		{"--retries", "-1"},
 		{"--procs", "0"},
