@@ -19,7 +19,7 @@ const schedulesUsage = `Usage:
   sheetq schedules list [--json]
   sheetq schedules show ID [--json]
   sheetq schedules create --report R [-p name=value]... --cron EXPR [--tz ZONE] [--format xlsx|csv [--bom]]
-                          [--email ADDR]... [--webhook URL] [--folder PATH] [--paused] [--json]
+                          [--email ADDR]... [--webhook URL]... [--folder PATH]... [--paused] [--json]
   sheetq schedules preview (the flags of create)
   sheetq schedules pause ID [--json]
   sheetq schedules resume ID [--json]
@@ -169,7 +169,7 @@ func schedulesShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 const schedulesCreateHelp = `Usage: sheetq schedules create --report R [-p name=value]... --cron EXPR [--tz ZONE] [--format xlsx|csv [--bom]]
-                               [--email ADDR]... [--webhook URL] [--folder PATH] [--paused] [--json]
+                               [--email ADDR]... [--webhook URL]... [--folder PATH]... [--paused] [--json]
 
 Create a schedule and print its id. Example:
   sheetq schedules create --report orders -p from='month_start(-1)' -p to='month_start(0)' \
@@ -193,10 +193,10 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 	fs, sf := newSchedulesFlags(sub, help, stderr)
 	params := map[string]string{}
 	var (
-		req     client.ScheduleRequest
-		emails  []string
-		webhook string
-		folder  string
+		req      client.ScheduleRequest
+		emails   []string
+		webhooks []string
+		folders  []string
 	)
 	fs.StringVar(&req.Report, "report", "", "the `report` id to export")
 	fs.Func("p", "report parameter `name=value` (repeatable); a date may be relative: month_start(-1)", paramFlag(params))
@@ -212,8 +212,20 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 		}
 		return nil
 	})
-	fs.StringVar(&webhook, "webhook", "", "post each file's news to this webhook `URL`")
-	fs.StringVar(&folder, "folder", "", "copy each file into this `folder` on the server")
+	// Repeatable like --email (a schedule takes several targets of a kind): as string
+	// flags, a second --webhook or --folder silently replaced the first.
+	fs.Func("webhook", "post each file's news to this webhook `URL` (repeatable)", func(s string) error {
+		if s != "" {
+			webhooks = append(webhooks, s)
+		}
+		return nil
+	})
+	fs.Func("folder", "copy each file into this `folder` on the server (repeatable)", func(s string) error {
+		if s != "" {
+			folders = append(folders, s)
+		}
+		return nil
+	})
 	fs.BoolVar(&req.Paused, "paused", false, "create the schedule paused")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -231,11 +243,11 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 	if len(emails) > 0 {
 		req.Deliver = append(req.Deliver, client.Target{Type: "email", To: emails})
 	}
-	if webhook != "" {
-		req.Deliver = append(req.Deliver, client.Target{Type: "webhook", URL: webhook})
+	for _, u := range webhooks {
+		req.Deliver = append(req.Deliver, client.Target{Type: "webhook", URL: u})
 	}
-	if folder != "" {
-		req.Deliver = append(req.Deliver, client.Target{Type: "folder", Path: folder})
+	for _, p := range folders {
+		req.Deliver = append(req.Deliver, client.Target{Type: "folder", Path: p})
 	}
 	c, err := sf.client()
 	if err != nil {

@@ -2,8 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -114,5 +119,54 @@ func TestSchedulesAgainstTheApp(t *testing.T) {
 	_, stderr, code = runCLI(t, "schedules", "frobnicate")
 	if code != 2 {
 		t.Fatalf("unknown subcommand: exit %d, %q", code, stderr)
+	}
+}
+
+// schedules create and preview send every --email, --webhook and --folder as a target:
+// each flag is repeatable, and a second one never replaces the first.
+func TestSchedulesSendEveryTarget(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/api/v1/schedules/preview" {
+			fmt.Fprint(w, `{"next_runs":[]}`)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"s1"}`)
+	}))
+	t.Cleanup(srv.Close)
+	base := []string{"--report", "demo", "--cron", "0 6 * * *", "--server", srv.URL}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--webhook", "https://a.example/hook", "--webhook", "https://b.example/hook"},
+			`[{"type":"webhook","url":"https://a.example/hook"},{"type":"webhook","url":"https://b.example/hook"}]`},
+		{[]string{"--folder", "/srv/a", "--folder", "/srv/b"},
+			`[{"type":"folder","path":"/srv/a"},{"type":"folder","path":"/srv/b"}]`},
+		{[]string{"--email", "ann@example.com", "--email", "bob@example.com", "--webhook", "https://a.example/hook", "--folder", "/srv/a"},
+			`[{"type":"email","to":["ann@example.com","bob@example.com"]},{"type":"webhook","url":"https://a.example/hook"},{"type":"folder","path":"/srv/a"}]`},
+	} {
+		for _, sub := range []string{"create", "preview"} {
+			stdout, stderr, code := runCLI(t, append(append([]string{"schedules", sub}, base...), tc.args...)...)
+			mu.Lock()
+			var sent struct {
+				Deliver json.RawMessage `json:"deliver"`
+			}
+			err := json.Unmarshal([]byte(bodies[len(bodies)-1]), &sent)
+			mu.Unlock()
+			if code != 0 || err != nil || string(sent.Deliver) != tc.want {
+				t.Errorf("%s %q: exit %d (stdout %q, stderr %q), sent deliver %s (%v); want %s",
+					sub, tc.args, code, stdout, stderr, sent.Deliver, err, tc.want)
+			}
+		}
 	}
 }
