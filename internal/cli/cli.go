@@ -37,6 +37,11 @@ func Run(ctx context.Context, version string, args []string, stdout, stderr io.W
 	case "loadtest":
 		return loadtestCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 {
+			// Printing the version anyway would pass off "version --json" or a
+			// misplaced argument as understood.
+			return usageError{fmt.Errorf("version takes no arguments, got %q", args[1:])}
+		}
 		fmt.Fprintln(stdout, versionString(version))
 		return nil
 	case "help", "-h", "--help", "-help":

@@ -56,3 +56,19 @@ func TestBadFlagIsOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionArgs: version prints the version and takes nothing else; an argument is a
+// usage error (exit 2, one line), not ignored.
+func TestVersionArgs(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		if stdout, stderr, code := runCLI(t, args...); code != 0 || stdout != "test\n" || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 0 and the version", args, code, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"version", "--json"}, {"version", "serve"}, {"--version", "extra"}} {
+		stdout, stderr, code := runCLI(t, args...)
+		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "sheetq: ") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, stdout, stderr)
+		}
+	}
+}
