@@ -134,6 +134,24 @@ const DefaultTokenName = middleware.DefaultTokenName
 // request's id as request_id (middleware.LogHandler).
 func LogHandler(h slog.Handler) slog.Handler { return middleware.LogHandler(h) }
 
+// BadValueError is a setting of the command line or the environment that Run refused
+// before it created anything: the CLI exits 2 for it, as for any bad flag (README.md,
+// "Configuration"). A bad config file's error is not one; it names the file instead.
+type BadValueError struct{ Err error }
+
+func (e *BadValueError) Error() string { return e.Err.Error() }
+func (e *BadValueError) Unwrap() error { return e.Err }
+
+// setting names a refused setting by where it came from: a *BadValueError naming the
+// flag when the command line or the environment set it, else the config file and its
+// key.
+func setting(fromFlag bool, flag, path, key string, err error) error {
+	if fromFlag {
+		return &BadValueError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	return fmt.Errorf("config %s: %s: %w", path, key, err)
+}
+
 func (c *Config) validate() error {
 	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
 	if c.DataDir == "" {
@@ -141,10 +159,10 @@ func (c *Config) validate() error {
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("bad --addr %q: %w", c.Addr, err)
+		return &BadValueError{fmt.Errorf("bad --addr %q: %w", c.Addr, err)}
 	}
+	path := cmp.Or(c.ConfigFile, datadir.Dir{Root: c.DataDir}.Config())
 	if c.File == nil {
-		path := cmp.Or(c.ConfigFile, datadir.Dir{Root: c.DataDir}.Config())
 		fc, err := LoadFileConfig(path, c.ConfigFile == "")
 		if err != nil {
 			return err
@@ -156,28 +174,28 @@ func (c *Config) validate() error {
 	}
 	// The stores' URLs are checked before anything is created, so that a typo refuses
 	// the start with one line and leaves no data directory behind.
-	if _, err := c.storeURL(); err != nil {
-		return err
+	if _, err := PostgresURL(cmp.Or(c.StoreURL, c.File.Store.URL)); err != nil {
+		return setting(c.StoreURL != "", "--store", path, "[store] url", err)
 	}
 	if u := cmp.Or(c.FilesURL, c.File.Files.URL); u != "" {
 		if _, err := objstore.ParseURL(u); err != nil {
-			return fmt.Errorf("--files: %w", err)
+			return setting(c.FilesURL != "", "--files", path, "[files] url", err)
 		}
 	}
 	if c.download, err = api.ParseDownload(cmp.Or(c.FilesDownload, c.File.Files.Download)); err != nil {
-		return fmt.Errorf("--files-download: %w", err)
+		return setting(c.FilesDownload != "", "--files-download", path, "[files] download", err)
 	}
 	if c.tokens, err = c.allTokens(); err != nil {
 		return err
 	}
 	if c.BaseURL, err = normalizeBaseURL(c.BaseURL); err != nil {
-		return err
+		return &BadValueError{err}
 	}
 	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 {
-		return fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)
+		return &BadValueError{fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)}
 	}
 	if len(c.Node) > 64 || strings.IndexFunc(c.Node, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
-		return fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node)
+		return &BadValueError{fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node)}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

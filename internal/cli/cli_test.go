@@ -81,6 +81,34 @@ func TestServeRefusesUnwritableCPUProfile(t *testing.T) {
 	serveRefuses(t, "--cpuprofile", "--cpuprofile", filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
 }
 
+// The values the app checks (app.BadValueError) exit 2 like the flags checked on the
+// command line, before anything is created; the same mistake in the config file exits 1
+// and names its key.
+func TestServeRefusesBadValuesTheAppChecks(t *testing.T) {
+	for _, tt := range []struct{ want, flag, value string }{
+		{"--base-url", "--base-url", "ftp://sheetq.example.com"},
+		{"--files-download", "--files-download", "nope"},
+		{"--store", "--store", "mysql://localhost/db"},
+		{"--files", "--files", "http://bucket"},
+		{"--node", "--node", strings.Repeat("n", 65)},
+		{"exposes sheetq beyond this machine", "--addr", "0.0.0.0:0"},
+	} {
+		serveRefuses(t, tt.want, tt.flag, tt.value)
+	}
+	t.Setenv("SHEETQ_STORE", "mysql://localhost/db")
+	serveRefuses(t, "--store")
+
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "sheetq.toml"), []byte("[store]\nurl = \"mysql://localhost/db\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHEETQ_STORE", "")
+	_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+	if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+filepath.Join(data, "sheetq.toml")+": [store] url:") {
+		t.Fatalf("bad [store] url: exit %d, stderr %q; want exit 1 and one line naming the file and key", code, msg)
+	}
+}
+
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {

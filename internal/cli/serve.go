@@ -195,6 +195,9 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		}
 		return fmt.Errorf("%w; %v", err, oerr)
 	}
+	if bad := (*app.BadValueError)(nil); errors.As(err, &bad) {
+		return usageError{err} // a bad --base-url, --store, --node...: exit 2 like the flags checked above
+	}
 	return err
 }
 
