@@ -85,9 +85,10 @@ Flags:
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("doctor takes no arguments, got %q (use --data DIR)", fs.Args())}
 	}
-	if *minFree < 0 {
+	if *minFree < 0 || *minFree > 1<<40 {
 		// Not taken as 0: a typo'd sign would silently turn the disk space check off.
-		return usageError{fmt.Errorf("--min-free-mb %d: want 0 or more MiB", *minFree)}
+		// Nor over 1 EiB, whose bytes would overflow.
+		return usageError{fmt.Errorf("--min-free-mb %d: want 0 to %d MiB", *minFree, int64(1)<<40)}
 	}
 	root, err := dataRoot(*data)
 	if err != nil {

@@ -153,6 +153,7 @@ func TestDoctorBadFlags(t *testing.T) {
 		{"extra"},
 		{"--min-free-mb", "-1"}, // not 0: that would turn the disk space check off
 		{"--min-free-mb", "-512"},
+		{"--min-free-mb", "17592186044417"}, // 2^44+1 MiB: its bytes would overflow
 	} {
 		_, stderr, code := runCLI(t, append([]string{"doctor", "--data", dir.Root}, args...)...)
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {

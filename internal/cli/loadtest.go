@@ -30,6 +30,9 @@ type loadPhase struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
+// maxLoadRequests bounds a steady run: 14 minutes at the burst's 1,200 requests/s.
+const maxLoadRequests = 1_000_000
+
 // loadProfile returns a named schedule: the promises of ARCHITECTURE.md, "Rules" (1, 11
 // and 16), turned into figures.
 func loadProfile(name string, rate float64, d time.Duration) ([]loadPhase, error) {
@@ -53,6 +56,12 @@ func loadProfile(name string, rate float64, d time.Duration) ([]loadPhase, error
 		// sends nothing, checks nothing and passes.
 		if rate*d.Seconds() < 1 {
 			return nil, fmt.Errorf("--rate %g for --duration %s sends no request; send at least one", rate, d)
+		}
+		// Every request is planned before the first goes out, and each job is then
+		// checked against the server: a typo such as --rate 1e9 would first take the
+		// memory of billions of plans.
+		if n := rate * d.Seconds(); n > maxLoadRequests {
+			return nil, fmt.Errorf("--rate %g for --duration %s is %.3g requests; a run sends at most %d", rate, d, n, maxLoadRequests)
 		}
 		return []loadPhase{{"steady", rate, d}}, nil
 	}

@@ -13,6 +13,7 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"--profile", "nope"},
 		{"--profile", "steady"},
 		{"--rate", "20", "--duration", "1s"}, // the default profile is burst
+		{"--profile", "steady", "--rate", "1e9", "--duration", "1h", "--server", "http://127.0.0.1:1"},
 		{"--profile", "overload", "--duration", "1s"},
 		// Nonsense rates, and a rate and duration that send no request at all (a run
 		// that would pass having checked nothing); the server cannot be reached, so a
