@@ -786,3 +786,27 @@ func TestUIQueuePage(t *testing.T) {
 		}
 	}
 }
+
+// The page after sign-in stays on this server, however next is written: a browser drops
+// a tab or a line break from a Location, so "/\t/evil.example" would go to evil.example.
+func TestUILoginNextStaysOnThisServer(t *testing.T) {
+	open := newTestServer(t, testOpts{})
+	noRedirects(open)
+	signed := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
+	for _, next := range []string{"/\t/evil.example", "/\n/evil.example", "/\r\n/evil.example", "/\x0b/evil.example",
+		"//evil.example", "/\\evil.example", "https://evil.example/"} {
+		// Without tokens /login sends the browser on at once.
+		res := open.get("/login?next=" + url.QueryEscape(next))
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
+			t.Errorf("GET /login?next=%q: %d, Location %q, want /", next, res.StatusCode, res.Header.Get("Location"))
+		}
+		res = signed.postForm("/login", url.Values{"token": {"s3cret-token-0123"}, "next": {next}}, nil)
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
+			t.Errorf("sign-in with next %q: %d, Location %q, want /", next, res.StatusCode, res.Header.Get("Location"))
+		}
+	}
+	res := open.get("/login?next=" + url.QueryEscape("/exports/new?report=demo"))
+	if loc := res.Header.Get("Location"); loc != "/exports/new?report=demo" {
+		t.Errorf("a path of this server: Location %q", loc)
+	}
+}

@@ -12,10 +12,12 @@ import (
 )
 
 // safeNext keeps a post-sign-in redirect on this server: a path, not a URL or a
-// protocol-relative //host that would send the user elsewhere.
+// protocol-relative //host that would send the user elsewhere. Control characters are
+// refused anywhere: a browser drops a tab or a line break from a Location, so "/\t/host"
+// would arrive as "//host".
 func safeNext(next string) string {
 	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/"
 	}
 	return next
