@@ -260,3 +260,38 @@ func TestS3DownloadFromABucketThatDoesNotAnswer(t *testing.T) {
 		}
 	}
 }
+
+// wantProblem checks that res is a problem+json answer with status and code.
+func wantProblem(t *testing.T, what string, res *http.Response, body []byte, status int, code string) {
+	t.Helper()
+	var p struct {
+		Status int
+		Code   string
+	}
+	err := json.Unmarshal(body, &p)
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != status || ct != "application/problem+json" || err != nil ||
+		p.Status != status || p.Code != code {
+		t.Errorf("%s: %d %q %s; want %d problem+json %s", what, res.StatusCode, ct, body, status, code)
+	}
+}
+
+// A list query that cannot be read (a bad escape, a ';', which url.Values drops), or
+// that repeats a parameter (of which Get keeps the first), is a 400, not a 200 listing
+// what the client did not ask for.
+func TestListExportsRefusesAQueryItCannotRead(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, local, api.DownloadStream)
+	list := s.srv.URL + "/api/v1/exports"
+	for _, q := range []string{"?limit=%zz", "?limit=5;status=FAILED", "?status=%", "?status=FAILED&status=CANCELED",
+		"?limit=1&limit=1000", "?report=a&report=b", "?cursor=MQ&cursor=Mg"} {
+		res, body := fetch(t, http.DefaultClient, http.MethodGet, list+q, nil)
+		wantProblem(t, q, res, body, http.StatusBadRequest, "bad_query")
+	}
+	// What it can read is still answered, unknown parameters ignored.
+	for _, q := range []string{"", "?limit=05", "?status=succeeded&report=sales", "?status=&x=1&x=2"} {
+		res, body := fetch(t, http.DefaultClient, http.MethodGet, list+q, nil)
+		if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(s.job.ID)) {
+			t.Errorf("%s: %d %s; want 200 listing %s", q, res.StatusCode, body, s.job.ID)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,10 @@ type listJSON struct {
 
 // listExports lists jobs newest first, with ?status=, ?report=, ?limit= and an opaque ?cursor=.
 func (a *API) listExports(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	q, err := listQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
 	opts := store.ListOptions{Kind: export.Name, Limit: 50}
 	if v := q.Get("status"); v != "" {
 		st := store.Status(strings.ToUpper(v))
@@ -73,4 +77,23 @@ func (a *API) listExports(w http.ResponseWriter, r *http.Request) error {
 	}
 	problem.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// listQuery parses the list's query string, or returns the 400 that refuses it.
+// url.Values.Get would quietly drop what it cannot read (a bad escape, a ';') and keep
+// only the first of a repeated parameter, answering 200 with a listing the client did
+// not ask for: ?status=FAILED&status=CANCELED is not an OR.
+func listQuery(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, problem.New(http.StatusBadRequest, "bad_query",
+			"the query string cannot be read ("+err.Error()+"); escape its values with percent-encoding")
+	}
+	for _, name := range []string{"status", "report", "limit", "cursor"} {
+		if len(q[name]) > 1 {
+			return nil, problem.New(http.StatusBadRequest, "bad_query",
+				name+" is given "+strconv.Itoa(len(q[name]))+" times; give it once")
+		}
+	}
+	return q, nil
 }
