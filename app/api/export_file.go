@@ -87,9 +87,54 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	w.Header().Set("ETag", `"`+job.FileSHA256+`"`)
 	w.Header().Set("Cache-Control", "private, max-age=3600")
-	http.ServeContent(w, r, name, fi.Modified, f)
+	http.ServeContent(&contentErrors{ResponseWriter: w}, r, name, fi.Modified, f)
 	return nil
 }
+
+// contentErrors turns the error answers http.ServeContent writes by itself (412 for a
+// failed If-Match or If-Unmodified-Since, 416 for a Range it cannot satisfy) into
+// problem+json like every other API error. Left alone, a 412 went out empty under the
+// file's Content-Type and Content-Disposition, and a 416 as text/plain still named as
+// the attachment, so that curl -OJ saved "invalid range" as the spreadsheet.
+type contentErrors struct {
+	http.ResponseWriter
+	failed bool
+}
+
+func (w *contentErrors) WriteHeader(code int) {
+	if code < 400 || w.failed {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.failed = true
+	h := w.Header()
+	h.Del("Content-Disposition")
+	h.Del("Content-Length")
+	var p *problem.Problem
+	switch code {
+	case http.StatusPreconditionFailed:
+		p = problem.New(code, "precondition_failed",
+			"the file does not match If-Match or has changed since If-Unmodified-Since; its ETag is "+h.Get("ETag"))
+	case http.StatusRequestedRangeNotSatisfiable:
+		// Content-Range (bytes */size), set by ServeContent when it knows the size, stays.
+		p = problem.New(code, "range_not_satisfiable",
+			"the Range cannot be satisfied: send one or more byte ranges (bytes=first-last) within the file's size")
+	default:
+		p = problem.New(code, "bad_request", http.StatusText(code))
+	}
+	p.Write(w.ResponseWriter)
+}
+
+// Write drops ServeContent's own text/plain error message after a problem was written.
+func (w *contentErrors) Write(b []byte) (int, error) {
+	if w.failed {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *contentErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // filesUnavailable answers a download whose file store did not answer (a bucket down or
 // unreachable): the file is not lost, and a retry may work.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -293,5 +295,46 @@ func TestListExportsRefusesAQueryItCannotRead(t *testing.T) {
 		if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(s.job.ID)) {
 			t.Errorf("%s: %d %s; want 200 listing %s", q, res.StatusCode, body, s.job.ID)
 		}
+	}
+}
+
+// The answers http.ServeContent writes by itself for a download's failed precondition
+// (412) or unsatisfiable Range (416) are problem+json, without the attachment's name, so
+// that no client saves the error as the spreadsheet; what is satisfiable is still served.
+func TestDownloadPreconditionAndRangeProblems(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, local, api.DownloadStream)
+	file := s.srv.URL + "/api/v1/exports/" + s.job.ID + "/file"
+	size := strconv.Itoa(len(s.data))
+	for _, tt := range []struct {
+		header       http.Header
+		status       int
+		code         string
+		contentRange string
+	}{
+		{http.Header{"If-Match": {`"other"`}}, http.StatusPreconditionFailed, "precondition_failed", ""},
+		{http.Header{"If-Unmodified-Since": {"Mon, 01 Jan 2001 00:00:00 GMT"}}, http.StatusPreconditionFailed, "precondition_failed", ""},
+		{http.Header{"Range": {"bytes=" + size + "-"}}, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "bytes */" + size},
+		{http.Header{"Range": {"bytes=abc"}}, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", ""},
+	} {
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			what := fmt.Sprintf("%s %v", method, tt.header)
+			res, body := fetch(t, noRedirects, method, file, tt.header)
+			if method == http.MethodGet {
+				wantProblem(t, what, res, body, tt.status, tt.code)
+			} else if ct := res.Header.Get("Content-Type"); res.StatusCode != tt.status || ct != "application/problem+json" {
+				t.Errorf("%s: %d %q; want %d problem+json", what, res.StatusCode, ct, tt.status)
+			}
+			if d := res.Header.Get("Content-Disposition"); d != "" {
+				t.Errorf("%s: Content-Disposition %q on an error", what, d)
+			}
+			if cr := res.Header.Get("Content-Range"); cr != tt.contentRange {
+				t.Errorf("%s: Content-Range %q; want %q", what, cr, tt.contentRange)
+			}
+		}
+	}
+	res, body := fetch(t, noRedirects, http.MethodGet, file, http.Header{"Range": {"bytes=10-19"}, "If-Match": {`"` + s.job.FileSHA256 + `"`}})
+	if res.StatusCode != http.StatusPartialContent || !bytes.Equal(body, s.data[10:20]) {
+		t.Errorf("satisfiable Range with a matching If-Match: %d, %d bytes; want 206 with bytes 10-19", res.StatusCode, len(body))
 	}
 }
