@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
@@ -96,7 +97,7 @@ func checkJSONType(r *http.Request) error {
 }
 
 // readBody reads a request body of at most exports.MaxBody bytes, or returns the problem
-// to answer: too large, too slow to arrive, or cut off.
+// to answer: too large, too slow to arrive, cut off, or not UTF-8.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, exports.MaxBody))
 	if err != nil {
@@ -109,6 +110,13 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 			return nil, a.cfg.Middleware.BodyTimeout()
 		}
 		return nil, problem.New(http.StatusBadRequest, "bad_body", "could not read the request body: "+err.Error())
+	}
+	// encoding/json turns bytes that are not UTF-8 into U+FFFD without a word: a body
+	// sent as Latin-1 would be accepted with "M\ufffdller" for "Müller". JSON is UTF-8
+	// (RFC 8259, section 8.1).
+	if !utf8.Valid(body) {
+		return nil, problem.New(http.StatusBadRequest, "malformed_json",
+			"the request body is not valid UTF-8: send JSON encoded as UTF-8")
 	}
 	return body, nil
 }

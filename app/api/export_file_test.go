@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,5 +337,58 @@ func TestDownloadPreconditionAndRangeProblems(t *testing.T) {
 	res, body := fetch(t, noRedirects, http.MethodGet, file, http.Header{"Range": {"bytes=10-19"}, "If-Match": {`"` + s.job.FileSHA256 + `"`}})
 	if res.StatusCode != http.StatusPartialContent || !bytes.Equal(body, s.data[10:20]) {
 		t.Errorf("satisfiable Range with a matching If-Match: %d, %d bytes; want 206 with bytes 10-19", res.StatusCode, len(body))
+	}
+}
+
+// names is a report library with one report over the demo source and a text parameter.
+type names struct{}
+
+func (names) Report(id string) (export.Report, error) {
+	if id != "names" {
+		return export.Report{}, export.ErrUnknownReport
+	}
+	return export.Report{ID: "names", Source: "demo", Sheet: "names", Params: []export.Param{{Name: "who", Type: export.TypeText}}}, nil
+}
+
+// A request body that is not UTF-8 (Latin-1 "Müller") is a 400 that creates nothing,
+// not an export of "M\ufffdller"; the same text in UTF-8 is accepted as sent.
+func TestCreateExportRefusesABodyThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, local, api.DownloadStream)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := &exports.Service{Store: s.svc.Store, Engine: s.svc.Engine, Kind: export.New(export.Config{Library: names{}})}
+	mux := http.NewServeMux()
+	api.New(api.Config{Exports: svc, Gate: jobs.NewGate(nil, nil), Log: log, Problems: problem.Reporter{Log: log}}).Routes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(body string) (*http.Response, []byte) {
+		t.Helper()
+		res, err := http.Post(srv.URL+"/api/v1/exports", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, b
+	}
+	count := func() int {
+		jobs, err := s.svc.Store.List(context.Background(), store.ListOptions{Kind: export.Name, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(jobs)
+	}
+	before := count()
+	res, body := post("{\"report\":\"names\",\"params\":{\"who\":\"M\xfcller\"}}")
+	wantProblem(t, "Latin-1 body", res, body, http.StatusBadRequest, "malformed_json")
+	if n := count(); n != before {
+		t.Fatalf("%d exports after a refused request, want %d", n, before)
+	}
+	res, body = post(`{"report":"names","params":{"who":"Müller"}}`)
+	if res.StatusCode != http.StatusAccepted || !bytes.Contains(body, []byte(`"who": "Müller"`)) {
+		t.Fatalf("UTF-8 body: %d %s; want 202 with who Müller", res.StatusCode, body)
 	}
 }
