@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -83,9 +84,16 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// checkJSONType refuses a request body declared as anything but JSON; a body without a
+// checkJSONType refuses a request body declared as anything but JSON, or as compressed
+// (the server reads no Content-Encoding; RFC 9110, section 15.5.16); a body without a
 // Content-Type is read as JSON.
 func checkJSONType(r *http.Request) error {
+	for _, ce := range r.Header.Values("Content-Encoding") {
+		if ce = strings.TrimSpace(ce); ce != "" && !strings.EqualFold(ce, "identity") {
+			return problem.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"send the request body uncompressed, without Content-Encoding "+strconv.Quote(ce)).With("Accept-Encoding", "identity")
+		}
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -390,5 +391,32 @@ func TestCreateExportRefusesABodyThatIsNotUTF8(t *testing.T) {
 	res, body = post(`{"report":"names","params":{"who":"Müller"}}`)
 	if res.StatusCode != http.StatusAccepted || !bytes.Contains(body, []byte(`"who": "Müller"`)) {
 		t.Fatalf("UTF-8 body: %d %s; want 202 with who Müller", res.StatusCode, body)
+	}
+}
+
+// A compressed request body (Content-Encoding, which the server does not decode) is a
+// 415 naming the encoding, with Accept-Encoding: identity, not a 400 about stray bytes.
+func TestCreateExportRefusesACompressedBody(t *testing.T) {
+	t.Parallel()
+	s := serveOneExport(t, local, api.DownloadStream)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"report":"sales"}`))
+	_ = zw.Close()
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/api/v1/exports", &gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	wantProblem(t, "gzip body", res, body, http.StatusUnsupportedMediaType, "unsupported_media_type")
+	if ae := res.Header.Get("Accept-Encoding"); ae != "identity" {
+		t.Errorf("Accept-Encoding %q; want identity", ae)
 	}
 }
