@@ -176,3 +176,71 @@ func TestUIFormsAfterRuleMarksTheField(t *testing.T) {
 		t.Errorf("%d jobs from a wrong period", n)
 	}
 }
+
+// A report's parameters named as the form's own fields (report, idempotency_key) or the
+// prefill query's (report, format, bom) keep what was typed: the export runs with it,
+// and "Run again with changes" opens the form with it.
+func TestUIFormsParamsNamedAsTheFormsOwnFields(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "clash.sql", "-- title: Clash\n-- source: demo\n-- param: report text \"Report\"\n"+
+		"-- param: idempotency_key text \"Key\"\n-- param: format text \"Format\" = wide\n-- param: bom bool \"BOM\"\n"+
+		"SELECT :report, :idempotency_key, :format, :bom;\n")
+	var doc *goquery.Document
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.get("/exports/new?report=clash")
+		if res.StatusCode != http.StatusOK {
+			return false, "clash not loaded: " + strconv.Itoa(res.StatusCode)
+		}
+		doc = page(t, res, http.StatusOK)
+		return true, ""
+	})
+	// The form as a browser sends it: every field in order, with the parameters typed.
+	typed := map[string]string{"report": "north", "idempotency_key": "k-typed", "format": "narrow", "bom": "true"}
+	form := url.Values{}
+	tid(doc, "export-form").Find("input, select").Each(func(_ int, in *goquery.Selection) {
+		name, val := in.AttrOr("name", ""), in.AttrOr("value", "")
+		if in.Is("select") {
+			val = in.Find("option[selected]").AttrOr("value", "")
+		}
+		// The parameter's field, under whatever name the form gives it.
+		id := strings.TrimPrefix(strings.TrimPrefix(in.AttrOr("id", ""), "param-"), "param.")
+		v, isParam := typed[id]
+		if isParam && strings.HasPrefix(in.AttrOr("id", ""), "param-") {
+			val = v
+		}
+		if _, on := in.Attr("checked"); in.AttrOr("type", "") == "checkbox" && !on && !isParam {
+			return
+		}
+		form.Add(name, val)
+	})
+	res := ts.postForm("/exports", form, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("submit: %d %s", res.StatusCode, res.body)
+	}
+	loc := res.Header.Get("Location")
+	j, _ := ts.job(strings.TrimPrefix(loc, "/exports/"))
+	if j.Report != "clash" || j.Params["report"] != "north" || j.Params["idempotency_key"] != "k-typed" ||
+		j.Params["format"] != "narrow" || j.Params["bom"] != true || j.Format != "xlsx" || j.BOM {
+		t.Fatalf("job %s params %v format %q bom %v", j.Report, j.Params, j.Format, j.BOM)
+	}
+
+	href := tid(page(t, ts.get(loc), http.StatusOK), "run-again-changes").AttrOr("href", "")
+	doc = page(t, ts.get(href), http.StatusOK)
+	field := func(param string) *goquery.Selection {
+		return tid(doc, "export-form").Find(`[id="param-` + param + `"], [id="param-param.` + param + `"]`)
+	}
+	for param, want := range map[string]string{"report": "north", "idempotency_key": "k-typed", "format": "narrow"} {
+		if got := field(param).AttrOr("value", ""); got != want {
+			t.Errorf("run again (%s): %s = %q, want %q", href, param, got, want)
+		}
+	}
+	if _, on := field("bom").Attr("checked"); !on {
+		t.Errorf("run again (%s): the bom parameter is not checked", href)
+	}
+	if _, on := tid(doc, "file-bom").Attr("checked"); on {
+		t.Errorf("run again (%s): the file's BOM box is checked", href)
+	}
+	if v := tid(doc, "file-format").Find("option[selected]").AttrOr("value", ""); v != "xlsx" {
+		t.Errorf("run again (%s): file format %q", href, v)
+	}
+}

@@ -98,13 +98,13 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobD
 }
 
 // runAgainURL opens the New export form filled in: the report, each parameter under
-// its own name, the format, and bom=1 when the file had a byte order mark (the form's
+// its own name (queryField: "param.format" for a param named format), the format, and bom=1 when the file had a byte order mark (the form's
 // contract for query values).
 func runAgainURL(report string, params map[string]any, format string, bom bool) string {
 	v := url.Values{"report": {report}}
 	for k, val := range params {
 		if val != nil {
-			v.Set(k, paramText(val))
+			v.Set(queryField(k), paramText(val))
 		}
 	}
 	if format != "" {

@@ -65,14 +65,14 @@ func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.R
 
 // prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1 (the
 // export page's "Run again with changes") into the form's values: a parameter named in
-// the query takes its value as given, even a wrong one (Start export marks it), the
+// the query (under its queryField) takes its value as given, even a wrong one (Start export marks it), the
 // others keep their defaults; keys that name no parameter are ignored.
 func prefill(rep export.Report, q map[string][]string) map[string][]string {
 	last := func(vs []string) string { return vs[len(vs)-1] }
 	truthy := func(v string) bool { return v != "" && v != "false" && v != "0" && v != "off" }
 	form := map[string][]string{}
 	for _, p := range rep.Params {
-		vs, sent := q[p.Name]
+		vs, sent := q[queryField(p.Name)]
 		sent = sent && len(vs) > 0
 		switch {
 		case p.Type == export.TypeBool:
@@ -145,14 +145,15 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return reportUnusable(id, err)
 	}
+	form := byParam(rep, r.PostForm)
 	key, ok := exports.IdempotencyKey(http.Header{"Idempotency-Key": r.PostForm["idempotency_key"]})
 	if !ok || key == "" {
 		// The key is part of the form; a missing one means a form from elsewhere or an
 		// old page: show a fresh form with the values given.
 		key = newFormKey()
-		f := exportForm(rep, r.PostForm, nil, key)
+		f := exportForm(rep, form, nil, key)
 		f.FormError = "The form was incomplete. Check the values and start the export again."
-		p.withEstimate(ctx, &f, rep, r.PostForm)
+		p.withEstimate(ctx, &f, rep, form)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -160,7 +161,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	// page is written, as for the API (app/api createExport).
 	endForeground := p.cfg.Gate.Foreground()
 	defer endForeground()
-	params := formParams(rep.Params, r.PostForm)
+	params := formParams(rep.Params, form)
 	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
 	args, prob := p.exports.Validate(rep.ID, params, format, bom)
 	if prob != nil {
@@ -174,11 +175,11 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		endForeground()
-		f := exportForm(rep, r.PostForm, fieldErrs, key)
+		f := exportForm(rep, form, fieldErrs, key)
 		if len(fieldErrs) == 0 {
 			f.FormError = prob.Detail
 		}
-		p.withEstimate(ctx, &f, rep, r.PostForm)
+		p.withEstimate(ctx, &f, rep, form)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -187,10 +188,10 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	if prob, ok := problem.As(err); ok && prob.Code == "idempotency_key_reused" {
 		// The key was used for other values: this form was submitted before and then
 		// changed. A fresh key lets the user start the changed export deliberately.
-		f := exportForm(rep, r.PostForm, nil, newFormKey())
+		f := exportForm(rep, form, nil, newFormKey())
 		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
 			"). Check the values and press Start export again to start another one."
-		p.withEstimate(ctx, &f, rep, r.PostForm)
+		p.withEstimate(ctx, &f, rep, form)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -208,6 +209,42 @@ const (
 	formatField = "file-format"
 	bomField    = "file-bom"
 )
+
+// formField is the name of a parameter's field in the New export form: its own name,
+// or "param." and its name when the form uses that name itself (the hidden report id
+// and idempotency key), so that a report's param named "report" keeps what was typed.
+func formField(name string) string {
+	if name == "report" || name == "idempotency_key" {
+		return paramPrefix + name
+	}
+	return name
+}
+
+// queryField is formField for the query of /exports/new, whose own names are report,
+// format and bom (runAgainURL writes it, prefill reads it).
+func queryField(name string) string {
+	if name == "report" || name == "format" || name == "bom" {
+		return paramPrefix + name
+	}
+	return name
+}
+
+// byParam reads a posted form or the estimate's query into values by parameter name
+// (each from its formField), with the format and BOM fields as sent.
+func byParam(rep export.Report, form map[string][]string) map[string][]string {
+	out := map[string][]string{}
+	for _, k := range []string{formatField, bomField} {
+		if vs, ok := form[k]; ok {
+			out[k] = vs
+		}
+	}
+	for _, p := range rep.Params {
+		if vs, ok := form[formField(p.Name)]; ok {
+			out[p.Name] = vs
+		}
+	}
+	return out
+}
 
 // bomChecked reads the BOM checkbox's values as the form is shown again and as it is
 // submitted: the last one sent counts.
@@ -308,7 +345,7 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		f.BOM = bomChecked(form[bomField])
 	}
 	for _, p := range rep.Params {
-		fd := ui.Field{Name: p.Name, Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
+		fd := ui.Field{Name: formField(p.Name), Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}
 		def := ""
 		if p.Default != nil {
 			def = fmt.Sprint(p.Default)

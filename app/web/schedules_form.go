@@ -394,7 +394,7 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 	}
 	for i, fd := range exportForm(rep, values, nil, "").Fields {
 		sf := ui.ScheduleField{Field: fd}
-		sf.Name = paramPrefix + fd.Name
+		sf.Name = paramPrefix + rep.Params[i].Name
 		sf.Error = errs[sf.Name]
 		if t := rep.Params[i].Type; t == export.TypeDate || t == export.TypeDatetime {
 			// A fixed date or one relative to each firing: text, with examples.
