@@ -35,6 +35,21 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 		t.Errorf("POST /queue: Allow %q, want GET, HEAD", allow)
 	}
 
+	// Paths that only take a form's POST, which GET /exports/{id} or /schedules/{id}
+	// would take for an id: the address of a bulk action's page, entered again.
+	for _, path := range []string{"/exports/bulk", "/schedules/preview"} {
+		for _, method := range []string{http.MethodGet, http.MethodDelete} {
+			res := ts.request(method, path, nil, nil)
+			doc := page(t, res, http.StatusMethodNotAllowed)
+			if allow := res.Header.Get("Allow"); allow != "POST" {
+				t.Errorf("%s %s: Allow %q, want POST", method, path, allow)
+			}
+			if got := strings.TrimSpace(doc.Find("h1").Text()); got != "Not allowed here" {
+				t.Errorf("%s %s: heading %q", method, path, got)
+			}
+		}
+	}
+
 	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
 	checkProblem(t, ts.request(http.MethodPut, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }

@@ -92,17 +92,25 @@ func (p *Pages) Routes(mux *http.ServeMux) {
 
 	// Every other path (the API has its own catch-all, "/api/"): a page in the layout.
 	mux.Handle(pagesCatchAll, h(p.fallback(mux)))
+	for _, pattern := range postOnly() {
+		mux.Handle(pattern, h(p.fallback(mux)))
+	}
 }
 
 // pagesCatchAll is the pattern that takes every request no other route took.
 const pagesCatchAll = "/"
+
+// postOnly are GET patterns of paths that only take a form's POST, which a GET route
+// with a wildcard would otherwise take for an id: a GET of /exports/bulk (the address
+// of a bulk action's page, entered again) is not an export named "bulk" but a 405.
+func postOnly() []string { return []string{"GET /exports/bulk", "GET /schedules/preview"} }
 
 // fallback answers requests that no route took with a page inside the layout, whose
 // navigation is the way back: 405 with an Allow header when the path has routes for
 // other methods (a form posted to a page, say), 404 when it has none.
 func (p *Pages) fallback(mux *http.ServeMux) problem.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if allow := problem.AllowedMethods(mux, r, pagesCatchAll); len(allow) > 0 {
+		if allow := problem.AllowedMethods(mux, r, append(postOnly(), pagesCatchAll)...); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			return &pageError{status: http.StatusMethodNotAllowed, title: "Not allowed here",
 				message: "This page does not take a " + r.Method + " request."}
