@@ -244,3 +244,29 @@ func TestUIFormsParamsNamedAsTheFormsOwnFields(t *testing.T) {
 		t.Errorf("run again (%s): file format %q", href, v)
 	}
 }
+
+// A form whose text is not UTF-8 (a script's: a browser sends the page's UTF-8) is
+// refused with a 400 page, as the API refuses such a body, instead of an export or a
+// schedule whose text encoding/json had turned into U+FFFD.
+func TestUIFormsRefuseTextThatIsNotUTF8(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "note.sql", "-- title: Note\n-- source: demo\n-- param: note text \"Note\"\nSELECT :note;\n")
+	ts.waitReport("note")
+	key := formOf(t, page(t, ts.get("/exports/new?report=note"), http.StatusOK)).Get("idempotency_key")
+	doc := page(t, ts.postForm("/exports", url.Values{"report": {"note"}, "idempotency_key": {key}, "note": {"M\xfcller"}}, nil),
+		http.StatusBadRequest)
+	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "UTF-8") {
+		t.Errorf("export form: %q", msg)
+	}
+	sched := url.Values{"report": {"note"}, "param.note": {"M\xfcller"}, "cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
+	doc = page(t, ts.postForm("/schedules", sched, nil), http.StatusBadRequest)
+	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "UTF-8") {
+		t.Errorf("schedule form: %q", msg)
+	}
+	if n := ts.jobCount(); n != 0 {
+		t.Errorf("%d jobs", n)
+	}
+	if list, err := ts.sched.List(t.Context()); err != nil || len(list) != 0 {
+		t.Errorf("schedules %d (%v)", len(list), err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
@@ -166,6 +167,16 @@ func readForm(w http.ResponseWriter, r *http.Request) error {
 		}
 		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
 			message: "Go back to the form, reload it and submit it again."}
+	}
+	// url.ParseQuery takes any bytes, and encoding/json would store those that are not
+	// UTF-8 as U+FFFD without a word (a text parameter, an email address): refused, as
+	// the API refuses such a body. A browser sends the page's UTF-8; this is a script's.
+	notUTF8 := func(v string) bool { return !utf8.ValidString(v) }
+	for k, vs := range r.PostForm {
+		if notUTF8(k) || slices.ContainsFunc(vs, notUTF8) {
+			return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
+				message: "It has text that is not UTF-8. Send the form encoded as UTF-8, as a browser does."}
+		}
 	}
 	return nil
 }
