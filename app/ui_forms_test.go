@@ -270,3 +270,23 @@ func TestUIFormsRefuseTextThatIsNotUTF8(t *testing.T) {
 		t.Errorf("schedules %d (%v)", len(list), err)
 	}
 }
+
+// A form larger than the server reads (64 KiB) gets a 413 page that says so, instead of
+// a 400 asking to reload and submit it again, which fails again.
+func TestUIFormsTooLargeSaysSo(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "note.sql", "-- title: Note\n-- source: demo\n-- param: note text \"Note\"\nSELECT :note;\n")
+	ts.waitReport("note")
+	key := formOf(t, page(t, ts.get("/exports/new?report=note"), http.StatusOK)).Get("idempotency_key")
+	long := strings.Repeat("x", 70<<10)
+	doc := page(t, ts.postForm("/exports", url.Values{"report": {"note"}, "idempotency_key": {key}, "note": {long}}, nil),
+		http.StatusRequestEntityTooLarge)
+	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "64 KiB") || !strings.Contains(msg, "shorten") {
+		t.Errorf("export form: %q", msg)
+	}
+	sched := url.Values{"report": {"note"}, "param.note": {long}, "cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
+	page(t, ts.postForm("/schedules", sched, nil), http.StatusRequestEntityTooLarge)
+	if n := ts.jobCount(); n != 0 {
+		t.Errorf("%d jobs", n)
+	}
+}

@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -164,6 +165,12 @@ func readForm(w http.ResponseWriter, r *http.Request) error {
 		if middleware.BodyTimedOut(err) {
 			return &pageError{status: http.StatusRequestTimeout, title: "The form took too long to arrive",
 				message: "Go back to the form and submit it again.", close: true}
+		}
+		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+			// Sending it again would fail again: say what to change.
+			return &pageError{status: http.StatusRequestEntityTooLarge, title: "The form is too large",
+				message: fmt.Sprintf("Its values come to more than %d KiB. Go back to the form, shorten the longest and submit it again.",
+					tooBig.Limit>>10), close: true}
 		}
 		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
 			message: "Go back to the form, reload it and submit it again."}
