@@ -386,3 +386,32 @@ func TestUIScheduleDeliveryNeedsItsRelay(t *testing.T) {
 		}
 	}
 }
+
+// Every wrong parameter is marked beside its field at once, not only the first the
+// report's check refuses, with every value kept.
+func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "two.sql", "-- title: Two\n-- source: demo\n-- param: a int \"A\"\n-- param: b number \"B\"\n"+
+		"-- param: c date \"C\"\nSELECT :a, :b, :c;\n")
+	ts.waitReport("two")
+	form := url.Values{"report": {"two"}, "param.a": {"abc"}, "param.b": {"NaN"}, "param.c": {"month_start(-1)"},
+		"cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
+	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusUnprocessableEntity)
+	for name, want := range map[string]string{"a": "integer", "b": "number"} {
+		if e := tid(doc, "error-param."+name).Text(); !strings.Contains(e, want) {
+			t.Errorf("error beside %s: %q", name, e)
+		}
+		if v := tid(doc, "param-param."+name).AttrOr("value", ""); v != form.Get("param."+name) {
+			t.Errorf("%s kept as %q", name, v)
+		}
+	}
+	if tid(doc, "error-param.c").Length() != 0 {
+		t.Errorf("a right parameter is marked: %q", tid(doc, "error-param.c").Text())
+	}
+	// The preview fragment names both too.
+	form.Del("action")
+	doc = page(t, ts.postForm("/schedules/preview", form, nil), http.StatusOK)
+	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "a: ") || !strings.Contains(e, "b: ") {
+		t.Errorf("preview error %q", e)
+	}
+}

@@ -102,7 +102,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		status := http.StatusOK
 		var errs map[string]string
 		if err != nil {
-			if errs, err = p.scheduleErrors(err, order); err != nil {
+			if errs, err = p.scheduleErrors(in, err, order); err != nil {
 				return err
 			}
 			status = http.StatusUnprocessableEntity
@@ -125,7 +125,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		sc, err = p.cfg.Schedules.Update(ctx, id, in)
 	}
 	if err != nil {
-		errs, err := p.scheduleErrors(err, order)
+		errs, err := p.scheduleErrors(in, err, order)
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) 
 	box := ui.SchedulePreview{Previewed: true}
 	runs, err := p.cfg.Schedules.Preview(in)
 	if err != nil {
-		errs, err := p.scheduleErrors(err, order)
+		errs, err := p.scheduleErrors(in, err, order)
 		if err != nil {
 			return err
 		}
@@ -199,7 +199,7 @@ func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input) {
 	if err != nil {
 		// Every wrong field, as the live preview says them (the form's fields are not
 		// marked yet: nothing was submitted).
-		if errs, ferr := p.scheduleErrors(err, nil); ferr == nil {
+		if errs, ferr := p.scheduleErrors(in, err, nil); ferr == nil {
 			f.PreviewError = previewError(errs)
 		}
 		return
@@ -307,10 +307,11 @@ func splitList(s string) []string {
 	})
 }
 
-// scheduleErrors turns the service's refusal, which names every wrong field
-// (schedules.Fields), into errors by form field; order names the form field that made
-// each delivery target. Any other error is returned as it is.
-func (p *Pages) scheduleErrors(err error, order []string) (map[string]string, error) {
+// scheduleErrors turns the service's refusal of in, which names every wrong field
+// (schedules.Fields), into errors by form field, with every wrong parameter's
+// (moreParamErrors); order names the form field that made each delivery target. Any
+// other error is returned as it is.
+func (p *Pages) scheduleErrors(in schedules.Input, err error, order []string) (map[string]string, error) {
 	fields := schedules.Fields(err)
 	if len(fields) == 0 {
 		return nil, err
@@ -332,7 +333,41 @@ func (p *Pages) scheduleErrors(err error, order []string) (map[string]string, er
 			errs[field] = sentence(ie.Message)
 		}
 	}
+	p.moreParamErrors(in, errs)
 	return errs, nil
+}
+
+// moreParamErrors adds the error of every other wrong parameter of in to errs: the
+// service names only the report's first refusal of the parameters (export.Kind's
+// Validate stops at the first), so each one marked is set aside (placeholder) and in
+// checked again, as fieldErrors does for the New export form. With a wrong zone or cron
+// expression the service checks no parameter, and neither does this.
+func (p *Pages) moreParamErrors(in schedules.Input, errs map[string]string) {
+	rep, ok := p.report(in.Report)
+	if !ok || errs[cronField] != "" || errs[zoneField] != "" {
+		return
+	}
+	trial := in
+	trial.Params, trial.Deliver = map[string]any{}, nil
+	maps.Copy(trial.Params, in.Params)
+	for range rep.Params {
+		for _, prm := range rep.Params {
+			if errs[paramPrefix+prm.Name] != "" {
+				trial.Params[prm.Name] = placeholder(prm)
+			}
+		}
+		_, err := p.cfg.Schedules.Preview(trial)
+		found := false
+		for _, ie := range schedules.Fields(err) {
+			name, isParam := strings.CutPrefix(ie.Field, "params.")
+			if isParam && errs[paramPrefix+name] == "" {
+				errs[paramPrefix+name], found = sentence(ie.Message), true
+			}
+		}
+		if !found {
+			return
+		}
+	}
 }
 
 // scheduleForm draws the form for in: its report's parameters with in's values (their
