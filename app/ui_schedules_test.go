@@ -415,3 +415,25 @@ func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
 		t.Errorf("preview error %q", e)
 	}
 }
+
+// A form posted with an action that is none of its buttons (Save, Preview, Use this
+// report) saves nothing and says so, instead of creating the schedule.
+func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+	form := scheduleFormValues("PREVIEW")
+	form.Del("email") // no relay here
+	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusBadRequest)
+	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, `"PREVIEW"`) || !strings.Contains(msg, "nothing was saved") {
+		t.Errorf("page %q", msg)
+	}
+	if list, err := ts.sched.List(t.Context()); err != nil || len(list) != 0 {
+		t.Errorf("%d schedules (%v)", len(list), err)
+	}
+	// Without an action (a script's form) it saves, as Save does.
+	form.Del("action")
+	if res := ts.postForm("/schedules", form, nil); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("without an action: %d %s", res.StatusCode, res.body)
+	}
+}

@@ -33,6 +33,7 @@ const (
 	pausedField   = "paused"
 	deliverField  = "deliver"
 	actionField   = "action"
+	actionSave    = "save"
 	actionPreview = "preview"
 	actionReport  = "report"
 )
@@ -88,7 +89,15 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 	ctx := r.Context()
 	m := p.meta(ctx, "schedules", "")
 	in, order := p.scheduleInput(r.PostForm)
-	switch r.PostForm.Get(actionField) {
+	switch action := r.PostForm.Get(actionField); action {
+	case "", actionSave:
+		// Save: below. A form posted without a button's action (a script's) saves too.
+	default:
+		// Not one of the form's buttons: what was meant is unknown, so nothing is saved.
+		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
+			message: "It asks for " + strconv.Quote(action) + ", which is none of its buttons; nothing was saved. " +
+				"Go back to the form and press Save or Preview.",
+			back: ui.Link{Href: "/schedules", Text: "Back to the schedules"}}
 	case actionReport:
 		// Another report was chosen (without JavaScript, with the button beside the
 		// select): its parameters, with their defaults, and the rest as given.
