@@ -67,11 +67,12 @@ func TestConfigFilePrecedence(t *testing.T) {
 	}
 }
 
-// Off loopback sheetq refuses to start without a token, saying how to set one; a named
-// token from the config file is enough, and the jobs it creates carry its name.
+// Off loopback sheetq refuses to start without a token, saying how to set one (a bad
+// flag value: exit 2); a named token from the config file is enough, and the jobs it
+// creates carry its name.
 func TestTokensFromConfigFile(t *testing.T) {
 	out, err := exec.Command(binary, "serve", "--data", t.TempDir(), "--addr", "0.0.0.0:0").CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "SHEETQ_TOKEN") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "SHEETQ_TOKEN") {
 		t.Fatalf("non-loopback without a token: %v\n%s", err, out)
 	}
 
