@@ -78,7 +78,7 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 		case p.Type == export.TypeBool:
 			on := p.Default != nil && fmt.Sprint(p.Default) == "true"
 			if sent {
-				on = truthy(last(vs))
+				on = formBool(vs) == true
 			}
 			if on {
 				form[p.Name] = []string{"true"}
@@ -258,12 +258,31 @@ func formParams(decl []export.Param, form map[string][]string) map[string]any {
 		vs, ok := form[p.Name]
 		switch {
 		case p.Type == export.TypeBool:
-			out[p.Name] = ok && len(vs) > 0 && vs[len(vs)-1] != "" && vs[len(vs)-1] != "false"
+			out[p.Name] = formBool(vs)
 		case ok && len(vs) > 0:
 			out[p.Name] = vs[0]
 		}
 	}
 	return out
+}
+
+// formBool reads a bool parameter's field as the form starts it and shows it again: the
+// last value sent, unchecked (none, "") false and the box's "true" true. A script's
+// other words are read as the report's check reads them (1, on, yes; 0, off, no); any
+// other is returned as sent, for the check to refuse beside the field instead of the
+// box taking it as checked.
+func formBool(vs []string) any {
+	if len(vs) == 0 {
+		return false
+	}
+	v := vs[len(vs)-1]
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "false", "0", "off", "no":
+		return false
+	case "true", "1", "on", "yes":
+		return true
+	}
+	return v
 }
 
 // fieldErrors finds the error of every wrong parameter, not only the first: Validate
@@ -388,7 +407,7 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		if form != nil {
 			vs, sent := form[p.Name]
 			if p.Type == export.TypeBool {
-				fd.Checked = sent && len(vs) > 0 && vs[len(vs)-1] != "false"
+				fd.Checked = formBool(vs) == true
 			} else if sent && len(vs) > 0 {
 				fd.Value = vs[0]
 			}
