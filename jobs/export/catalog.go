@@ -14,9 +14,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"sheetq/internal/filekind"
 )
 
 // Reload timing: a reload waits for the folder to be quiet for catalogDebounce, so an
@@ -403,13 +406,24 @@ func shownReportFile(path string) string {
 }
 
 // readReportFile reads at most one byte more than MaxReportSize, enough for the parser
-// to refuse a file that is too large without reading all of it.
+// to refuse a file that is too large without reading all of it. Only a regular file is
+// read: a named pipe would hold the scan, and with it the server's start, the watcher
+// and Stop (or reports check), until a writer came. O_NONBLOCK keeps the open itself
+// from waiting for one (it changes nothing for a regular file), and the type is checked
+// on the opened file.
 func readReportFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", filekind.Of(st.Mode()))
+	}
 	return io.ReadAll(io.LimitReader(fh, MaxReportSize+1))
 }
 
