@@ -377,7 +377,13 @@ func loadFile(path, shown string, reserved, queues map[string]bool) (f loaded, o
 	}
 	src, err := readReportFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return loaded{}, false
+		if _, lerr := os.Lstat(path); lerr != nil {
+			return loaded{}, false
+		}
+		// A link whose target is missing (a moved file, an unmounted share) is a report
+		// that would otherwise vanish from the list without a word. The target is not
+		// named: it may be a server path, and the entry is shown by the API.
+		return broken(&ParseError{File: shown, Msg: "read: a link to a file that does not exist"})
 	}
 	f.state.hash = sha256.Sum256(src)
 	if err != nil {

@@ -422,6 +422,25 @@ func TestCheckDir(t *testing.T) {
 	}
 }
 
+// TestCheckDirDanglingLink: a report file that is a link to nothing is a broken entry,
+// not a file that vanished during the scan, which used to drop it from the list without
+// a word.
+func TestCheckDirDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	writeReportFile(t, filepath.Join(dir, "good.sql"), reportSource("Good"))
+	if err := os.Symlink(filepath.Join(dir, "moved", "orders.sql"), filepath.Join(dir, "orders.sql")); err != nil {
+		t.Skipf("symlink: %v", err)
+	}
+	entries, err := CheckDir(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "good=Good, orders!0:read: a link to a file that does not exist"
+	if got := catalogSummary(entries); got != want {
+		t.Fatalf("entries\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestIsReportFileName(t *testing.T) {
 	tests := map[string]bool{
 		"orders.sql": true, "Orders.SQL": true, "a.Sql": true, "-x.sql": true,
