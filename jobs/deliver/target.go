@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // The kinds of target.
@@ -94,6 +95,12 @@ func (t Target) Check() error {
 			if err != nil || addr.Address != strings.TrimSpace(a) {
 				return fmt.Errorf("%q is not an email address (write ann@example.com, without a name)", a)
 			}
+			// RFC 5321 (4.5.3.1): a mailbox's local part is at most 64 octets and a path
+			// at most 256 with its angle brackets; longer is refused by the relay at
+			// every firing, so it is refused here, when the schedule is saved.
+			if local, _, _ := strings.Cut(addr.Address, "@"); len(local) > 64 || len(addr.Address) > 254 {
+				return fmt.Errorf("%.40q... is too long for an email address (at most 64 characters before the @, 254 in all)", a)
+			}
 		}
 	case TypeWebhook:
 		u, err := url.Parse(t.URL)
@@ -103,6 +110,11 @@ func (t Target) Check() error {
 	case TypeFolder:
 		if t.Path == "" || !filepath.IsAbs(t.Path) || filepath.Clean(t.Path) != t.Path || len(t.To) > 0 || t.URL != "" {
 			return errors.New(`a folder target has "path": an absolute, clean folder path, and nothing else`)
+		}
+		// A NUL cannot be in a file name (the copy would fail at every firing), and
+		// other control characters are a typing or pasting mistake.
+		if strings.ContainsFunc(t.Path, unicode.IsControl) {
+			return fmt.Errorf("folder path %q has a control character", t.Path)
 		}
 	default:
 		return fmt.Errorf("type %q: want email, webhook or folder", t.Type)
