@@ -224,6 +224,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			return Report{}, p.fail(paramLines[i], "param %q: after=%s names no declared parameter", prm.Name, prm.After)
 		case params[j].Type != prm.Type:
 			return Report{}, p.fail(paramLines[i], "param %q: after=%s compares a %s with a %s; both must have one type", prm.Name, prm.After, prm.Type, params[j].Type)
+		case afterCircle(params, i) != "":
+			return Report{}, p.fail(paramLines[i], "param %q: after= goes round in a circle (%s), which no values can keep", prm.Name, afterCircle(params, i))
 		case prm.Default != nil && params[j].Default != nil:
 			if err := checkAfter(params, map[string]any{prm.Name: prm.Default, prm.After: params[j].Default}); err != nil {
 				return Report{}, p.fail(paramLines[i], "param %q: its default %s", prm.Name, err.(*ParamError).Message)
@@ -260,6 +262,24 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		rep.Params = []Param{}
 	}
 	return rep, true
+}
+
+// afterCircle returns the chain of after= that leads from params[i] back to it, as
+// "a after b after a", or "" when there is none: every value would have to be greater
+// than itself, so the report could never run.
+func afterCircle(params []Param, i int) string {
+	chain := []string{params[i].Name}
+	for k := i; len(chain) <= len(params); {
+		k = slices.IndexFunc(params, func(q Param) bool { return q.Name == params[k].After })
+		if k < 0 {
+			return ""
+		}
+		chain = append(chain, params[k].Name)
+		if k == i {
+			return strings.Join(chain, " after ")
+		}
+	}
+	return ""
 }
 
 // invalidUTF8 returns the offset of the first byte of s that is not UTF-8, or -1.
