@@ -41,6 +41,9 @@ var (
 	// headerKeyRe finds "key:" at the start of a comment's text; the colon must end the
 	// line or be followed by a space, so that "-- see http://x" stays a comment.
 	headerKeyRe = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_]*):(?:[ \t]|$)`)
+	// keyLikeRe finds a word and a colon that headerKeyRe refuses: a space before the
+	// colon, or no space after it ("title : x", "queue:heavy").
+	keyLikeRe = regexp.MustCompile(`^([a-z]+)[ \t]*:`)
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
@@ -311,6 +314,11 @@ func commentKey(comment string) (key, value string, ok bool) {
 func (p *reportParser) headerLine(n int, line string) (key, value string, isKey, ok bool) {
 	key, value, found := commentKey(line)
 	if !found {
+		// A known key written another way would be a comment, and the line it was
+		// meant to be would be lost without a word ("-- queue:heavy" runs in exports).
+		if m := keyLikeRe.FindStringSubmatch(strings.TrimSpace(strings.TrimPrefix(line, "--"))); m != nil && slices.Contains(headerKeys, m[1]) {
+			return "", "", false, p.fail(n, "key %q: write \"-- %s: VALUE\", with the colon right after the key and a space after it", m[1], m[1])
+		}
 		return "", "", false, true
 	}
 	if !slices.Contains(headerKeys, key) {
