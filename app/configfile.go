@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -124,16 +125,23 @@ type TokenConfig struct {
 // optional is true (the default path), and an error when the user named the file.
 func LoadFileConfig(path string, optional bool) (FileConfig, error) {
 	var fc FileConfig
-	md, err := toml.DecodeFile(path, &fc)
+	text, err := os.ReadFile(path)
 	if err != nil {
 		if optional && errors.Is(err, fs.ErrNotExist) {
 			return FileConfig{}, nil
 		}
+		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	md, err := toml.Decode(string(text), &fc)
+	if err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
 			return FileConfig{}, fmt.Errorf("config %s: line %d: %s", path, perr.Position.Line, perr.Message)
 		}
 		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if key := notATable(string(text)); key != "" {
+		return FileConfig{}, fmt.Errorf("config %s: %s must be a table", path, key)
 	}
 	// A misspelt key would otherwise be ignored silently.
 	if und := md.Undecoded(); len(und) > 0 {
@@ -145,4 +153,31 @@ func LoadFileConfig(path string, optional bool) (FileConfig, error) {
 		return FileConfig{}, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
 	}
 	return fc, nil
+}
+
+// notATable names the first key that FileConfig decodes into a map but that the file
+// gives another value (sources = 3, params = [1]), or "". The decoder takes such a
+// value for no value and marks the key decoded, so it would be ignored without a word.
+func notATable(text string) string {
+	var raw map[string]any
+	if _, err := toml.Decode(text, &raw); err != nil {
+		return "" // the decode into FileConfig has already read it
+	}
+	isTable := func(m map[string]any, key string) bool {
+		v, ok := m[key]
+		_, table := v.(map[string]any)
+		return !ok || table
+	}
+	for _, key := range []string{"sources", "serve", "queues"} {
+		if !isTable(raw, key) {
+			return key
+		}
+	}
+	scheds, _ := raw["schedules"].([]map[string]any)
+	for i, sc := range scheds {
+		if !isTable(sc, "params") {
+			return fmt.Sprintf("schedules.params of [[schedules]] %d", i+1)
+		}
+	}
+	return ""
 }

@@ -1,0 +1,47 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLoadFileConfigRefuses: a config file that cannot be used refuses the start with
+// an error naming the file and the key, never a value dropped without a word.
+func TestLoadFileConfigRefuses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sheetq.toml")
+	for _, tc := range []struct {
+		name, conf, err string
+	}{
+		// The decoder took a value that is not a table, for a key read into a map, as no
+		// value at all: the sources, [serve] settings, lanes or params were dropped.
+		{"sources not a table", "sources = 3\n", "sources must be a table"},
+		{"serve not a table", "serve = \"workers=4\"\n", "serve must be a table"},
+		{"queues an array", "queues = []\n", "queues must be a table"},
+		{"params not a table", "[[schedules]]\nid = \"a\"\nparams = { rows = 1 }\n[[schedules]]\nid = \"b\"\nparams = 7\n",
+			"schedules.params of [[schedules]] 2 must be a table"},
+		{"unknown key", "[queues.heavy]\nworker = 2\n", "unknown key queues.heavy.worker"},
+		{"syntax", "[store]\nurl = = 1\n", "line 2: expected value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "sheetq.toml")
+			if err := os.WriteFile(path, []byte(tc.conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadFileConfig(path, false)
+			if err == nil || !strings.HasPrefix(err.Error(), "config "+path+": ") || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("err = %v, want config %s: ...%s", err, path, tc.err)
+			}
+		})
+	}
+	// Tables of those keys, and none, still load.
+	if err := os.WriteFile(path, []byte("queues = {}\n[serve]\nworkers = 2\n[[schedules]]\nid = \"a\"\nparams = { rows = 1 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fc, err := LoadFileConfig(path, false); err != nil || fc.Schedules[0].Params["rows"] != int64(1) {
+		t.Fatalf("LoadFileConfig = %+v, %v", fc, err)
+	}
+}
