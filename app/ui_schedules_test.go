@@ -437,3 +437,25 @@ func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
 		t.Errorf("without an action: %d %s", res.StatusCode, res.body)
 	}
 }
+
+// The preview box names each wrong field once: a message that already starts with the
+// field's name (the time zone's) or names its parameter (`Param "rows": ...`) does not
+// get the name again in front.
+func TestUISchedulePreviewNamesEachFieldOnce(t *testing.T) {
+	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
+	writeReport(t, ts, "period.sql", monthReport)
+	ts.waitReport("period")
+	f := scheduleFormValues("")
+	f.Set("timezone", "Local")
+	f.Set("param.rows", "abc")
+	doc := page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
+	e := tid(doc, "preview-error").Text()
+	if !strings.Contains(e, "Time zone: Local") || strings.Contains(e, "Time zone: Time zone") {
+		t.Errorf("time zone in the preview error: %q", e)
+	}
+	f.Set("timezone", "UTC")
+	doc = page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
+	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "rows: must be an integer") || strings.Contains(strings.ToLower(e), `param "rows"`) {
+		t.Errorf("rows in the preview error: %q", e)
+	}
+}

@@ -221,18 +221,32 @@ func previewError(errs map[string]string) string {
 	var parts []string
 	for _, k := range []string{"report", cronField, zoneField, formatField, emailField, webhookField, folderField, deliverField} {
 		if e := errs[k]; e != "" {
-			parts = append(parts, fieldName(k)+": "+e)
+			parts = append(parts, labelled(fieldName(k), e))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(errs)) {
 		if name, ok := strings.CutPrefix(k, paramPrefix); ok {
-			parts = append(parts, name+": "+errs[k])
+			// The check's own `Param "rows": must be ...` would name it twice.
+			msg := errs[k]
+			if p := fmt.Sprintf("param %q: ", name); len(msg) >= len(p) && strings.EqualFold(msg[:len(p)], p) {
+				msg = msg[len(p):]
+			}
+			parts = append(parts, name+": "+msg)
 		}
 	}
 	if len(parts) == 0 {
 		return "These values cannot be previewed."
 	}
 	return strings.Join(parts, " ")
+}
+
+// labelled puts a field's name in front of its message, unless the message already
+// starts with it ("Time zone: Local depends on the server"), which would say it twice.
+func labelled(name, message string) string {
+	if len(message) > len(name) && strings.EqualFold(message[:len(name)], name) && message[len(name)] == ':' {
+		return message
+	}
+	return name + ": " + message
 }
 
 // fieldName names a form's field for a message.
