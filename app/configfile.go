@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,6 +45,14 @@ type FileConfig struct {
 	Schedules []ScheduleConfig `toml:"schedules"`
 	// Deliveries says where a schedule's files may go ([deliveries]).
 	Deliveries DeliveriesConfig `toml:"deliveries"`
+
+	// path is the file it was read from, which errors about its values name.
+	path string
+}
+
+// errorf is an error about a value of the file, naming the file: "config PATH: ...".
+func (fc FileConfig) errorf(format string, args ...any) error {
+	return fmt.Errorf("config %s: %w", cmp.Or(fc.path, "file"), fmt.Errorf(format, args...))
 }
 
 // StoreConfig is the [store] table.
@@ -97,9 +106,9 @@ func (fc FileConfig) lanes(eng *jobs.Config, workersSet bool) error {
 		n := fc.Queues[name].Workers
 		switch {
 		case !export.IsQueueName(name):
-			return fmt.Errorf("config: [queues.%s]: a queue name is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", name)
+			return fc.errorf("[queues.%s]: a queue name is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", name)
 		case n < 1 || n > MaxWorkers:
-			return fmt.Errorf("config: [queues.%s] workers must be from 1 to %d, not %d", name, MaxWorkers, n)
+			return fc.errorf("[queues.%s] workers must be from 1 to %d, not %d", name, MaxWorkers, n)
 		case name == store.DefaultQueue:
 			if !workersSet {
 				eng.Workers = n
@@ -152,6 +161,7 @@ func LoadFileConfig(path string, optional bool) (FileConfig, error) {
 		slices.Sort(keys)
 		return FileConfig{}, fmt.Errorf("config %s: unknown key %s", path, strings.Join(keys, ", "))
 	}
+	fc.path = path
 	return fc, nil
 }
 

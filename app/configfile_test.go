@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sheetq/jobs"
 )
 
 // TestLoadFileConfigRefuses: a config file that cannot be used refuses the start with
@@ -36,6 +38,17 @@ func TestLoadFileConfigRefuses(t *testing.T) {
 				t.Fatalf("err = %v, want config %s: ...%s", err, path, tc.err)
 			}
 		})
+	}
+	// A value checked after the read, such as a lane's size, names the file too.
+	if err := os.WriteFile(path, []byte("[queues.heavy]\nworkers = 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := LoadFileConfig(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.Lanes(jobs.Config{Workers: 2}, false); err == nil || err.Error() != "config "+path+": [queues.heavy] workers must be from 1 to 256, not 0" {
+		t.Fatalf("Lanes err = %v, want one naming %s", err, path)
 	}
 	// Tables of those keys, and none, still load.
 	if err := os.WriteFile(path, []byte("queues = {}\n[serve]\nworkers = 2\n[[schedules]]\nid = \"a\"\nparams = { rows = 1 }\n"), 0o644); err != nil {

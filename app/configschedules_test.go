@@ -67,7 +67,9 @@ timezone = "UTC"
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	if err := a.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `"broken"`) || !strings.Contains(err.Error(), "cron") {
+	// The one line names the file, the schedule and the field.
+	if err := a.Start(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "config "+path+": ") ||
+		!strings.Contains(err.Error(), `"broken"`) || !strings.Contains(err.Error(), "cron") {
 		t.Fatalf("a wrong declared schedule: start err = %v", err)
 	}
 
