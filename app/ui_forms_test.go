@@ -103,6 +103,17 @@ func TestUIFormsPrefill(t *testing.T) {
 	if j.Params["rows"] != float64(25) || j.Format != "csv" || !j.BOM {
 		t.Errorf("job params %v format %q bom %v", j.Params, j.Format, j.BOM)
 	}
+	// A script's "on" (a checkbox without a value sends it) is a checked box too, as it
+	// is for a bool parameter.
+	form.Set("idempotency_key", "prefill-bom-on-0001")
+	form.Set("file-bom", "on")
+	res = ts.postForm("/exports", form, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("submit with file-bom=on: %d %s", res.StatusCode, res.body)
+	}
+	if j, _ := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/")); !j.BOM {
+		t.Errorf("file-bom=on: job bom %v", j.BOM)
+	}
 
 	// A bool's default holds unless the query names it; a datetime in RFC 3339 fits the
 	// datetime-local input.

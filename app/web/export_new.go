@@ -248,7 +248,10 @@ func byParam(rep export.Report, form map[string][]string) map[string][]string {
 
 // bomChecked reads the BOM checkbox's values as the form is shown again and as it is
 // submitted: the last one sent counts.
-func bomChecked(vs []string) bool { return len(vs) > 0 && vs[len(vs)-1] == "true" }
+func bomChecked(vs []string) bool {
+	on, _ := formBool(vs).(bool) // 1, on, yes as for a bool parameter; any other word: no BOM
+	return on
+}
 
 // formParams reads the declared params from a form. An unchecked checkbox sends nothing,
 // which for a bool means false, not "use the default".
