@@ -136,7 +136,15 @@ func LoadFileConfig(path string, optional bool) (FileConfig, error) {
 	var fc FileConfig
 	text, err := os.ReadFile(path)
 	if err != nil {
-		if optional && errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return FileConfig{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		// A link to nothing (a moved file, a secret not mounted yet) is not a missing
+		// file: starting without its tokens, sources and lanes would go unnoticed.
+		if _, lerr := os.Lstat(path); lerr == nil {
+			return FileConfig{}, fmt.Errorf("config %s: a link to a file that does not exist", path)
+		}
+		if optional {
 			return FileConfig{}, nil
 		}
 		return FileConfig{}, fmt.Errorf("config %s: %w", path, err)

@@ -58,3 +58,23 @@ func TestLoadFileConfigRefuses(t *testing.T) {
 		t.Fatalf("LoadFileConfig = %+v, %v", fc, err)
 	}
 }
+
+// TestLoadFileConfigDanglingLink: the default config file (optional: missing is an
+// empty config) that is a link to nothing is refused, instead of taken for no file and
+// the server started without its tokens, sources and lanes.
+func TestLoadFileConfigDanglingLink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sheetq.toml")
+	if fc, err := LoadFileConfig(path, true); err != nil || fc.Sources != nil {
+		t.Fatalf("a missing default file: %+v, %v; want an empty config", fc, err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "secrets", "sheetq.toml"), path); err != nil {
+		t.Skipf("symlink: %v", err)
+	}
+	for _, optional := range []bool{true, false} {
+		if _, err := LoadFileConfig(path, optional); err == nil || err.Error() != "config "+path+": a link to a file that does not exist" {
+			t.Errorf("optional %v: err = %v, want the link to nothing named", optional, err)
+		}
+	}
+}
