@@ -277,6 +277,25 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 	if _, _, _, err := ts.sched.Declare(ctx, []schedules.Declared{{ID: mine.ID, Input: daily.Input}}); err == nil {
 		t.Fatal("a declared id that an API schedule holds was taken over")
 	}
+	// A wrong schedule refuses the whole file before anything is written: the new one
+	// before it is not created, the changed one not updated.
+	weekly := schedules.Declared{ID: "weekly-demo", Input: daily.Input}
+	changed := daily
+	changed.Cron = "0 8 * * *"
+	wrong := schedules.Declared{ID: "wrong", Input: schedules.Input{Report: "no-such-report", Cron: "0 6 * * *", TimeZone: "UTC"}}
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{weekly, changed, wrong}); err == nil || c+u+d != 0 {
+		t.Fatalf("a wrong schedule: created %d, updated %d, deleted %d, %v", c, u, d, err)
+	}
+	ts.schedule("GET", "/api/v1/schedules/weekly-demo", "", http.StatusNotFound)
+	if got := ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK); !got.NextRunAt.Equal(time.Date(2026, 12, 3, 7, 30, 0, 0, time.UTC)) {
+		t.Fatalf("daily-demo changed by a refused file: next %v", got.NextRunAt)
+	}
+	for _, id := range []string{"", "a b", "x/y", "-lead", strings.Repeat("x", 65), "daily-demo"} {
+		decl := []schedules.Declared{daily, {ID: id, Input: daily.Input}}
+		if _, _, _, err := ts.sched.Declare(ctx, decl); err == nil || !strings.Contains(err.Error(), "schedule id") {
+			t.Errorf("schedule id %q: %v", id, err)
+		}
+	}
 	if c, u, d, err := ts.sched.Declare(ctx, nil); err != nil || d != 1 || c+u != 0 {
 		t.Fatalf("gone from the file: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}

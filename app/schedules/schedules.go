@@ -463,26 +463,50 @@ type Declared struct {
 // created, a changed one updated (its next run computed again from now), an unchanged
 // one left alone (so that a time missed while the server was down is still caught up),
 // and one the file no longer declares deleted. Schedules made through the API or the
-// pages are not touched. It returns what it changed, for the log.
+// pages are not touched. Every declared schedule is checked before any is written, so
+// that a wrong one refuses the start without the ones before it already changed. It
+// returns what it changed, for the log.
 func (s *Service) Declare(ctx context.Context, decl []Declared) (created, updated, deleted int, err error) {
 	seen := map[string]bool{}
+	type change struct {
+		want   store.Schedule
+		exists bool
+	}
+	var changes []change
 	for _, d := range decl {
-		if d.ID == "" || seen[d.ID] {
-			return created, updated, deleted, &InputError{Field: "id", Message: fmt.Sprintf("schedule id %q is empty or declared twice", d.ID)}
+		if !validDeclaredID(d.ID) {
+			return 0, 0, 0, &InputError{Field: "id", Message: fmt.Sprintf("schedule id %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", d.ID)}
+		}
+		if seen[d.ID] {
+			return 0, 0, 0, &InputError{Field: "id", Message: fmt.Sprintf("schedule id %q is declared twice", d.ID)}
 		}
 		seen[d.ID] = true
 		c, err := s.check(d.Input)
 		if err != nil {
-			return created, updated, deleted, fmt.Errorf("schedule %q: %w", d.ID, err)
+			return 0, 0, 0, fmt.Errorf("schedule %q: %w", d.ID, err)
 		}
 		want, err := s.row(d.ID, ConfigOwner, c)
 		if err != nil {
-			return created, updated, deleted, fmt.Errorf("schedule %q: %w", d.ID, err)
+			return 0, 0, 0, fmt.Errorf("schedule %q: %w", d.ID, err)
 		}
 		cur, err := s.Store.GetSchedule(ctx, d.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			_, err := s.Store.CreateSchedule(ctx, want)
+			changes = append(changes, change{want: want})
+		case err != nil:
+			return 0, 0, 0, err
+		case cur.Owner != ConfigOwner:
+			return 0, 0, 0, &InputError{Field: "id",
+				Message: fmt.Sprintf("schedule id %q is taken by a schedule made through the API or the pages", d.ID)}
+		case sameDefinition(cur, want):
+			// Unchanged: its next run stays, caught up if it was missed.
+		default:
+			changes = append(changes, change{want: want, exists: true})
+		}
+	}
+	for _, c := range changes {
+		if !c.exists {
+			_, err := s.Store.CreateSchedule(ctx, c.want)
 			if errors.Is(err, store.ErrConflict) {
 				continue // another node starting with the same file created it just now
 			}
@@ -490,19 +514,12 @@ func (s *Service) Declare(ctx context.Context, decl []Declared) (created, update
 				return created, updated, deleted, err
 			}
 			created++
-		case err != nil:
-			return created, updated, deleted, err
-		case cur.Owner != ConfigOwner:
-			return created, updated, deleted, &InputError{Field: "id",
-				Message: fmt.Sprintf("schedule id %q is taken by a schedule made through the API or the pages", d.ID)}
-		case sameDefinition(cur, want):
-			// Unchanged: its next run stays, caught up if it was missed.
-		default:
-			if _, err := s.Store.UpdateSchedule(ctx, want); err != nil {
-				return created, updated, deleted, err
-			}
-			updated++
+			continue
 		}
+		if _, err := s.Store.UpdateSchedule(ctx, c.want); err != nil {
+			return created, updated, deleted, err
+		}
+		updated++
 	}
 	all, err := s.Store.ListSchedules(ctx)
 	if err != nil {
@@ -517,6 +534,24 @@ func (s *Service) Declare(ctx context.Context, decl []Declared) (created, update
 		}
 	}
 	return created, updated, deleted, nil
+}
+
+// validDeclaredID is whether a config file's schedule id can be one: it is a path
+// segment of the API and the pages (/api/v1/schedules/{id}), so letters, digits, '.',
+// '_' and '-', at most 64, starting with a letter or digit.
+func validDeclaredID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '_' || r == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // sameDefinition is whether two rows say the same schedule (their times aside).
