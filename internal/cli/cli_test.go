@@ -109,6 +109,30 @@ func TestServeRefusesBadValuesTheAppChecks(t *testing.T) {
 	}
 }
 
+// A [serve] value of the config file that serve checks after reading it (a number out of
+// range, a bad --check-db mode) is the file's error: exit 1, one line naming the file and
+// the key, as README says; the same value as a flag stays a usage error (exit 2).
+func TestServeNamesTheConfigFileForItsBadServeValues(t *testing.T) {
+	for _, tt := range []struct{ body, want string }{
+		{"[serve]\nworkers = 0\n", "[serve] workers must be from 1 to 256"},
+		{"[serve]\nworker_nice = 25\n", "[serve] worker_nice must be from 0 to 19"},
+		{"[serve]\nshutdown_grace = \"-1s\"\n", "[serve] shutdown_grace cannot be negative"},
+		{"[serve]\ncheck_db = \"sometimes\"\n", "[serve] check_db: "},
+	} {
+		data := t.TempDir()
+		config := filepath.Join(data, "sheetq.toml")
+		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 1 and one line with %q", tt.body, code, msg, tt.want)
+		}
+	}
+	serveRefuses(t, "--workers must be from 1 to 256", "--workers", "0")
+	serveRefuses(t, "--check-db: ", "--check-db", "sometimes")
+}
+
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {

@@ -24,7 +24,10 @@ var notInFile = map[string]string{
 // applyFileFlags sets, from the config file's [serve] table, every flag that neither the
 // command line nor SHEETQ_* set (parseWithEnv has run, so Visit sees both). Keys are
 // flag names with '_' for '-'; an unknown key is an error, like elsewhere in the file.
-func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error {
+// It returns the names of the flags it set, so that a value the command checks later
+// can be blamed on the file and its key (fileFlags.bad).
+func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) (fileFlags, error) {
+	fromFile := fileFlags{path: path, names: map[string]bool{}}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	keys := make([]string, 0, len(values))
@@ -35,10 +38,10 @@ func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error 
 	for _, key := range keys {
 		name := strings.ReplaceAll(key, "_", "-")
 		if why, ok := notInFile[name]; ok {
-			return fmt.Errorf("config %s: [serve] %s cannot be set in the config file: %s", path, key, why)
+			return fromFile, fmt.Errorf("config %s: [serve] %s cannot be set in the config file: %s", path, key, why)
 		}
 		if fs.Lookup(name) == nil || strings.Contains(key, "-") {
-			return fmt.Errorf("config %s: unknown key serve.%s", path, key)
+			return fromFile, fmt.Errorf("config %s: unknown key serve.%s", path, key)
 		}
 		if set[name] {
 			continue
@@ -56,13 +59,35 @@ func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) error 
 			}
 			v = strings.Join(parts, ",")
 		default:
-			return fmt.Errorf("config %s: serve.%s: want a string, number, boolean or list", path, key)
+			return fromFile, fmt.Errorf("config %s: serve.%s: want a string, number, boolean or list", path, key)
 		}
 		if err := fs.Set(name, v); err != nil {
-			return fmt.Errorf("config %s: serve.%s = %q: %w", path, key, v, err)
+			return fromFile, fmt.Errorf("config %s: serve.%s = %q: %w", path, key, v, err)
 		}
+		fromFile.names[name] = true
 	}
-	return nil
+	return fromFile, nil
+}
+
+// fileFlags are the flags the config file's [serve] table set.
+type fileFlags struct {
+	path  string
+	names map[string]bool
+}
+
+// bad is the error for a flag's value that the command refuses after parsing: a usage
+// error (exit 2, "--workers must be ...") when it came from the command line or the
+// environment, and the config file's error (exit 1, naming the file and key) when the
+// file set it.
+func (f fileFlags) bad(name, rule string) error {
+	sep := " "
+	if strings.HasPrefix(rule, ":") {
+		sep = "" // a parser's own message: "--check-db: ..."
+	}
+	if f.names[name] {
+		return fmt.Errorf("config %s: [serve] %s%s%s", f.path, strings.ReplaceAll(name, "-", "_"), sep, rule)
+	}
+	return usageError{fmt.Errorf("--%s%s%s", name, sep, rule)}
 }
 
 // parseWithEnv parses args, then fills every flag not given on the command line from

@@ -28,7 +28,7 @@ func TestFlagsBeatEnvironmentBeatFile(t *testing.T) {
 	if err := parseWithEnv(fs, []string{"--workers", "5"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyFileFlags(fs, file, "sheetq.toml"); err != nil {
+	if _, err := applyFileFlags(fs, file, "sheetq.toml"); err != nil {
 		t.Fatal(err)
 	}
 	if *workers != 5 || *retention != "48h" || *proxies != "10.0.0.0/8,192.168.0.0/16" {
@@ -39,7 +39,7 @@ func TestFlagsBeatEnvironmentBeatFile(t *testing.T) {
 	if err := parseWithEnv(fs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyFileFlags(fs, file, "sheetq.toml"); err != nil || *workers != 4 {
+	if _, err := applyFileFlags(fs, file, "sheetq.toml"); err != nil || *workers != 4 {
 		t.Fatalf("env over file: workers %d, %v", *workers, err)
 	}
 
@@ -62,7 +62,7 @@ func TestFlagsBeatEnvironmentBeatFile(t *testing.T) {
 		if key == "workers" {
 			v = "many"
 		}
-		err := applyFileFlags(fs, map[string]any{key: v}, "sheetq.toml")
+		_, err := applyFileFlags(fs, map[string]any{key: v}, "sheetq.toml")
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "sheetq.toml") {
 			t.Errorf("[serve] %s = %v: %v, want an error with %q", key, v, err, want)
 		}

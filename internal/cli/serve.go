@@ -98,15 +98,16 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	if err := applyFileFlags(fs, fc.Serve, configPath); err != nil {
+	fromFile, err := applyFileFlags(fs, fc.Serve, configPath)
+	if err != nil {
 		return err
 	}
 	cfg.File = &fc
 	if cfg.CheckDB, err = store.ParseCheckMode(checkDB); err != nil {
-		return usageError{fmt.Errorf("--check-db: %w", err)}
+		return fromFile.bad("check-db", fmt.Sprintf(": %v", err))
 	}
 	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {
-		return usageError{fmt.Errorf("--trusted-proxies: %w", err)}
+		return fromFile.bad("trusted-proxies", fmt.Sprintf(": %v", err))
 	}
 	// A double-click on a machine where something else holds the default port should
 	// still start: only an address the user chose (--addr or SHEETQ_ADDR, which
@@ -117,17 +118,19 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.Visit(func(f *flag.Flag) { cfg.WorkersSet = cfg.WorkersSet || f.Name == "workers" })
 	switch {
 	case eng.Workers < 1 || eng.Workers > 256:
-		return usageError{errors.New("--workers must be from 1 to 256")}
+		return fromFile.bad("workers", "must be from 1 to 256")
 	case eng.Heartbeat <= 0:
-		return usageError{errors.New("--heartbeat must be positive")}
-	case eng.StallAfter < 0 || eng.ShutdownGrace < 0:
-		return usageError{errors.New("--stall-after and --shutdown-grace cannot be negative")}
+		return fromFile.bad("heartbeat", "must be positive")
+	case eng.StallAfter < 0:
+		return fromFile.bad("stall-after", "cannot be negative")
+	case eng.ShutdownGrace < 0:
+		return fromFile.bad("shutdown-grace", "cannot be negative")
 	case cfg.Retention < 0:
-		return usageError{errors.New("--retention cannot be negative")}
+		return fromFile.bad("retention", "cannot be negative")
 	case cfg.MaxAttempts < 1:
-		return usageError{errors.New("--max-attempts must be at least 1")}
+		return fromFile.bad("max-attempts", "must be at least 1")
 	case eng.Nice < 0 || eng.Nice > 19:
-		return usageError{errors.New("--worker-nice must be from 0 to 19")}
+		return fromFile.bad("worker-nice", "must be from 0 to 19")
 	}
 	// The engine's own rules, such as stale-after at least twice the heartbeat, are
 	// checked once, by the engine, before anything starts.
