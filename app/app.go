@@ -216,16 +216,23 @@ func (c *Config) allTokens() ([]Token, error) {
 		all = append(all, Token{Name: DefaultTokenName, Secret: c.Token})
 	}
 	all = append(all, c.Tokens...)
+	var fromFile []Token
 	for i, t := range c.File.Tokens {
 		secret, err := ResolveSecret(t.Token)
 		if err != nil {
-			return nil, fmt.Errorf("config: token %q: %w", t.Name, err)
+			return nil, c.File.errorf("[[tokens]] %q: token: %w", t.Name, err)
 		}
 		if t.Name == "" {
-			return nil, fmt.Errorf("config: [[tokens]] number %d has no name", i+1)
+			return nil, c.File.errorf("[[tokens]] number %d has no name", i+1)
 		}
-		all = append(all, Token{Name: t.Name, Secret: secret})
+		fromFile = append(fromFile, Token{Name: t.Name, Secret: secret})
 	}
+	// The file's own tokens first, so that what is wrong with one of them (too short,
+	// a name twice) names the file; then all, for a clash with --token.
+	if err := middleware.CheckTokens(fromFile); err != nil {
+		return nil, c.File.errorf("[[tokens]]: %w", err)
+	}
+	all = append(all, fromFile...)
 	if err := middleware.CheckTokens(all); err != nil {
 		return nil, err
 	}

@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchBatches(a.engine.BatchStats)
 	a.metrics.WatchStreams(func() (int, int64) { s := a.hub.Stats(); return s.Clients, s.Dropped })
 	a.engine.Register(export.Name, kind.Kind)
-	if a.webhooks, err = openWebhooks(kind.config.Webhooks, cfg.Webhooks, log, st); err != nil {
+	if a.webhooks, err = openWebhooks(kind.config, cfg.Webhooks, log, st); err != nil {
 		return nil, err
 	}
 	a.engine.Register(webhook.Name, a.webhooks)

@@ -10,14 +10,15 @@ import (
 // table, or from override when set (tests). Without a secret it is still registered, so
 // that deliveries queued under an earlier config fail with a clear error instead of an
 // unknown kind.
-func openWebhooks(settings webhook.Settings, override *webhook.Config, log *slog.Logger, rec webhook.Recorder) (*webhook.Handler, error) {
+func openWebhooks(fc FileConfig, override *webhook.Config, log *slog.Logger, rec webhook.Recorder) (*webhook.Handler, error) {
+	settings := fc.Webhooks
 	var wc webhook.Config
 	if override != nil {
 		wc = *override
 	} else {
 		var err error
 		if wc, err = settings.Config(); err != nil {
-			return nil, err
+			return nil, fc.errorf("%w", err)
 		}
 	}
 	wc.Recorder, wc.Logger = rec, log

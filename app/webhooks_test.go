@@ -427,7 +427,7 @@ func TestWebhookConfigFile(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return openWebhooks(fc.Webhooks, nil, slog.New(slog.DiscardHandler), nil)
+		return openWebhooks(fc, nil, slog.New(slog.DiscardHandler), nil)
 	}
 	t.Setenv("SHEETQ_TEST_WEBHOOK_SECRET", testWebhookSecret)
 	for _, tc := range []struct {
@@ -460,7 +460,7 @@ func TestWebhookConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a missing optional config file: %v", err)
 	}
-	if h, err := openWebhooks(fc.Webhooks, nil, slog.New(slog.DiscardHandler), nil); err != nil || h.Configured() {
+	if h, err := openWebhooks(fc, nil, slog.New(slog.DiscardHandler), nil); err != nil || h.Configured() {
 		t.Fatalf("without a config file: configured %v, err %v", h.Configured(), err)
 	}
 }

@@ -133,6 +133,34 @@ func TestServeNamesTheConfigFileForItsBadServeValues(t *testing.T) {
 	serveRefuses(t, "--check-db: ", "--check-db", "sometimes")
 }
 
+// The config file's other tables are read later, by the app (tokens, sources, webhooks,
+// SMTP, deliveries); what is wrong in them names the file too, then the key.
+func TestServeNamesTheConfigFileForItsTables(t *testing.T) {
+	t.Setenv("SHEETQ_TEST_UNSET_SECRET", "")
+	for _, tt := range []struct{ body, want string }{
+		{"[[tokens]]\nname = \"ci\"\ntoken = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", `[[tokens]] "ci": token: environment variable SHEETQ_TEST_UNSET_SECRET is not set`},
+		{"[[tokens]]\nname = \"ci\"\ntoken = \"short\"\n", `token "ci" is too short`},
+		{"[sources.shop]\ndriver = \"postgres\"\ndsn = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", `source "shop": dsn: environment variable`},
+		{"[webhooks]\nsecret = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "webhooks: secret: environment variable"},
+		{"[smtp]\nhost = \"localhost\"\npassword = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "smtp: password: environment variable"},
+		{"[smtp]\nhost = \"localhost\"\nport = 99999\n", "smtp: port 99999"},
+		{"[deliveries]\nfolders = [\"relative\"]\n", "deliveries: folders[0]"},
+		{"[deliveries]\nattach_limit = -5\n", "[deliveries] attach_limit must be"},
+	} {
+		data := t.TempDir()
+		config := filepath.Join(data, "sheetq.toml")
+		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+		// Some are read after the reports are loaded, whose log line comes first.
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if msg := lines[len(lines)-1]; code != 1 || !strings.HasPrefix(msg, "sheetq: config "+config+": ") || !strings.Contains(msg, tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 1 and a last line naming the file and %q", tt.body, code, stderr, tt.want)
+		}
+	}
+}
+
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {
