@@ -161,6 +161,30 @@ func TestServeNamesTheConfigFileForItsTables(t *testing.T) {
 	}
 }
 
+// The tool commands that read [store] and [files] (doctor, backup, store) name the
+// config file and key for a bad value there, as serve does, and --store for the flag's.
+func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
+	t.Setenv("SHEETQ_TEST_UNSET_SECRET", "")
+	for _, tt := range []struct{ body, want string }{
+		{"[store]\nurl = \"mysql://localhost/db\"\n", "[store] url: "},
+		{"[files]\nurl = \"s3://bucket\"\naccess_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] access_key: environment variable"},
+	} {
+		data := t.TempDir()
+		config := filepath.Join(data, "sheetq.toml")
+		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := runCLI(t, "doctor", "--data", data)
+		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {
+			t.Errorf("doctor with %q: exit %d, stderr %q; want exit 1 and one line with the file and %q", tt.body, code, msg, tt.want)
+		}
+	}
+	_, stderr, code := runCLI(t, "doctor", "--data", t.TempDir(), "--store", "mysql://localhost/db")
+	if code != 2 || !strings.Contains(stderr, "--store: ") {
+		t.Errorf("doctor --store mysql://: exit %d, %q", code, stderr)
+	}
+}
+
 // TestServeRefusesStaleUnderTwoHeartbeats: the engine's staleness rule (jobs.Config.
 // Validate) refuses the flags before anything is created, as one line.
 func TestServeRefusesStaleUnderTwoHeartbeats(t *testing.T) {

@@ -59,11 +59,16 @@ func (f storeFlags) resolve(root string) (stores, error) {
 		return stores{}, err
 	}
 	var s stores
-	if s.DSN, err = postgresURL("--store", cmp.Or(*f.store, fc.Store.URL)); err != nil {
+	if *f.store == "" && fc.Store.URL != "" {
+		// From the file: its error names the file and key (exit 1), as serve's does.
+		if s.DSN, err = app.PostgresURL(fc.Store.URL); err != nil {
+			return stores{}, fmt.Errorf("config %s: [store] url: %w", path, err)
+		}
+	} else if s.DSN, err = postgresURL("--store", *f.store); err != nil {
 		return stores{}, err
 	}
 	if s.FilesURL = cmp.Or(*f.files, fc.Files.URL); s.FilesURL != "" {
-		cfg, err := bucketConfig(s.FilesURL, fc.Files)
+		cfg, err := bucketConfig(s.FilesURL, fc.Files, path)
 		if err != nil {
 			return stores{}, err
 		}
@@ -84,16 +89,16 @@ func postgresURL(name, v string) (string, error) {
 // bucketConfig parses an s3:// URL, with the keys of the config file's [files] table
 // (each may be env:NAME or file:PATH); without them objstore reads AWS_ACCESS_KEY_ID
 // and AWS_SECRET_ACCESS_KEY.
-func bucketConfig(raw string, fc app.FilesConfig) (objstore.Config, error) {
+func bucketConfig(raw string, fc app.FilesConfig, path string) (objstore.Config, error) {
 	cfg, err := objstore.ParseURL(raw)
 	if err != nil {
 		return objstore.Config{}, usageError{err}
 	}
 	if cfg.AccessKey, err = app.ResolveSecret(fc.AccessKey); err != nil {
-		return objstore.Config{}, fmt.Errorf("config: [files] access_key: %w", err)
+		return objstore.Config{}, fmt.Errorf("config %s: [files] access_key: %w", path, err)
 	}
 	if cfg.SecretKey, err = app.ResolveSecret(fc.SecretKey); err != nil {
-		return objstore.Config{}, fmt.Errorf("config: [files] secret_key: %w", err)
+		return objstore.Config{}, fmt.Errorf("config %s: [files] secret_key: %w", path, err)
 	}
 	return cfg, nil
 }
