@@ -92,12 +92,6 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 	switch action := r.PostForm.Get(actionField); action {
 	case "", actionSave:
 		// Save: below. A form posted without a button's action (a script's) saves too.
-	default:
-		// Not one of the form's buttons: what was meant is unknown, so nothing is saved.
-		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
-			message: "It asks for " + strconv.Quote(action) + ", which is none of its buttons; nothing was saved. " +
-				"Go back to the form and press Save or Preview.",
-			back: ui.Link{Href: "/schedules", Text: "Back to the schedules"}}
 	case actionReport:
 		// Another report was chosen (without JavaScript, with the button beside the
 		// select): its parameters, with their defaults, and the rest as given.
@@ -123,6 +117,12 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		}
 		p.render(w, r, status, ui.ScheduleFormPage(m, f))
 		return nil
+	default:
+		// Not one of the form's buttons: what was meant is unknown, so nothing is saved.
+		return &pageError{status: http.StatusBadRequest, title: "The form could not be read",
+			message: "It asks for " + strconv.Quote(action) + ", which is none of its buttons; nothing was saved. " +
+				"Go back to the form and press Save or Preview.",
+			back: ui.Link{Href: "/schedules", Text: "Back to the schedules"}}
 	}
 	var (
 		sc  store.Schedule
