@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,15 +158,8 @@ func TestUIFormsAfterRuleMarksTheField(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "period.sql", "-- title: Period\n-- source: demo\n-- param: from date \"From\" = 2025-01-01\n"+
 		"-- param: to date \"To\" after=from = 2025-02-01\nSELECT :from, :to;\n")
-	var doc *goquery.Document
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		res := ts.get("/exports/new?report=period")
-		if res.StatusCode != http.StatusOK {
-			return false, "period not loaded: " + strconv.Itoa(res.StatusCode)
-		}
-		doc = page(t, res, http.StatusOK)
-		return true, ""
-	})
+	ts.waitReport("period")
+	doc := page(t, ts.get("/exports/new?report=period"), http.StatusOK)
 	form := formOf(t, doc)
 	form.Set("from", "2025-03-01")
 	form.Set("to", "2025-02-01")
@@ -197,15 +189,8 @@ func TestUIFormsParamsNamedAsTheFormsOwnFields(t *testing.T) {
 	writeReport(t, ts, "clash.sql", "-- title: Clash\n-- source: demo\n-- param: report text \"Report\"\n"+
 		"-- param: idempotency_key text \"Key\"\n-- param: format text \"Format\" = wide\n-- param: bom bool \"BOM\"\n"+
 		"SELECT :report, :idempotency_key, :format, :bom;\n")
-	var doc *goquery.Document
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		res := ts.get("/exports/new?report=clash")
-		if res.StatusCode != http.StatusOK {
-			return false, "clash not loaded: " + strconv.Itoa(res.StatusCode)
-		}
-		doc = page(t, res, http.StatusOK)
-		return true, ""
-	})
+	ts.waitReport("clash")
+	doc := page(t, ts.get("/exports/new?report=clash"), http.StatusOK)
 	// The form as a browser sends it: every field in order, with the parameters typed.
 	typed := map[string]string{"report": "north", "idempotency_key": "k-typed", "format": "narrow", "bom": "true"}
 	form := url.Values{}

@@ -121,6 +121,12 @@ func fetch(t *testing.T, c *http.Client, method, url string, header http.Header)
 	for k, v := range header {
 		req.Header[k] = v
 	}
+	return do(t, c, req)
+}
+
+// do sends req and reads the whole answer.
+func do(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	res, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -364,16 +370,12 @@ func TestCreateExportRefusesABodyThatIsNotUTF8(t *testing.T) {
 	defer srv.Close()
 	post := func(body string) (*http.Response, []byte) {
 		t.Helper()
-		res, err := http.Post(srv.URL+"/api/v1/exports", "application/json", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/v1/exports", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
-		b, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res, b
+		req.Header.Set("Content-Type", "application/json")
+		return do(t, http.DefaultClient, req)
 	}
 	count := func() int {
 		jobs, err := s.svc.Store.List(context.Background(), store.ListOptions{Kind: export.Name, Limit: 10})

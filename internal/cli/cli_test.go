@@ -109,6 +109,19 @@ func TestServeRefusesBadValuesTheAppChecks(t *testing.T) {
 	}
 }
 
+// runWithConfig runs a command with --data in a new folder whose sheetq.toml (the
+// default config file) holds body; it returns that file's path, stderr and the exit code.
+func runWithConfig(t *testing.T, body string, args ...string) (config, stderr string, code int) {
+	t.Helper()
+	data := t.TempDir()
+	config = filepath.Join(data, "sheetq.toml")
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runCLI(t, append([]string{args[0], "--data", data}, args[1:]...)...)
+	return config, stderr, code
+}
+
 // A [serve] value of the config file that serve checks after reading it (a number out of
 // range, a bad --check-db mode) is the file's error: exit 1, one line naming the file and
 // the key, as README says; the same value as a flag stays a usage error (exit 2).
@@ -119,12 +132,7 @@ func TestServeNamesTheConfigFileForItsBadServeValues(t *testing.T) {
 		{"[serve]\nshutdown_grace = \"-1s\"\n", "[serve] shutdown_grace cannot be negative"},
 		{"[serve]\ncheck_db = \"sometimes\"\n", "[serve] check_db: "},
 	} {
-		data := t.TempDir()
-		config := filepath.Join(data, "sheetq.toml")
-		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+		config, stderr, code := runWithConfig(t, tt.body, "serve", "--addr", "127.0.0.1:0")
 		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit 1 and one line with %q", tt.body, code, msg, tt.want)
 		}
@@ -147,12 +155,7 @@ func TestServeNamesTheConfigFileForItsTables(t *testing.T) {
 		{"[deliveries]\nfolders = [\"relative\"]\n", "deliveries: folders[0]"},
 		{"[deliveries]\nattach_limit = -5\n", "[deliveries] attach_limit must be"},
 	} {
-		data := t.TempDir()
-		config := filepath.Join(data, "sheetq.toml")
-		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, stderr, code := runCLI(t, "serve", "--data", data, "--addr", "127.0.0.1:0")
+		config, stderr, code := runWithConfig(t, tt.body, "serve", "--addr", "127.0.0.1:0")
 		// Some are read after the reports are loaded, whose log line comes first.
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
 		if msg := lines[len(lines)-1]; code != 1 || !strings.HasPrefix(msg, "sheetq: config "+config+": ") || !strings.Contains(msg, tt.want) {
@@ -169,12 +172,7 @@ func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
 		{"[store]\nurl = \"mysql://localhost/db\"\n", "[store] url: "},
 		{"[files]\nurl = \"s3://bucket\"\naccess_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] access_key: environment variable"},
 	} {
-		data := t.TempDir()
-		config := filepath.Join(data, "sheetq.toml")
-		if err := os.WriteFile(config, []byte(tt.body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, stderr, code := runCLI(t, "doctor", "--data", data)
+		config, stderr, code := runWithConfig(t, tt.body, "doctor")
 		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {
 			t.Errorf("doctor with %q: exit %d, stderr %q; want exit 1 and one line with the file and %q", tt.body, code, msg, tt.want)
 		}
