@@ -674,3 +674,39 @@ func TestEventsStreamTellsOfDeletion(t *testing.T) {
 		}
 	}
 }
+
+// A HEAD request gets the stream's headers and the connection back at once: the server
+// drops a HEAD answer's body without an error, so a stream that went on would hold the
+// connection, which the client reuses for its next request, for good.
+func TestEventsHeadEndsAtOnce(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	res := ts.request(http.MethodHead, "/api/v1/events", nil, nil)
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("HEAD: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/healthz", nil)
+	next, err := ts.hc.Do(req)
+	if err != nil {
+		t.Fatalf("the request after HEAD /api/v1/events: %v", err)
+	}
+	next.Body.Close()
+	if res := ts.request(http.MethodHead, "/api/v1/events?last_event_id=abc", nil, nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("HEAD with a malformed id: %d, want 400", res.StatusCode)
+	}
+}
+
+// A query string the stream cannot read, or one that names its job or its last event
+// twice, is refused before the stream starts, instead of dropping what it cannot read
+// (a replay from ?last_event_id= lost) or keeping the first value without a word.
+func TestEventsBadQuery(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	ts.hc = &http.Client{Timeout: 5 * time.Second} // a stream started by mistake fails the test, not hangs it
+	for _, q := range []string{"?a;last_event_id=1", "?last_event_id=1%zz", "?last_event_id=1&last_event_id=2", "?job=a&job=b"} {
+		p := checkProblem(t, ts.get("/api/v1/events"+q), http.StatusBadRequest, "bad_query")
+		t.Logf("%s: %v", q, p["detail"])
+	}
+	checkProblem(t, ts.request(http.MethodGet, "/api/v1/events", nil, http.Header{"Last-Event-ID": {"1", "2"}}),
+		http.StatusBadRequest, "bad_last_event_id")
+}

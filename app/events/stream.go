@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -22,8 +23,11 @@ import (
 // pruned it first sends a snapshot of the jobs instead. ?job= follows one job.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	since := lastEventID(r)
-	jobID := r.URL.Query().Get("job")
+	since, jobID, prob := streamQuery(r)
+	if prob != nil {
+		prob.Write(w)
+		return
+	}
 	if jobID != "" {
 		if _, err := h.st.Get(ctx, jobID); errors.Is(err, store.ErrNotFound) {
 			problem.Write(w, http.StatusNotFound, "not_found", "no export job "+strconv.Quote(jobID))
@@ -66,6 +70,18 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	if r.Method == http.MethodHead {
+		// The server drops a HEAD answer's body without an error, so a stream would
+		// never notice and would hold the connection, which the client reuses for its
+		// next request, for good.
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
 	rc := http.NewResponseController(w)
 	// A stream lives for hours: it must not inherit a server-wide write timeout.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -84,10 +100,6 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	defer func() { close(handlerDone); <-watchDone }()
 
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 
 	out := sseWriter{w: w, rc: rc}
@@ -226,15 +238,36 @@ func (h *Hub) streamEnded(ctx context.Context, err error) {
 	h.log.DebugContext(ctx, "event stream ended", "err", err)
 }
 
-// lastEventID reads where a reconnecting client left off ("": nowhere): the
+// streamQuery reads where a reconnecting client left off (since, "": nowhere) and the
+// job it follows ("": every job), or the 400 that refuses the request. since is the
 // Last-Event-ID header, or ?last_event_id= for clients that cannot set headers. The
 // header wins, since a browser reconnecting to a URL that carries the parameter sends a
-// newer id in it. The store judges the cursor (EventsKept).
-func lastEventID(r *http.Request) string {
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		return v
+// newer id in it. The store judges the cursor (EventsKept). A query string that cannot
+// be read, or that gives job or last_event_id twice, is refused: url.Values.Get would
+// drop the one it cannot read and keep the first of the others, and the stream would
+// start from the present (or follow another job) without a word, losing what the
+// client asked to replay.
+func streamQuery(r *http.Request) (since, jobID string, prob *problem.Problem) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", "", problem.New(http.StatusBadRequest, "bad_query",
+			"the query string cannot be read ("+err.Error()+"); escape its values with percent-encoding")
 	}
-	return r.URL.Query().Get("last_event_id")
+	for _, name := range []string{"job", "last_event_id"} {
+		if len(q[name]) > 1 {
+			return "", "", problem.New(http.StatusBadRequest, "bad_query",
+				name+" is given "+strconv.Itoa(len(q[name]))+" times; give it once")
+		}
+	}
+	if ids := r.Header.Values("Last-Event-ID"); len(ids) > 1 {
+		return "", "", problem.New(http.StatusBadRequest, "bad_last_event_id",
+			"Last-Event-ID is given "+strconv.Itoa(len(ids))+" times; send it once")
+	}
+	since = r.Header.Get("Last-Event-ID")
+	if since == "" {
+		since = q.Get("last_event_id")
+	}
+	return since, q.Get("job"), nil
 }
 
 // sseWriter writes Server-Sent Events. send flushes each one; write leaves it in the
