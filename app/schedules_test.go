@@ -423,3 +423,48 @@ func TestScheduleRefusalNamesEveryField(t *testing.T) {
 		t.Errorf("an unknown report: %q, code %q", got, p.Code)
 	}
 }
+
+// A body that gives a key twice is refused whole (encoding/json would keep the last
+// without a word); a null "deliver" is no targets, shown as []; and a PATCH's null,
+// which would keep the value without a word, is refused with the field it names.
+func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
+	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
+	h := http.Header{"Content-Type": {"application/json"}}
+	send := func(method, path, body string) response {
+		t.Helper()
+		return ts.request(method, path, strings.NewReader(body), h)
+	}
+	for body, path := range map[string]string{
+		`{"report":"demo","cron":"0 6 * * *","timezone":"UTC","cron":"0 7 * * *"}`:                                        `"cron"`,
+		`{"report":"demo","cron":"@daily","timezone":"UTC","params":{"rows":1,"rows":2}}`:                                 `"params.rows"`,
+		`{"report":"demo","cron":"@daily","timezone":"UTC","deliver":[{"type":"email","to":["a@x.io"],"to":["b@x.io"]}]}`: `"deliver[0].to"`,
+	} {
+		p := checkProblem(t, send("POST", "/api/v1/schedules", body), http.StatusBadRequest, "malformed_json")
+		if d, _ := p["detail"].(string); !strings.Contains(d, path) {
+			t.Errorf("%s: detail %q does not name %s", body, d, path)
+		}
+	}
+	var list struct{ Schedules []json.RawMessage }
+	if res := ts.get("/api/v1/schedules"); json.Unmarshal(res.body, &list) != nil || len(list.Schedules) != 0 {
+		t.Fatalf("refused bodies saved schedules: %s", res.body)
+	}
+
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"@daily","timezone":"UTC","deliver":null}`, http.StatusCreated)
+	var shown struct{ Deliver json.RawMessage }
+	if res := ts.get("/api/v1/schedules/" + sc.ID); json.Unmarshal(res.body, &shown) != nil || string(shown.Deliver) != "[]" {
+		t.Errorf(`"deliver": null shows as %s, want []`, shown.Deliver)
+	}
+
+	p := "/api/v1/schedules/" + sc.ID
+	checkProblem(t, send("PATCH", p, `{"params":{"rows":3,"rows":4}}`), http.StatusBadRequest, "malformed_json")
+	for _, field := range []string{"cron", "timezone", "report", "params", "deliver", "paused"} {
+		prob := checkProblem(t, send("PATCH", p, `{"`+field+`":null}`), http.StatusUnprocessableEntity, "invalid_schedule")
+		if prob["field"] != field {
+			t.Errorf("PATCH %s null: field %v", field, prob["field"])
+		}
+	}
+	after := ts.schedule("GET", p, "", http.StatusOK)
+	if len(after.NextRuns) == 0 || after.NextRuns[0].Params["rows"] != float64(2) {
+		t.Errorf("after the refused PATCHes: %+v", after)
+	}
+}

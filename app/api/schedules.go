@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,9 +52,11 @@ func timeOrNil(t time.Time) *time.Time {
 	return &u
 }
 
-// readScheduleInput reads a schedule from the body, strictly (unknown fields refused).
-// PATCH reads onto the current values (into), so that absent fields keep them.
-func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input) error {
+// readScheduleInput reads a schedule from the body, strictly (unknown fields and repeated
+// keys refused). PATCH reads onto the current values (into), so that absent fields keep
+// them; there a null is refused, since it would keep the value too, without a word
+// (elsewhere a null field is an absent one).
+func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input, patch bool) error {
 	if err := checkJSONType(r); err != nil {
 		return err
 	}
@@ -68,7 +73,79 @@ func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *sc
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
 	}
+	// encoding/json keeps the last of a repeated key without a word: {"cron": "0 6 * * *",
+	// "cron": "0 7 * * *"} would save one of the two times the client wrote.
+	if path := duplicateKey(body); path != "" {
+		return problem.New(http.StatusBadRequest, "malformed_json",
+			"the body gives "+strconv.Quote(path)+" more than once; give each field once")
+	}
+	if patch {
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal(body, &fields) // an object, or null: decoded above
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			if string(fields[name]) == "null" {
+				p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule",
+					name+": null changes nothing; leave the field out to keep its value (send {} for no params, [] for no deliver)")
+				p.Field = name
+				return p
+			}
+		}
+	}
+	// A null "deliver" is no targets, as an absent one is, not a list that shows as null.
+	if string(into.Deliver) == "null" {
+		into.Deliver = nil
+	}
 	return nil
+}
+
+// duplicateKey is the path of the first key that an object of the JSON document doc
+// gives twice ("cron", "params.rows", "deliver[0].to"), or "" when none does (or when
+// doc is not JSON, which decoding it reports).
+func duplicateKey(doc []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var walk func(path string) (string, error)
+	walk = func(path string) (string, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				tok, err := dec.Token()
+				if err != nil {
+					return "", err
+				}
+				key, _ := tok.(string)
+				sub := key
+				if path != "" {
+					sub = path + "." + key
+				}
+				if seen[key] {
+					return sub, nil
+				}
+				seen[key] = true
+				if dup, err := walk(sub); dup != "" || err != nil {
+					return dup, err
+				}
+			}
+			_, err = dec.Token() // '}'
+			return "", err
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if dup, err := walk(path + "[" + strconv.Itoa(i) + "]"); dup != "" || err != nil {
+					return dup, err
+				}
+			}
+			_, err = dec.Token() // ']'
+			return "", err
+		}
+		return "", nil
+	}
+	dup, _ := walk("")
+	return dup
 }
 
 // scheduleProblem turns the service's refusals into problems: wrong fields are 422 with
@@ -104,7 +181,7 @@ func scheduleProblem(err error, id string) error {
 // createSchedule is POST /api/v1/schedules: 201 with the schedule and its next runs.
 func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	var in schedules.Input
-	if err := a.readScheduleInput(w, r, &in); err != nil {
+	if err := a.readScheduleInput(w, r, &in, false); err != nil {
 		return err
 	}
 	if in.Report == "" {
@@ -157,7 +234,7 @@ func (a *API) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 	}
 	in := schedules.InputOf(cur)
 	in.Params = nil // a sent "params" replaces them whole; an absent one keeps them
-	if err := a.readScheduleInput(w, r, &in); err != nil {
+	if err := a.readScheduleInput(w, r, &in, true); err != nil {
 		return err
 	}
 	if in.Params == nil {
@@ -204,7 +281,7 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 // saved, with their parameters resolved, or what is wrong with it.
 func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
 	var in schedules.Input
-	if err := a.readScheduleInput(w, r, &in); err != nil {
+	if err := a.readScheduleInput(w, r, &in, false); err != nil {
 		return err
 	}
 	runs, err := a.cfg.Schedules.Preview(in)
