@@ -468,3 +468,20 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 		t.Errorf("after the refused PATCHes: %+v", after)
 	}
 }
+
+// The schedules' lists are sent whole: a limit, a cursor or a filter of the exports
+// list is refused (400 bad_query) instead of ignored with a 200 of everything, and so
+// is a query string that cannot be read, as the exports list does.
+func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	for _, path := range []string{"/api/v1/schedules", "/api/v1/schedules/" + sc.ID + "/exports"} {
+		for _, q := range []string{"?limit=1", "?cursor=x", "?report=demo", "?status=FAILED", "?limit=1&limit=2", "?a=%zz", "?a;b"} {
+			p := checkProblem(t, ts.get(path+q), http.StatusBadRequest, "bad_query")
+			t.Logf("%s%s: %v", path, q, p["detail"])
+		}
+		if res := ts.get(path + "?_=123"); res.StatusCode != http.StatusOK {
+			t.Errorf("%s with a parameter it does not know: %d %s", path, res.StatusCode, res.body)
+		}
+	}
+}

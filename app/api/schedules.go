@@ -201,6 +201,9 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) error {
 
 // listSchedules is GET /api/v1/schedules.
 func (a *API) listSchedules(w http.ResponseWriter, r *http.Request) error {
+	if err := wholeListQuery(r); err != nil {
+		return err
+	}
 	list, err := a.cfg.Schedules.List(r.Context())
 	if err != nil {
 		return err
@@ -295,6 +298,9 @@ func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
 // scheduleFirings is GET /api/v1/schedules/{id}/exports: the exports its firings made,
 // the latest 1,000 scheduled times first.
 func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
+	if err := wholeListQuery(r); err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	sc, err := a.cfg.Schedules.Get(r.Context(), id)
 	if err != nil {
@@ -309,5 +315,24 @@ func (a *API) scheduleFirings(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, export.JobJSON(j, ""))
 	}
 	problem.WriteJSON(w, http.StatusOK, map[string]any{"exports": out})
+	return nil
+}
+
+// wholeListQuery refuses, for a list that is sent whole (the schedules, a schedule's
+// exports), a query string that cannot be read, as the exports list does, and the
+// exports list's filters and paging (status, report, limit, cursor): ignored, they
+// would answer 200 with everything, a listing the client did not ask for. Other
+// parameters are ignored, as there.
+func wholeListQuery(r *http.Request) error {
+	q, err := listQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"status", "report", "limit", "cursor"} {
+		if q.Has(name) {
+			return problem.New(http.StatusBadRequest, "bad_query",
+				strconv.Quote(name)+" is not a parameter of "+r.URL.Path+", which answers the whole list (it takes no status, report, limit or cursor)")
+		}
+	}
 	return nil
 }
