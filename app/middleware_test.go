@@ -94,6 +94,25 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
+// The probes and the metrics are the API's, for machines: another method is the API's
+// 405 problem with an Allow header, not the pages' HTML one. With tokens, /metrics asks
+// for the token first, as its GET does.
+func TestProbesRefuseOtherMethodsAsProblems(t *testing.T) {
+	ts := newTestServer(t, testOpts{})
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			res := ts.request(method, path, nil, nil)
+			checkProblem(t, res, http.StatusMethodNotAllowed, "method_not_allowed")
+			if allow := res.Header.Get("Allow"); allow != "GET, HEAD" {
+				t.Errorf("%s %s: Allow %q, want GET, HEAD", method, path, allow)
+			}
+		}
+	}
+	ts = newTestServer(t, testOpts{Token: "s3cret-token-for-tests"})
+	checkProblem(t, ts.request(http.MethodPost, "/metrics", nil, nil), http.StatusUnauthorized, "")
+	checkProblem(t, ts.request(http.MethodPost, "/healthz", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
 func TestReports(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	res := ts.get("/api/v1/reports")

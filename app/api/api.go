@@ -100,6 +100,9 @@ func (a *API) Routes(mux *http.ServeMux) {
 		mux.HandleFunc("GET /api/v1/schedules/{id}/exports", h(a.scheduleFirings))
 	}
 	mux.Handle(apiCatchAll, h(a.fallback(mux))) // 404 or 405, as problem+json
+	for _, path := range probePaths() {
+		mux.Handle(path, h(a.fallback(mux))) // 405, as problem+json
+	}
 	mux.HandleFunc("GET /healthz", h(a.healthz))
 	mux.HandleFunc("GET /readyz", h(a.readyz))
 	mux.Handle("GET /metrics", a.cfg.Metrics.Handler())
