@@ -436,6 +436,7 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 	}
 	for body, path := range map[string]string{
 		`{"report":"demo","cron":"0 6 * * *","timezone":"UTC","cron":"0 7 * * *"}`:                                        `"cron"`,
+		`{"report":"demo","cron":"0 6 * * *","timezone":"UTC","Cron":"0 7 * * *"}`:                                        `"Cron"`,
 		`{"report":"demo","cron":"@daily","timezone":"UTC","params":{"rows":1,"rows":2}}`:                                 `"params.rows"`,
 		`{"report":"demo","cron":"@daily","timezone":"UTC","deliver":[{"type":"email","to":["a@x.io"],"to":["b@x.io"]}]}`: `"deliver[0].to"`,
 	} {

@@ -100,7 +100,9 @@ func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *sc
 
 // duplicateKey is the path of the first key that an object of the JSON document doc
 // gives twice ("cron", "params.rows", "deliver[0].to"), or "" when none does (or when
-// doc is not JSON, which decoding it reports).
+// doc is not JSON, which decoding it reports). Keys that differ only in case are the
+// same key ("cron" and "Cron"), since encoding/json matches a struct's fields so,
+// except in params, a map whose keys are the report's names as written.
 func duplicateKey(doc []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -112,7 +114,7 @@ func duplicateKey(doc []byte) string {
 		}
 		switch tok {
 		case json.Delim('{'):
-			seen := map[string]bool{}
+			var seen []string
 			for dec.More() {
 				tok, err := dec.Token()
 				if err != nil {
@@ -123,10 +125,10 @@ func duplicateKey(doc []byte) string {
 				if path != "" {
 					sub = path + "." + key
 				}
-				if seen[key] {
+				if slices.ContainsFunc(seen, func(k string) bool { return k == key || (path != "params" && strings.EqualFold(k, key)) }) {
 					return sub, nil
 				}
-				seen[key] = true
+				seen = append(seen, key)
 				if dup, err := walk(sub); dup != "" || err != nil {
 					return dup, err
 				}
