@@ -456,6 +456,16 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 		t.Errorf(`"deliver": null shows as %s, want []`, shown.Deliver)
 	}
 
+	// A schedule saved with "deliver": null before that was read as none shows [] too.
+	old, err := ts.sched.Create(context.Background(), schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC",
+		Deliver: json.RawMessage("null")}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := ts.get("/api/v1/schedules/" + old.ID); json.Unmarshal(res.body, &shown) != nil || string(shown.Deliver) != "[]" {
+		t.Errorf(`a row saved with "deliver": null shows it as %s, want []`, shown.Deliver)
+	}
+
 	p := "/api/v1/schedules/" + sc.ID
 	checkProblem(t, send("PATCH", p, `{"params":{"rows":3,"rows":4}}`), http.StatusBadRequest, "malformed_json")
 	for _, field := range []string{"cron", "timezone", "report", "params", "deliver", "paused"} {

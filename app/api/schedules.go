@@ -34,6 +34,9 @@ func (a *API) scheduleJSON(sc store.Schedule) apiv1.Schedule {
 	if len(sc.Deliver) > 0 {
 		_ = json.Unmarshal(sc.Deliver, &out.Deliver) // checked by deliver.ParseTargets when saved
 	}
+	if out.Deliver == nil {
+		out.Deliver = []apiv1.Target{} // a row saved with "deliver": null before it was read as none
+	}
 	if !sc.Paused {
 		// A schedule that no longer checks (its report was removed) shows no coming runs;
 		// its next firing still happens, and fails where people look.
