@@ -680,18 +680,20 @@ func TestEventsStreamTellsOfDeletion(t *testing.T) {
 // connection, which the client reuses for its next request, for good.
 func TestEventsHeadEndsAtOnce(t *testing.T) {
 	ts := newTestServer(t, testOpts{Idle: true})
-	res := ts.request(http.MethodHead, "/api/v1/events", nil, nil)
-	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("HEAD: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
+	for _, path := range []string{"/api/v1/events", "/reports/events"} {
+		res := ts.request(http.MethodHead, path, nil, nil)
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("HEAD %s: %d %q", path, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/healthz", nil)
+		next, err := ts.hc.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("the request after HEAD %s: %v", path, err)
+		}
+		next.Body.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/healthz", nil)
-	next, err := ts.hc.Do(req)
-	if err != nil {
-		t.Fatalf("the request after HEAD /api/v1/events: %v", err)
-	}
-	next.Body.Close()
 	if res := ts.request(http.MethodHead, "/api/v1/events?last_event_id=abc", nil, nil); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("HEAD with a malformed id: %d, want 400", res.StatusCode)
 	}

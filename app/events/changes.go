@@ -25,12 +25,16 @@ func (h *Hub) ChangeStream(subscribe func() (changed <-chan struct{}, unsubscrib
 		default:
 		}
 
-		rc := http.NewResponseController(w)
-		_ = rc.SetWriteDeadline(time.Time{}) // a stream lives for hours
 		hd := w.Header()
 		hd.Set("Content-Type", "text/event-stream")
 		hd.Set("Cache-Control", "no-cache")
 		hd.Set("X-Accel-Buffering", "no")
+		if r.Method == http.MethodHead {
+			w.WriteHeader(http.StatusOK) // as ServeHTTP: a HEAD stream would never end
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Time{}) // a stream lives for hours
 		w.WriteHeader(http.StatusOK)
 		out := sseWriter{w: w, rc: rc}
 		if err := out.raw("retry: " + strconv.FormatInt(h.cfg.Retry.Milliseconds(), 10) + "\n\n"); err != nil {
