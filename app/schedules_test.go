@@ -496,3 +496,18 @@ func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
 		}
 	}
 }
+
+// An empty body says so, instead of "the body is not a valid schedule: EOF".
+func TestScheduleEmptyBody(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	for _, req := range [][2]string{{"POST", "/api/v1/schedules"}, {"POST", "/api/v1/schedules/preview"}, {"PATCH", "/api/v1/schedules/" + sc.ID}} {
+		for _, body := range []string{"", " \n"} {
+			p := checkProblem(t, ts.request(req[0], req[1], strings.NewReader(body), http.Header{"Content-Type": {"application/json"}}),
+				http.StatusBadRequest, "malformed_json")
+			if d, _ := p["detail"].(string); !strings.HasPrefix(d, "the body is empty") {
+				t.Errorf("%s %s with %q: detail %q", req[0], req[1], body, d)
+			}
+		}
+	}
+}

@@ -70,7 +70,10 @@ func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *sc
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
-	if err := dec.Decode(into); err != nil {
+	if err := dec.Decode(into); errors.Is(err, io.EOF) {
+		return problem.New(http.StatusBadRequest, "malformed_json",
+			`the body is empty: send the schedule as a JSON object, such as {"report": "orders", "cron": "0 6 * * *", "timezone": "UTC"}`)
+	} else if err != nil {
 		return problem.New(http.StatusBadRequest, "malformed_json", "the body is not a valid schedule: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
