@@ -58,6 +58,11 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
 	}
+	// encoding/json keeps the last of a repeated key without a word, as for a schedule.
+	if path := duplicateKey(body); path != "" {
+		return problem.New(http.StatusBadRequest, "malformed_json",
+			"the body gives "+strconv.Quote(path)+" more than once; give each field once")
+	}
 	if req.Report == "" {
 		return problem.New(http.StatusUnprocessableEntity, "missing_report",
 			`the body needs "report": the id of a report (see GET /api/v1/reports)`)

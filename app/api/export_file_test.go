@@ -358,7 +358,8 @@ func (names) Report(id string) (export.Report, error) {
 }
 
 // A request body that is not UTF-8 (Latin-1 "Müller") is a 400 that creates nothing,
-// not an export of "M\ufffdller"; the same text in UTF-8 is accepted as sent.
+// not an export of "M\ufffdller", and so is one that gives a key twice; the same text in
+// UTF-8 is accepted as sent.
 func TestCreateExportRefusesABodyThatIsNotUTF8(t *testing.T) {
 	t.Parallel()
 	s := serveOneExport(t, local, api.DownloadStream)
@@ -389,6 +390,20 @@ func TestCreateExportRefusesABodyThatIsNotUTF8(t *testing.T) {
 	wantProblem(t, "Latin-1 body", res, body, http.StatusBadRequest, "malformed_json")
 	if n := count(); n != before {
 		t.Fatalf("%d exports after a refused request, want %d", n, before)
+	}
+	// A key given twice is refused too: encoding/json would keep the last without a word.
+	for _, dup := range []string{
+		`{"report":"names","params":{"who":"Ann","who":"Bob"}}`,
+		`{"report":"names","Report":"other","params":{"who":"Ann"}}`,
+	} {
+		res, body = post(dup)
+		wantProblem(t, dup, res, body, http.StatusBadRequest, "malformed_json")
+		if !bytes.Contains(body, []byte("more than once")) {
+			t.Errorf("%s: %s", dup, body)
+		}
+	}
+	if n := count(); n != before {
+		t.Fatalf("%d exports after refused requests, want %d", n, before)
 	}
 	res, body = post(`{"report":"names","params":{"who":"Müller"}}`)
 	if res.StatusCode != http.StatusAccepted || !bytes.Contains(body, []byte(`"who": "Müller"`)) {

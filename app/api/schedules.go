@@ -120,7 +120,8 @@ func duplicateKey(doc []byte) string {
 		}
 		switch tok {
 		case json.Delim('{'):
-			var seen []string
+			// A map, not a list: a 64 KiB body can hold some ten thousand keys.
+			seen := map[string]bool{}
 			for dec.More() {
 				tok, err := dec.Token()
 				if err != nil {
@@ -131,10 +132,15 @@ func duplicateKey(doc []byte) string {
 				if path != "" {
 					sub = path + "." + key
 				}
-				if slices.ContainsFunc(seen, func(k string) bool { return k == key || (path != "params" && strings.EqualFold(k, key)) }) {
+				// encoding/json matches a struct's field names without regard to case;
+				// a report's parameter names are compared exactly.
+				if path != "params" {
+					key = strings.ToLower(key)
+				}
+				if seen[key] {
 					return sub, nil
 				}
-				seen = append(seen, key)
+				seen[key] = true
 				if dup, err := walk(sub); dup != "" || err != nil {
 					return dup, err
 				}
