@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -47,6 +48,20 @@ func IsBusy(err error) bool {
 	switch pe.Code {
 	case "40001", "40P01", "55P03":
 		return true
+	}
+	return false
+}
+
+// hasNUL reports whether a value a client chose (an id in a path, a filter) holds a NUL.
+// PostgreSQL's text cannot hold one, so no row has such a value; and the server refuses
+// one as a parameter (22021, invalid byte sequence), which would be a 500 for what is
+// only an unknown id. Callers answer "not found" or "none" without asking, as the
+// SQLite store does by asking.
+func hasNUL(vs ...string) bool {
+	for _, v := range vs {
+		if strings.IndexByte(v, 0) >= 0 {
+			return true
+		}
 	}
 	return false
 }

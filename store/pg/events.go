@@ -67,6 +67,9 @@ func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]st
 
 // Events returns a job's events in order.
 func (s *Store) Events(ctx context.Context, jobID string) ([]store.Event, error) {
+	if hasNUL(jobID) {
+		return nil, nil
+	}
 	return s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE job_id = $1 ORDER BY id`, jobID)
 }
 

@@ -57,6 +57,9 @@ func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, tot
 
 // Get returns one job, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (store.Job, error) {
+	if hasNUL(id) {
+		return store.Job{}, store.ErrNotFound
+	}
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1`, id))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.Job{}, fmt.Errorf("get job: %w", err)
@@ -67,6 +70,9 @@ func (s *Store) Get(ctx context.Context, id string) (store.Job, error) {
 // getForUpdate reads a job inside tx and locks its row, so that the check that follows
 // and the update it guards see the same row.
 func getForUpdate(ctx context.Context, tx pgx.Tx, id string) (store.Job, error) {
+	if hasNUL(id) {
+		return store.Job{}, store.ErrNotFound
+	}
 	return scanJob(tx.QueryRow(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id))
 }
 

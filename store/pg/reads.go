@@ -42,7 +42,7 @@ const final = `status IN ('SUCCEEDED','FAILED','CANCELED','EXPIRED')`
 
 // listQuery is List's statement and its arguments; ok is false when nothing can match.
 func listQuery(o store.ListOptions) (q string, args []any, ok bool) {
-	if o.Status != "" && !o.Status.Valid() {
+	if o.Status != "" && !o.Status.Valid() || hasNUL(o.Kind, o.Report) {
 		return "", nil, false
 	}
 	limit := o.Limit

@@ -87,6 +87,9 @@ func (s *Store) CreateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 
 // GetSchedule is store.Store.GetSchedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (store.Schedule, error) {
+	if hasNUL(id) {
+		return store.Schedule{}, store.ErrNotFound
+	}
 	return scanSchedule(s.pool.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = $1`, id))
 }
 
@@ -121,6 +124,9 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 	if err := checkSchedule(sc); err != nil {
 		return store.Schedule{}, err
 	}
+	if hasNUL(sc.ID) {
+		return store.Schedule{}, store.ErrNotFound
+	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `UPDATE schedules SET report = $2, params = $3::json, format = $4,
 		bom = $5, cron = $6, timezone = $7, deliver = $8::json, paused = $9, next_run_at = $10, updated_at = `+nowSQL+`
 		WHERE id = $11 RETURNING `+scheduleColumns,
@@ -134,6 +140,9 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 
 // DeleteSchedule is store.Store.DeleteSchedule.
 func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
+	if hasNUL(id) {
+		return store.ErrNotFound
+	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM schedules WHERE id = $1`, id)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
@@ -203,6 +212,9 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 // partial index of migration 0008, whose "C" collation orders them byte by byte as the
 // SQLite store's keys are (the predicate repeats the index's, for the planner).
 func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error) {
+	if hasNUL(id) {
+		return nil, nil
+	}
 	lo, hi := store.FiringKeyRange(id)
 	jobs, err := s.queryJobs(ctx, s.pool, firingsQuery, lo, hi, store.FiringsLimit(limit))
 	if err != nil {

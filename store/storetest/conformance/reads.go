@@ -130,6 +130,35 @@ func testGetUnknown(t *testing.T, h Harness, r Reads) {
 	if _, err := r.Get(ctx, "no-such-job"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get of an unknown job: err = %v, want ErrNotFound", err)
 	}
+	// An id or a filter with a NUL (a client's "%00") matches nothing, as any unknown
+	// value does; PostgreSQL's text cannot hold one, and refuses it as a parameter.
+	enqueue(t, h)
+	nul := "no-such\x00job"
+	if _, err := r.Get(ctx, nul); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("get of an id with a NUL: err = %v, want ErrNotFound", err)
+	}
+	for name, call := range map[string]func() (store.Job, error){
+		"Cancel": func() (store.Job, error) { return h.Store.Cancel(ctx, nul) },
+		"Retry":  func() (store.Job, error) { return h.Store.Retry(ctx, nul, 0) },
+		"Delete": func() (store.Job, error) { return h.Store.Delete(ctx, nul) },
+	} {
+		if _, err := call(); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s of an id with a NUL: err = %v, want ErrNotFound", name, err)
+		}
+	}
+	type eventsOf interface {
+		Events(ctx context.Context, jobID string) ([]store.Event, error)
+	}
+	if es, ok := h.Store.(eventsOf); !ok {
+		t.Errorf("%T has no Events", h.Store)
+	} else if evs, err := es.Events(ctx, nul); err != nil || len(evs) != 0 {
+		t.Errorf("events of an id with a NUL: %d, %v; want none", len(evs), err)
+	}
+	for _, o := range []store.ListOptions{{Report: nul}, {Kind: nul}} {
+		if js, err := r.List(ctx, o); err != nil || len(js) != 0 {
+			t.Errorf("List(%+v): %d jobs, %v; want none", o, len(js), err)
+		}
+	}
 }
 
 // List is newest first by insertion order, also for jobs stamped at the same instant; a

@@ -39,6 +39,7 @@ func RunSchedules(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FiringYieldsToAnEdit", testFiringYieldsToAnEdit},
 		{"FiringOfATimeFiredBefore", testFiringFiredBefore},
 		{"FiringsListedByTheirKeys", testScheduleFirings},
+		{"IDWithANULMatchesNothing", testScheduleIDWithANUL},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := open(t, Options{})
@@ -309,5 +310,23 @@ func testScheduleFirings(t *testing.T, h Harness, st Schedules) {
 		if !slices.Equal(ids(got), c.want) {
 			t.Errorf("firings of %s (limit %d) = %v, want %v", c.id, c.limit, ids(got), c.want)
 		}
+	}
+}
+
+// A schedule id with a NUL (a client's "%00") is an unknown one, on every store:
+// PostgreSQL's text cannot hold a NUL, and refuses one as a parameter.
+func testScheduleIDWithANUL(t *testing.T, h Harness, st Schedules) {
+	nul := "no-such\x00schedule"
+	if _, err := st.GetSchedule(ctx, nul); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSchedule: %v, want ErrNotFound", err)
+	}
+	if err := st.DeleteSchedule(ctx, nul); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteSchedule: %v, want ErrNotFound", err)
+	}
+	if _, err := st.UpdateSchedule(ctx, store.Schedule{ID: nul, Report: "r", Params: json.RawMessage(`{}`), Cron: "0 6 * * *", TimeZone: "UTC"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateSchedule: %v, want ErrNotFound", err)
+	}
+	if js, err := st.ScheduleFirings(ctx, nul, 10); err != nil || len(js) != 0 {
+		t.Errorf("ScheduleFirings: %d, %v; want none", len(js), err)
 	}
 }
