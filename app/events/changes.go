@@ -25,12 +25,7 @@ func (h *Hub) ChangeStream(subscribe func() (changed <-chan struct{}, unsubscrib
 		default:
 		}
 
-		hd := w.Header()
-		hd.Set("Content-Type", "text/event-stream")
-		hd.Set("Cache-Control", "no-cache")
-		hd.Set("X-Accel-Buffering", "no")
-		if r.Method == http.MethodHead {
-			w.WriteHeader(http.StatusOK) // as ServeHTTP: a HEAD stream would never end
+		if !streamHeaders(w, r) {
 			return
 		}
 		rc := http.NewResponseController(w)

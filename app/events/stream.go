@@ -70,15 +70,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-cache")
-	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	if r.Method == http.MethodHead {
-		// The server drops a HEAD answer's body without an error, so a stream would
-		// never notice and would hold the connection, which the client reuses for its
-		// next request, for good.
-		w.WriteHeader(http.StatusOK)
+	if !streamHeaders(w, r) {
 		return
 	}
 
@@ -236,6 +228,22 @@ func (h *Hub) streamEnded(ctx context.Context, err error) {
 		return
 	}
 	h.log.DebugContext(ctx, "event stream ended", "err", err)
+}
+
+// streamHeaders sets an event stream's headers. For a HEAD it also answers and returns
+// false: the server drops a HEAD answer's body without an error, so a stream would never
+// notice and would hold the connection, which the client reuses for its next request,
+// for good.
+func streamHeaders(w http.ResponseWriter, r *http.Request) bool {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return false
+	}
+	return true
 }
 
 // streamQuery reads where a reconnecting client left off (since, "": nowhere) and the
