@@ -220,17 +220,17 @@ func (c *Config) allTokens() ([]Token, error) {
 	for i, t := range c.File.Tokens {
 		secret, err := ResolveSecret(t.Token)
 		if err != nil {
-			return nil, c.File.errorf("[[tokens]] %q: token: %w", t.Name, err)
+			return nil, c.File.Errorf("[[tokens]] %q: token: %w", t.Name, err)
 		}
 		if t.Name == "" {
-			return nil, c.File.errorf("[[tokens]] number %d has no name", i+1)
+			return nil, c.File.Errorf("[[tokens]] number %d has no name", i+1)
 		}
 		fromFile = append(fromFile, Token{Name: t.Name, Secret: secret})
 	}
 	// The file's own tokens first, so that what is wrong with one of them (too short,
 	// a name twice) names the file; then all, for a clash with --token.
 	if err := middleware.CheckTokens(fromFile); err != nil {
-		return nil, c.File.errorf("[[tokens]]: %w", err)
+		return nil, c.File.Errorf("[[tokens]]: %w", err)
 	}
 	all = append(all, fromFile...)
 	if err := middleware.CheckTokens(all); err != nil {

@@ -50,8 +50,8 @@ type FileConfig struct {
 	path string
 }
 
-// errorf is an error about a value of the file, naming the file: "config PATH: ...".
-func (fc FileConfig) errorf(format string, args ...any) error {
+// Errorf is an error about a value of the file, naming the file: "config PATH: ...".
+func (fc FileConfig) Errorf(format string, args ...any) error {
 	return fmt.Errorf("config %s: %w", cmp.Or(fc.path, "file"), fmt.Errorf(format, args...))
 }
 
@@ -106,9 +106,9 @@ func (fc FileConfig) lanes(eng *jobs.Config, workersSet bool) error {
 		n := fc.Queues[name].Workers
 		switch {
 		case !export.IsQueueName(name):
-			return fc.errorf("[queues.%s]: a queue name is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", name)
+			return fc.Errorf("[queues.%s]: a queue name is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", name)
 		case n < 1 || n > MaxWorkers:
-			return fc.errorf("[queues.%s] workers must be from 1 to %d, not %d", name, MaxWorkers, n)
+			return fc.Errorf("[queues.%s] workers must be from 1 to %d, not %d", name, MaxWorkers, n)
 		case name == store.DefaultQueue:
 			if !workersSet {
 				eng.Workers = n

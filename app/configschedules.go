@@ -40,7 +40,7 @@ func (a *App) declareSchedules(ctx context.Context, fc FileConfig) error {
 		if len(sc.Deliver) > 0 {
 			b, err := json.Marshal(sc.Deliver)
 			if err != nil {
-				return fc.errorf("[[schedules]] %d (%q): deliver: %w", i+1, sc.ID, err)
+				return fc.Errorf("[[schedules]] %d (%q): deliver: %w", i+1, sc.ID, err)
 			}
 			targets = b
 		}
@@ -49,7 +49,7 @@ func (a *App) declareSchedules(ctx context.Context, fc FileConfig) error {
 	}
 	created, updated, deleted, err := a.sched.Declare(ctx, decl)
 	if err != nil {
-		return fc.errorf("[[schedules]]: %w", err)
+		return fc.Errorf("[[schedules]]: %w", err)
 	}
 	if created+updated+deleted > 0 {
 		a.log.InfoContext(ctx, "schedules from the config file", "created", created, "updated", updated, "deleted", deleted)

@@ -43,21 +43,21 @@ func withDeliveries(announce store.FollowUpFunc) store.FollowUpFunc {
 func (a *App) openDeliveries(fc FileConfig) (*deliver.Handler, error) {
 	smtp, err := fc.SMTP.Resolved()
 	if err != nil {
-		return nil, fc.errorf("%w", err)
+		return nil, fc.Errorf("%w", err)
 	}
 	if smtp.CAFile != "" && !filepath.IsAbs(smtp.CAFile) {
 		// Relative to the config file's folder, like the file's other paths.
 		smtp.CAFile = filepath.Join(filepath.Dir(cmp.Or(a.cfg.ConfigFile, a.dir.Config())), smtp.CAFile)
 	}
 	if fc.Deliveries.AttachLimit < 0 {
-		return nil, fc.errorf("[deliveries] attach_limit must be a number of bytes, not %d", fc.Deliveries.AttachLimit)
+		return nil, fc.Errorf("[deliveries] attach_limit must be a number of bytes, not %d", fc.Deliveries.AttachLimit)
 	}
 	h, err := deliver.New(deliver.Config{
 		SMTP: smtp, Folders: fc.Deliveries.Folders, AttachLimit: fc.Deliveries.AttachLimit, BaseURL: a.cfg.BaseURL,
 		Files: a.files, Recorder: a.store, Observe: a.metrics.Deliveries(), Logger: a.log, Now: a.cfg.Now,
 	})
 	if err != nil {
-		return nil, fc.errorf("%w", err) // [smtp] or [deliveries]: their errors name the key
+		return nil, fc.Errorf("%w", err) // [smtp] or [deliveries]: their errors name the key
 	}
 	return h, nil
 }

@@ -76,7 +76,7 @@ func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, 
 		src, err := export.OpenSource(name, sc, filepath.Dir(configFile))
 		if err != nil {
 			cleanup()
-			return exportKind{}, nil, fc.errorf("%w", err)
+			return exportKind{}, nil, fc.Errorf("%w", err)
 		}
 		if c, ok := src.(io.Closer); ok {
 			closers = append(closers, c)

@@ -138,11 +138,11 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 	}
 	access, err := ResolveSecret(fc.AccessKey)
 	if err != nil {
-		return nil, a.cfg.File.errorf("[files] access_key: %w", err)
+		return nil, a.cfg.File.Errorf("[files] access_key: %w", err)
 	}
 	secret, err := ResolveSecret(fc.SecretKey)
 	if err != nil {
-		return nil, a.cfg.File.errorf("[files] secret_key: %w", err)
+		return nil, a.cfg.File.Errorf("[files] secret_key: %w", err)
 	}
 	f, err := jobs.OpenFiles(u, a.dir.Exports(), access, secret, a.log)
 	if err != nil {

@@ -18,7 +18,7 @@ func openWebhooks(fc FileConfig, override *webhook.Config, log *slog.Logger, rec
 	} else {
 		var err error
 		if wc, err = settings.Config(); err != nil {
-			return nil, fc.errorf("%w", err)
+			return nil, fc.Errorf("%w", err)
 		}
 	}
 	wc.Recorder, wc.Logger = rec, log

@@ -171,6 +171,7 @@ func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
 		{"[store]\nurl = \"mysql://localhost/db\"\n", "[store] url: "},
 		{"[files]\nurl = \"s3://bucket\"\naccess_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] access_key: environment variable"},
+		{"[files]\nurl = \"s3://b\"\n", "[files] url: "},
 	} {
 		config, stderr, code := runWithConfig(t, tt.body, "doctor")
 		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {

@@ -59,16 +59,17 @@ func (f storeFlags) resolve(root string) (stores, error) {
 		return stores{}, err
 	}
 	var s stores
+	// A value from the file is the file's error (exit 1, naming it and the key), as in
+	// serve; one from a flag or the environment is a usage error (exit 2).
 	if *f.store == "" && fc.Store.URL != "" {
-		// From the file: its error names the file and key (exit 1), as serve's does.
 		if s.DSN, err = app.PostgresURL(fc.Store.URL); err != nil {
-			return stores{}, fmt.Errorf("config %s: [store] url: %w", path, err)
+			return stores{}, fc.Errorf("[store] url: %w", err)
 		}
 	} else if s.DSN, err = postgresURL("--store", *f.store); err != nil {
 		return stores{}, err
 	}
 	if s.FilesURL = cmp.Or(*f.files, fc.Files.URL); s.FilesURL != "" {
-		cfg, err := bucketConfig(s.FilesURL, fc.Files, path)
+		cfg, err := bucketConfig(s.FilesURL, fc, *f.files == "")
 		if err != nil {
 			return stores{}, err
 		}
@@ -86,19 +87,22 @@ func postgresURL(name, v string) (string, error) {
 	return u, nil
 }
 
-// bucketConfig parses an s3:// URL, with the keys of the config file's [files] table
-// (each may be env:NAME or file:PATH); without them objstore reads AWS_ACCESS_KEY_ID
-// and AWS_SECRET_ACCESS_KEY.
-func bucketConfig(raw string, fc app.FilesConfig, path string) (objstore.Config, error) {
+// bucketConfig parses an s3:// URL (fromFile: the config file's [files] url, whose
+// error names the file), with the keys of the file's [files] table (each may be
+// env:NAME or file:PATH); without them objstore reads AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY.
+func bucketConfig(raw string, fc app.FileConfig, fromFile bool) (objstore.Config, error) {
 	cfg, err := objstore.ParseURL(raw)
-	if err != nil {
+	if err != nil && fromFile {
+		return objstore.Config{}, fc.Errorf("[files] url: %w", err)
+	} else if err != nil {
 		return objstore.Config{}, usageError{err}
 	}
-	if cfg.AccessKey, err = app.ResolveSecret(fc.AccessKey); err != nil {
-		return objstore.Config{}, fmt.Errorf("config %s: [files] access_key: %w", path, err)
+	if cfg.AccessKey, err = app.ResolveSecret(fc.Files.AccessKey); err != nil {
+		return objstore.Config{}, fc.Errorf("[files] access_key: %w", err)
 	}
-	if cfg.SecretKey, err = app.ResolveSecret(fc.SecretKey); err != nil {
-		return objstore.Config{}, fmt.Errorf("config %s: [files] secret_key: %w", path, err)
+	if cfg.SecretKey, err = app.ResolveSecret(fc.Files.SecretKey); err != nil {
+		return objstore.Config{}, fc.Errorf("[files] secret_key: %w", err)
 	}
 	return cfg, nil
 }
