@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -288,29 +289,39 @@ func formBool(vs []string) any {
 	return v
 }
 
-// fieldErrors finds the error of every wrong parameter, not only the first: Validate
-// stops at the first, so each wrong value is set aside (replaced by a value of its type
-// that passes) and the rest checked again.
+// fieldErrors finds the error of every wrong parameter of the New export form, by name.
 func (p *Pages) fieldErrors(rep export.Report, params map[string]any) map[string]string {
 	errs := map[string]string{}
-	trial := map[string]any{}
-	for k, v := range params {
-		trial[k] = v
-	}
-	for range len(rep.Params) + 1 {
+	everyParamError(rep, params, errs, func(trial map[string]any) (string, string) {
 		_, err := p.exports.Kind.Validate(rep.ID, trial)
-		var pe *export.ParamError
-		if !errors.As(err, &pe) || errs[pe.Param] != "" {
-			break
+		if pe := (*export.ParamError)(nil); errors.As(err, &pe) {
+			return pe.Param, sentence(pe.Message)
 		}
-		errs[pe.Param] = sentence(pe.Message)
-		for _, p := range rep.Params {
-			if p.Name == pe.Param {
-				trial[p.Name] = placeholder(p)
+		return "", ""
+	})
+	return errs
+}
+
+// everyParamError adds to errs (by parameter name) the error of every wrong parameter in
+// params, not only the first: a report's check stops at the first, which first returns
+// for trial ("" when none is wrong). So each wrong value, those already in errs too, is
+// set aside (replaced by a placeholder, a value of its type that passes) and the rest
+// checked again.
+func everyParamError(rep export.Report, params map[string]any, errs map[string]string, first func(trial map[string]any) (param, message string)) {
+	trial := map[string]any{}
+	maps.Copy(trial, params)
+	for range len(rep.Params) + 1 {
+		for _, prm := range rep.Params {
+			if errs[prm.Name] != "" {
+				trial[prm.Name] = placeholder(prm)
 			}
 		}
+		name, msg := first(trial)
+		if name == "" || errs[name] != "" {
+			return
+		}
+		errs[name] = msg
 	}
-	return errs
 }
 
 // placeholder is a value of p's type within its bounds, standing in for a wrong one.

@@ -360,36 +360,34 @@ func (p *Pages) scheduleErrors(in schedules.Input, err error, order []string) (m
 	return errs, nil
 }
 
-// moreParamErrors adds the error of every other wrong parameter of in to errs: the
-// service names only the report's first refusal of the parameters (export.Kind's
-// Validate stops at the first), so each one marked is set aside (placeholder) and in
-// checked again, as fieldErrors does for the New export form. With a wrong zone or cron
-// expression the service checks no parameter, and neither does this.
+// moreParamErrors adds the error of every other wrong parameter of in to errs (keyed by
+// form field): the service names only the report's first refusal of the parameters, so
+// the rest are found as the New export form finds them (everyParamError). With a wrong
+// zone or cron expression the service checks no parameter, and neither does this.
 func (p *Pages) moreParamErrors(in schedules.Input, errs map[string]string) {
 	rep, ok := p.report(in.Report)
 	if !ok || errs[cronField] != "" || errs[zoneField] != "" {
 		return
 	}
-	trial := in
-	trial.Params, trial.Deliver = map[string]any{}, nil
-	maps.Copy(trial.Params, in.Params)
-	for range rep.Params {
-		for _, prm := range rep.Params {
-			if errs[paramPrefix+prm.Name] != "" {
-				trial.Params[prm.Name] = placeholder(prm)
-			}
+	byName := map[string]string{}
+	for _, prm := range rep.Params {
+		if e := errs[paramPrefix+prm.Name]; e != "" {
+			byName[prm.Name] = e
 		}
-		_, err := p.cfg.Schedules.Preview(trial)
-		found := false
+	}
+	everyParamError(rep, in.Params, byName, func(trial map[string]any) (string, string) {
+		t := in
+		t.Params, t.Deliver = trial, nil
+		_, err := p.cfg.Schedules.Preview(t)
 		for _, ie := range schedules.Fields(err) {
-			name, isParam := strings.CutPrefix(ie.Field, "params.")
-			if isParam && errs[paramPrefix+name] == "" {
-				errs[paramPrefix+name], found = sentence(ie.Message), true
+			if name, ok := strings.CutPrefix(ie.Field, "params."); ok {
+				return name, sentence(ie.Message)
 			}
 		}
-		if !found {
-			return
-		}
+		return "", ""
+	})
+	for name, e := range byName {
+		errs[paramPrefix+name] = e
 	}
 }
 
