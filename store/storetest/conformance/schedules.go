@@ -100,7 +100,9 @@ func testScheduleRoundTrip(t *testing.T, h Harness, st Schedules) {
 	if _, err := st.CreateSchedule(ctx, sc); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("create with an id that exists: %v, want ErrConflict", err)
 	}
-	// Defaults: xlsx, no deliveries, no owner.
+	// Defaults: xlsx, no deliveries, no owner. Created a second later: the list is
+	// oldest first, and two ids made within one millisecond are in no set order.
+	h.Advance(time.Second)
 	bare := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.Deliver, sc.Owner = nil, "" }))
 	if bare.Format != "xlsx" || bare.Deliver != nil || bare.Owner != "" {
 		t.Fatalf("defaults: %+v", bare)
