@@ -184,8 +184,7 @@ func (s *Store) addEvent(ctx context.Context, tx *sql.Tx, jobID, typ string, sta
 const (
 	insertEventSQL = `INSERT INTO job_events (job_id, at, type, status, attempt, data) VALUES (?, ?, ?, ?, ?, ?)`
 	insertJobSQL   = `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts,
-		created_at, idempotency_key, request_hash, webhook_url, created_by, queue) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		RETURNING ` + jobColumns
+		created_at, idempotency_key, request_hash, webhook_url, created_by, queue) VALUES (?, ?, ?, 'PENDING', ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // NewJob is what Enqueue needs to create a job.
@@ -253,10 +252,23 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj NewJob) (job Job, 
 	// already, committed or written earlier in this transaction (a group commit), makes
 	// the insert fail, SQLite undoes that one statement, and the lookup below answers
 	// with the job. BEGIN IMMEDIATE holds the write lock, so nothing comes in between.
-	job, err = scanJob(tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
+	queue := cmp.Or(nj.Queue, DefaultQueue)
+	res, err := tx.StmtContext(ctx, s.insertJob).ExecContext(ctx,
 		nj.ID, nj.Kind, string(nj.Args), nj.Priority, ms(nj.RunAt), nj.MaxAttempts, ms(now),
 		nullString(nj.IdempotencyKey), nullString(nj.RequestHash), nullString(nj.NotifyURL), nullString(nj.CreatedBy),
-		cmp.Or(nj.Queue, DefaultQueue)))
+		queue)
+	if err == nil {
+		// The row is what was just written: a new PENDING job with the columns' defaults.
+		// Building it here instead of RETURNING it spares SQLite a temporary table and
+		// the scan (a third of an accept's statement time); TestEnqueueReturnsStoredJob
+		// holds it to what Get reads back.
+		job = Job{ID: nj.ID, Kind: nj.Kind, Args: slices.Clone(nj.Args), Status: StatusPending,
+			Priority: nj.Priority, RunAt: time.UnixMilli(ms(nj.RunAt)).UTC(), MaxAttempts: nj.MaxAttempts,
+			CreatedAt: time.UnixMilli(ms(now)).UTC(), ProgressTotal: -1,
+			IdempotencyKey: nj.IdempotencyKey, RequestHash: nj.RequestHash, CreatedBy: nj.CreatedBy,
+			NotifyURL: nj.NotifyURL, Queue: queue}
+		job.Seq, err = res.LastInsertId()
+	}
 	if err != nil {
 		if !isUnique(err) {
 			return Job{}, false, err

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -78,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		fn   func(t *testing.T, h Harness)
 	}{
 		{"EnqueueIsDurable", testEnqueueIsDurable},
+		{"EnqueueReturnsTheStoredJob", testEnqueueReturnsTheStoredJob},
 		{"EnqueueIdempotency", testEnqueueIdempotency},
 		{"ClaimOrder", testClaimOrder},
 		{"ClaimOnlyRunnable", testClaimOnlyRunnable},
@@ -274,6 +276,30 @@ func testEnqueueIsDurable(t *testing.T, h Harness) {
 		t.Fatalf("after reopening: %+v", got)
 	}
 	wantEvents(t, h, j.ID, store.EventAccepted)
+}
+
+// The job Enqueue returns (which the API answers with) is the row as stored, field for
+// field: with every NewJob field given, and with none of the optional ones.
+func testEnqueueReturnsTheStoredJob(t *testing.T, h Harness) {
+	full := enqueue(t, h, func(nj *store.NewJob) {
+		nj.Priority = -3
+		nj.RunAt = h.Now().Add(90*time.Second + 1234567*time.Nanosecond) // sub-millisecond part
+		nj.MaxAttempts = 7
+		nj.IdempotencyKey = "key-" + nj.ID
+		nj.RequestHash = "hash-" + nj.ID
+		nj.NotifyURL = "https://example.com/hook"
+		nj.CreatedBy = "ci"
+		nj.Queue = "heavy"
+	})
+	bare := enqueue(t, h)
+	for _, j := range []store.Job{full, bare} {
+		if got := get(t, h, j.ID); !reflect.DeepEqual(got, j) {
+			t.Errorf("Enqueue returned\n%+v\nGet reads\n%+v", j, got)
+		}
+	}
+	if full.Seq <= 0 || bare.Seq <= full.Seq {
+		t.Errorf("Seq %d then %d, want increasing from 1", full.Seq, bare.Seq)
+	}
 }
 
 // Rule 11: one job per idempotency key; the same body returns it, another is refused.
