@@ -55,6 +55,21 @@ func (fc FileConfig) Errorf(format string, args ...any) error {
 	return fmt.Errorf("config %s: %w", cmp.Or(fc.path, "file"), fmt.Errorf(format, args...))
 }
 
+// CheckBucketKeys refuses [files] access_key or secret_key when no bucket is named, by
+// flagURL (--files or SHEETQ_FILES) or [files] url: the keys would be ignored without a
+// word, and the files kept in the data directory, when the url was most likely meant.
+func (fc FileConfig) CheckBucketKeys(flagURL string) error {
+	if flagURL != "" || fc.Files.URL != "" {
+		return nil
+	}
+	for _, k := range []struct{ name, v string }{{"access_key", fc.Files.AccessKey}, {"secret_key", fc.Files.SecretKey}} {
+		if k.v != "" {
+			return fc.Errorf("[files] %s is the key of a bucket, but no bucket is named: give [files] url (or --files), or remove the key", k.name)
+		}
+	}
+	return nil
+}
+
 // StoreConfig is the [store] table.
 type StoreConfig struct {
 	// URL is a postgres:// URL or env:NAME; --store and SHEETQ_STORE beat it.

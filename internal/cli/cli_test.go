@@ -154,6 +154,7 @@ func TestServeNamesTheConfigFileForItsTables(t *testing.T) {
 		{"[smtp]\nhost = \"localhost\"\nport = 99999\n", "smtp: port 99999"},
 		{"[deliveries]\nfolders = [\"relative\"]\n", "deliveries: folders[0]"},
 		{"[deliveries]\nattach_limit = -5\n", "[deliveries] attach_limit must be"},
+		{"[files]\naccess_key = \"AKIA\"\n", "[files] access_key is the key of a bucket, but no bucket is named"},
 	} {
 		config, stderr, code := runWithConfig(t, tt.body, "serve", "--addr", "127.0.0.1:0")
 		// Some are read after the reports are loaded, whose log line comes first.
@@ -172,6 +173,7 @@ func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
 		{"[store]\nurl = \"mysql://localhost/db\"\n", "[store] url: "},
 		{"[files]\nurl = \"s3://bucket\"\naccess_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] access_key: environment variable"},
 		{"[files]\nurl = \"s3://b\"\n", "[files] url: "},
+		{"[files]\nsecret_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] secret_key is the key of a bucket, but no bucket is named"},
 	} {
 		config, stderr, code := runWithConfig(t, tt.body, "doctor")
 		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {

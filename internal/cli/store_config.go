@@ -68,6 +68,9 @@ func (f storeFlags) resolve(root string) (stores, error) {
 	} else if s.DSN, err = postgresURL("--store", *f.store); err != nil {
 		return stores{}, err
 	}
+	if err := fc.CheckBucketKeys(*f.files); err != nil {
+		return stores{}, err
+	}
 	if s.FilesURL = cmp.Or(*f.files, fc.Files.URL); s.FilesURL != "" {
 		cfg, err := bucketConfig(s.FilesURL, fc, *f.files == "")
 		if err != nil {
