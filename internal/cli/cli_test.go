@@ -131,6 +131,8 @@ func TestServeNamesTheConfigFileForItsBadServeValues(t *testing.T) {
 		{"[serve]\nworker_nice = 25\n", "[serve] worker_nice must be from 0 to 19"},
 		{"[serve]\nshutdown_grace = \"-1s\"\n", "[serve] shutdown_grace cannot be negative"},
 		{"[serve]\ncheck_db = \"sometimes\"\n", "[serve] check_db: "},
+		{"[serve]\nheartbeat = \"5s\"\nstale_after = \"9s\"\n", "[serve] stale_after (9s) must be at least twice the heartbeat interval (5s)"},
+		{"[serve]\nheartbeat = \"1m\"\n", "[serve] stale_after (30s) must be at least twice the heartbeat interval (1m0s)"},
 	} {
 		config, stderr, code := runWithConfig(t, tt.body, "serve", "--addr", "127.0.0.1:0")
 		if msg := strings.TrimSpace(stderr); code != 1 || strings.Contains(msg, "\n") || !strings.Contains(msg, "config "+config+": "+tt.want) {

@@ -90,6 +90,22 @@ func (f fileFlags) bad(name, rule string) error {
 	return usageError{fmt.Errorf("--%s%s%s", name, sep, rule)}
 }
 
+// blameAny is the error for a rule that ties several flags together (err names them as
+// flags: "stale-after ... the heartbeat"): the config file's, naming its keys, when the
+// file set any of them, else a usage error.
+func (f fileFlags) blameAny(err error, names ...string) error {
+	for _, name := range names {
+		if f.names[name] {
+			msg := err.Error()
+			for _, n := range names {
+				msg = strings.ReplaceAll(msg, n, strings.ReplaceAll(n, "-", "_"))
+			}
+			return fmt.Errorf("config %s: [serve] %s", f.path, msg)
+		}
+	}
+	return usageError{err}
+}
+
 // parseWithEnv parses args, then fills every flag not given on the command line from
 // SHEETQ_<NAME> (dashes become underscores), so flags beat the environment.
 func parseWithEnv(fs *flag.FlagSet, args []string) error {

@@ -135,7 +135,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	// The engine's own rules, such as stale-after at least twice the heartbeat, are
 	// checked once, by the engine, before anything starts.
 	if err := eng.Validate(); err != nil {
-		return usageError{err}
+		return fromFile.blameAny(err, "stale-after", "heartbeat")
 	}
 	lanes, err := fc.Lanes(eng, cfg.WorkersSet)
 	if err != nil {
