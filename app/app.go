@@ -145,11 +145,11 @@ func (e *BadValueError) Unwrap() error { return e.Err }
 // setting names a refused setting by where it came from: a *BadValueError naming the
 // flag when the command line or the environment set it, else the config file and its
 // key.
-func setting(fromFlag bool, flag, path, key string, err error) error {
+func setting(fromFlag bool, flag string, fc *FileConfig, key string, err error) error {
 	if fromFlag {
 		return &BadValueError{fmt.Errorf("%s: %w", flag, err)}
 	}
-	return fmt.Errorf("config %s: %s: %w", path, key, err)
+	return fc.Errorf("%s: %w", key, err)
 }
 
 func (c *Config) validate() error {
@@ -175,15 +175,18 @@ func (c *Config) validate() error {
 	// The stores' URLs are checked before anything is created, so that a typo refuses
 	// the start with one line and leaves no data directory behind.
 	if _, err := PostgresURL(cmp.Or(c.StoreURL, c.File.Store.URL)); err != nil {
-		return setting(c.StoreURL != "", "--store", path, "[store] url", err)
+		return setting(c.StoreURL != "", "--store", c.File, "[store] url", err)
 	}
 	if u := cmp.Or(c.FilesURL, c.File.Files.URL); u != "" {
 		if _, err := objstore.ParseURL(u); err != nil {
-			return setting(c.FilesURL != "", "--files", path, "[files] url", err)
+			return setting(c.FilesURL != "", "--files", c.File, "[files] url", err)
 		}
 	}
+	if err := c.File.CheckBucketKeys(c.FilesURL); err != nil {
+		return err
+	}
 	if c.download, err = api.ParseDownload(cmp.Or(c.FilesDownload, c.File.Files.Download)); err != nil {
-		return setting(c.FilesDownload != "", "--files-download", path, "[files] download", err)
+		return setting(c.FilesDownload != "", "--files-download", c.File, "[files] download", err)
 	}
 	if c.tokens, err = c.allTokens(); err != nil {
 		return err

@@ -130,9 +130,6 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 	fc := a.cfg.File.Files
 	u := cmp.Or(a.cfg.FilesURL, fc.URL)
-	if err := a.cfg.File.CheckBucketKeys(a.cfg.FilesURL); err != nil {
-		return nil, err
-	}
 	if u == "" {
 		if a.sqlite == nil {
 			a.log.WarnContext(ctx, "the job store is shared but the files are in this node's data directory: other nodes cannot serve this node's files, nor this node theirs; give every node the same --files s3://... bucket")
