@@ -38,10 +38,11 @@ func relayConfig() FileConfig {
 }
 
 type scheduleAnswer struct {
-	ID           string     `json:"id"`
-	Paused       bool       `json:"paused"`
-	NextRunAt    *time.Time `json:"next_run_at"`
-	LastFiredFor *time.Time `json:"last_fired_for"`
+	ID           string         `json:"id"`
+	Params       map[string]any `json:"params"`
+	Paused       bool           `json:"paused"`
+	NextRunAt    *time.Time     `json:"next_run_at"`
+	LastFiredFor *time.Time     `json:"last_fired_for"`
 	NextRuns     []struct {
 		At     time.Time      `json:"at"`
 		Params map[string]any `json:"params"`
@@ -449,6 +450,21 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 	if res := ts.get("/api/v1/schedules"); json.Unmarshal(res.body, &list) != nil || len(list.Schedules) != 0 {
 		t.Fatalf("refused bodies saved schedules: %s", res.body)
 	}
+
+	// A null parameter is one not given, as in an export request: the schedule keeps no
+	// null and its next runs show none (an unknown name is still refused).
+	withNull := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2,"seconds":null},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	if _, kept := withNull.Params["seconds"]; kept || len(withNull.NextRuns) == 0 {
+		t.Errorf(`"seconds": null saved as %+v`, withNull)
+	}
+	for _, run := range withNull.NextRuns {
+		if _, shown := run.Params["seconds"]; shown || run.Params["rows"] != float64(2) {
+			t.Errorf(`"seconds": null shown in a next run: %+v`, run.Params)
+		}
+	}
+	checkProblem(t, send("POST", "/api/v1/schedules/preview", `{"report":"demo","params":{"nosuch":null},"cron":"@daily","timezone":"UTC"}`),
+		http.StatusUnprocessableEntity, "invalid_schedule")
+	ts.schedule("DELETE", "/api/v1/schedules/"+withNull.ID, "", http.StatusNoContent)
 
 	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"@daily","timezone":"UTC","deliver":null}`, http.StatusCreated)
 	var shown struct{ Deliver json.RawMessage }

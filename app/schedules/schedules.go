@@ -231,6 +231,12 @@ func (s *Service) typedParams(report string, params map[string]any) map[string]a
 		return out
 	}
 	for _, p := range rep.Params {
+		if v, given := out[p.Name]; given && v == nil {
+			// A null is the parameter not given, as in an export request: the report's
+			// default, not a null kept in the schedule and shown in its next runs.
+			delete(out, p.Name)
+			continue
+		}
 		str, ok := out[p.Name].(string)
 		if !ok || (p.Type != export.TypeInt && p.Type != export.TypeNumber) {
 			continue
