@@ -113,8 +113,14 @@ params = { rows = 20, seconds = 0 }
 					"last fired for %s (want %s)", len(firings), sc.NextRunAt, start, sc.LastFiredFor, at)
 			}
 			committed = firings[0]
-			if committed.Status != store.StatusPending || committed.Attempt != 0 {
-				t.Fatalf("the committed export is %s after %d attempts, want PENDING and never run",
+			// The lane is not woken, but a worker's claim already waiting for the writer
+			// (the engine's first look at start) may take the export in the moment
+			// before the kill lands, under load: then it is an orphan that the restart
+			// recovers, its attempt spent.
+			pending := committed.Status == store.StatusPending && committed.Attempt == 0
+			claimed := committed.Status == store.StatusProcessing && committed.Attempt == 1
+			if !pending && !claimed {
+				t.Fatalf("the committed export is %s after %d attempts, want PENDING and never run, or PROCESSING at its first",
 					committed.Status, committed.Attempt)
 			}
 		}
@@ -156,9 +162,11 @@ params = { rows = 20, seconds = 0 }
 			t.Fatalf("%d exports after the restart, want exactly 1: %+v", len(firings), firings)
 		}
 		j := firings[0]
-		if j.Status != store.StatusSucceeded || j.Attempt != 1 {
-			t.Fatalf("the firing's export is %s after %d attempts (%s %s), want SUCCEEDED at the first",
-				j.Status, j.Attempt, j.ErrorCode, j.ErrorMessage)
+		// One more attempt when the killed node had claimed it (its attempt is spent).
+		want := 1 + committed.Attempt
+		if j.Status != store.StatusSucceeded || j.Attempt != want {
+			t.Fatalf("the firing's export is %s after %d attempts (%s %s), want SUCCEEDED at attempt %d",
+				j.Status, j.Attempt, j.ErrorCode, j.ErrorMessage, want)
 		}
 		if point == "after-fire" && j.ID != committed.ID {
 			t.Fatalf("the export is %s, not %s which the killed node committed", j.ID, committed.ID)
