@@ -312,7 +312,14 @@ func toNumber(raw any) (float64, error) {
 		}
 		f = x
 	case string:
-		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		// Decimal only, as a person writes a number: ParseFloat also reads Go's
+		// "1_000.5", hex "0x1p4" and "Infinity", which an int parameter (ParseInt,
+		// base 10) refuses.
+		v = strings.TrimSpace(v)
+		if strings.Trim(v, "0123456789+-.eE") != "" {
+			return 0, bad
+		}
+		x, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return 0, bad
 		}
