@@ -67,7 +67,8 @@ func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.R
 // prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1 (the
 // export page's "Run again with changes") into the form's values: a parameter named in
 // the query (under its queryField) takes its value as given, even a wrong one (Start export marks it), the
-// others keep their defaults; keys that name no parameter are ignored.
+// others keep their defaults; keys that name no parameter are ignored. A value given
+// twice counts as the posted form counts it: the first, and a box's last (formBool).
 func prefill(rep export.Report, q map[string][]string) map[string][]string {
 	last := func(vs []string) string { return vs[len(vs)-1] }
 	truthy := func(v string) bool { return v != "" && v != "false" && v != "0" && v != "off" }
@@ -85,7 +86,7 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 				form[p.Name] = []string{"true"}
 			}
 		case sent:
-			v := last(vs)
+			v := vs[0]
 			if p.Type == export.TypeDatetime {
 				v = datetimeLocal(v)
 			}
@@ -99,7 +100,7 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 		}
 	}
 	if vs := q["format"]; len(vs) > 0 {
-		form[formatField] = []string{last(vs)}
+		form[formatField] = []string{vs[0]}
 	}
 	if vs := q["bom"]; len(vs) > 0 && truthy(last(vs)) {
 		form[bomField] = []string{"true"}

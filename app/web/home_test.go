@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -90,6 +91,25 @@ func TestRunAgainURL(t *testing.T) {
 	for k, want := range map[string]string{"report": "orders", "from": "2025-03-01", "limit": "10", "all": "true", "format": "csv", "bom": "1"} {
 		if got := q.Get(k); got != want {
 			t.Errorf("%s=%q, want %q (in %s)", k, got, want, u)
+		}
+	}
+}
+
+// A value given twice in the prefill link counts as in the posted form: a field's first
+// (url.Values.Get, FormValue), a box's last (its hidden "false" comes first).
+func TestPrefillRepeatedValues(t *testing.T) {
+	rep := export.Report{ID: "orders", Params: []export.Param{
+		{Name: "limit", Type: export.TypeInt},
+		{Name: "all", Type: export.TypeBool},
+	}}
+	q, err := url.ParseQuery("report=orders&limit=5&limit=7&all=false&all=true&format=csv&format=xlsx&bom=0&bom=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := prefill(rep, q)
+	for k, want := range map[string]string{"limit": "5", "all": "true", formatField: "csv", bomField: "true"} {
+		if got := form[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
 }
