@@ -162,6 +162,9 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			paramLines = append(paramLines, n)
 		case key == "description":
 			// Repeatable free text: each line adds a line.
+			if hasControl(value) {
+				return Report{}, p.fail(n, "description must be text, without control characters")
+			}
 			description = append(description, value)
 		case key == "column":
 			col, ok := p.column(n, value)
@@ -182,6 +185,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			}
 			*f = headerField{value: value, line: n}
 			switch {
+			case key == "title" && hasControl(value):
+				return Report{}, p.fail(n, "title must be text, without control characters")
 			case key == "source" && !sourceRe.MatchString(value):
 				return Report{}, p.fail(n, "source %q must be a source name from the config: letters, digits, _ or -", value)
 			case key == "count" && value != "true" && value != "false":
@@ -366,8 +371,8 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 			return Param{}, p.fail(n, "param %q: label is not a valid quoted string", name)
 		}
 		prm.Label, _ = strconv.Unquote(q)
-		if !utf8.ValidString(prm.Label) {
-			return Param{}, p.fail(n, "param %q: label is not valid UTF-8", name)
+		if !utf8.ValidString(prm.Label) || strings.ContainsFunc(prm.Label, unicode.IsControl) {
+			return Param{}, p.fail(n, "param %q: the label must be one line of text, without control characters", name)
 		}
 		rest = strings.TrimSpace(rest[len(q):])
 	}
@@ -427,6 +432,13 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 	}
 	prm.Default = v
 	return prm, true
+}
+
+// hasControl reports whether a header line's free text (a title, a description line)
+// has a control character other than a tab: an escape sequence would reach the terminal
+// of whoever lists the reports, and the pages would show what no one can see.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && unicode.IsControl(r) })
 }
 
 // columnSyntax is the form of a column line, for messages.
