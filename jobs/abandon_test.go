@@ -74,10 +74,29 @@ func TestAbandonedHandlerFreesItsSlot(t *testing.T) {
 
 	j := enqueue(t, e, "deaf", 1)
 	recv(t, "the deaf handler to start", started)
-	waitFor(t, "a heartbeat", func() bool {
+	// The handler reported progress before it said so. The guard reads the progress
+	// after each stamp, and takes the clock then as the time of the move; moved before
+	// that read, the clock would never again be StallAfter past it. A stamp newer than
+	// one that was read after the handler started was written after the progress, and
+	// the stamp after that comes after its read.
+	beat := func() time.Time {
 		got, err := h.st.Get(context.Background(), j.ID)
-		return err == nil && got.HeartbeatAt.After(got.StartedAt)
-	})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.HeartbeatAt
+	}
+	seen := beat()
+	for range 2 {
+		waitFor(t, "a heartbeat", func() bool {
+			b := beat()
+			if b.After(seen) {
+				seen = b
+				return true
+			}
+			return false
+		})
+	}
 	clk.Advance(stall + stall/10)
 
 	failed := h.waitStatus(t, j.ID, store.StatusFailed)
