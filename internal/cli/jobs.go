@@ -101,6 +101,9 @@ func jobAction(ctx context.Context, sub, help, method, suffix string, args []str
 	if len(pos) != 1 {
 		return usageError{fmt.Errorf("jobs %s takes one export ID", sub)}
 	}
+	if err := checkID(sub, pos[0]); err != nil {
+		return err
+	}
 	c, err := jf.client()
 	if err != nil {
 		return err
@@ -117,4 +120,16 @@ func jobAction(ctx context.Context, sub, help, method, suffix string, args []str
 		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
 	}
 	return show(c, j)
+}
+
+// checkID refuses an export ID that no export can have because it is no path segment:
+// "", "." and ".." would otherwise name another URL once the path is cleaned (the list
+// of exports, or the API's root), so that jobs wait waited forever on nothing and jobs
+// delete said DELETE is not allowed. Any other ID goes to the server, whose 404 says it
+// has no such export.
+func checkID(sub, id string) error {
+	if id == "" || id == "." || id == ".." {
+		return usageError{fmt.Errorf("jobs %s: %q is not an export ID", sub, id)}
+	}
+	return nil
 }

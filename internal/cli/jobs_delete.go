@@ -21,6 +21,9 @@ func jobsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(pos) != 1 {
 		return usageError{errors.New("jobs delete takes one export ID")}
 	}
+	if err := checkID("delete", pos[0]); err != nil {
+		return err
+	}
 	c, err := jf.client()
 	if err != nil {
 		return err

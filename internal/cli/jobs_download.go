@@ -24,6 +24,9 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(pos) != 1 {
 		return usageError{errors.New("jobs download takes one export ID")}
 	}
+	if err := checkID("download", pos[0]); err != nil {
+		return err
+	}
 	if err := checkOutput("-o", out); err != nil {
 		return usageError{err}
 	}

@@ -37,6 +37,9 @@ func jobsEvents(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	job := ""
 	if len(pos) == 1 {
+		if err := checkID("events", pos[0]); err != nil {
+			return err
+		}
 		job = pos[0]
 	}
 	c, err := jf.client()

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -89,5 +90,38 @@ func TestJobsAgainstAServer(t *testing.T) {
 	}
 	if _, stderr, code := runCLI(t, "jobs", "show", "j1", "--server", srv.URL); code != 4 || !strings.Contains(stderr, "401") {
 		t.Errorf("without the token: exit %d, %s; want 4", code, stderr)
+	}
+}
+
+// An export ID that is no path segment ("", ".", "..") is a bad command line: sent, it
+// named another URL once the path was cleaned (the list of exports, whose JSON read as
+// an empty job: jobs wait waited forever on it, jobs download said "export  is ,").
+func TestJobsRefuseIDsThatAreNoPathSegment(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"status":404,"code":"not_found","detail":"no such export"}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, sub := range []string{"show", "cancel", "retry", "delete", "wait", "download", "events"} {
+		for _, id := range []string{"", ".", ".."} {
+			args := []string{"jobs", sub, id, "--server", srv.URL}
+			_, stderr, code := runCLI(t, args...)
+			if code != 2 || !strings.Contains(stderr, "is not an export ID") {
+				t.Errorf("%q: exit %d, stderr %q; want 2 and not an export ID", args, code, stderr)
+			}
+			oneErrLine(t, strings.Join(args, " "), stderr)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests for IDs that are no path segment", n)
+	}
+	// Any other ID is the server's to judge: "a/b" and "%" are escaped, and unknown.
+	for _, id := range []string{"a/b", "%", "a b", "..."} {
+		if _, stderr, code := runCLI(t, "jobs", "show", id, "--server", srv.URL); code != 1 || !strings.Contains(stderr, "not_found") {
+			t.Errorf("jobs show %q: exit %d, %q; want 1 and the server's not_found", id, code, stderr)
+		}
 	}
 }

@@ -28,6 +28,9 @@ func jobsWait(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) != 1 {
 		return usageError{errors.New("jobs wait takes one export ID")}
 	}
+	if err := checkID("wait", pos[0]); err != nil {
+		return err
+	}
 	c, err := jf.client()
 	if err != nil {
 		return err
