@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"sheetq/internal/client"
@@ -36,6 +37,12 @@ func (cf *clientFlags) client() (*client.Client, error) {
 	}
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", base)}
+	}
+	// A URL that cannot be one is a bad command line (exit 2), not a server that could
+	// not be reached (exit 4, with Go's "parse ...: missing ']' in host"); a query or
+	// fragment would end up in front of every request's path.
+	if u, err := url.Parse(base); err != nil || u.Host == "" || strings.ContainsAny(base, "?#") {
+		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL with a host and no query", base)}
 	}
 	return client.New(base, cf.token, nil), nil
 }

@@ -125,3 +125,19 @@ func TestJobsRefuseIDsThatAreNoPathSegment(t *testing.T) {
 		}
 	}
 }
+
+// A --server (or SHEETQ_SERVER) that is no URL of a server is a bad command line, exit 2
+// with one line, not a server that could not be reached (exit 4).
+func TestJobsServerURLMustNameAHost(t *testing.T) {
+	for _, server := range []string{"http://", "https:///x", "http://[::1", "http:// bad", "http://127.0.0.1:1?x=1", "http://127.0.0.1:1/#x", "http://127.0.0.1:port"} {
+		_, stderr, code := runCLI(t, "jobs", "list", "--server", server)
+		if code != 2 || !strings.Contains(stderr, "--server") {
+			t.Errorf("--server %s: exit %d, stderr %q; want 2 naming --server", server, code, stderr)
+		}
+		oneErrLine(t, "--server "+server, stderr)
+	}
+	t.Setenv("SHEETQ_SERVER", "http://")
+	if _, stderr, code := runCLI(t, "jobs", "show", "x"); code != 2 {
+		t.Errorf("SHEETQ_SERVER=http://: exit %d, stderr %q; want 2", code, stderr)
+	}
+}
