@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"sheetq/internal/client"
 )
@@ -24,6 +25,9 @@ const (
 // usageError is a mistake in the command line (exit status 2).
 type usageError struct{ error }
 
+// lineBreaks turns each line break of an error's text into a space.
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
 // exitError is an error with its own exit status; Exit honours it.
 type exitError struct {
 	code int
@@ -41,7 +45,9 @@ func Exit(err error, stderr io.Writer) int {
 		return 0
 	}
 	if !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "sheetq:", err)
+		// One line even when the error carries another's text with line breaks: an
+		// export's error as its source worded it ("no such table: a\nb"), say.
+		fmt.Fprintln(stderr, "sheetq:", lineBreaks.Replace(err.Error()))
 	}
 	var ee exitError
 	if errors.As(err, &ee) {

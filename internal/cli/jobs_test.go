@@ -141,3 +141,18 @@ func TestJobsServerURLMustNameAHost(t *testing.T) {
 		t.Errorf("SHEETQ_SERVER=http://: exit %d, stderr %q; want 2", code, stderr)
 	}
 }
+
+// An error whose text has line breaks (an export's error as its source worded it) is
+// still one line on stderr.
+func TestJobsErrorWithLineBreaksIsOneLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"id":"j1","status":"FAILED","report":"r","attempt":1,"max_attempts":1,
+			"error":{"code":"query","message":"no such table: no\nsuch\r\n(1)"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, stderr, code := runCLI(t, "jobs", "wait", "j1", "--server", srv.URL)
+	if code != 1 || !strings.Contains(stderr, "query: no such table: no such (1)") {
+		t.Errorf("jobs wait of a failed export: exit %d, stderr %q; want 1 and its error on one line", code, stderr)
+	}
+	oneErrLine(t, "jobs wait", stderr)
+}
