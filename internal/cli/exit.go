@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -68,6 +69,11 @@ func classify(err error) error {
 	var ee exitError
 	if errors.As(err, &ee) {
 		return err
+	}
+	// The command's context ended: Ctrl-C (a request's own deadline is
+	// context.DeadlineExceeded), not a server that could not be reached.
+	if errors.Is(err, context.Canceled) {
+		return exitError{exitInterrupted, errors.New("interrupted")}
 	}
 	var p *client.Problem
 	if errors.As(err, &p) {

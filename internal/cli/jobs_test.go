@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -155,4 +156,25 @@ func TestJobsErrorWithLineBreaksIsOneLine(t *testing.T) {
 		t.Errorf("jobs wait of a failed export: exit %d, stderr %q; want 1 and its error on one line", code, stderr)
 	}
 	oneErrLine(t, "jobs wait", stderr)
+}
+
+// Ctrl-C (the context ending) during a request of a command that does not wait is exit
+// 130, "interrupted", not a server that could not be reached (exit 4).
+func TestJobsInterruptedRequest(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	var stdout, stderr strings.Builder
+	code := Exit(Run(ctx, "test", []string{"jobs", "show", "j1", "--server", srv.URL}, &stdout, &stderr), &stderr)
+	if code != exitInterrupted || stderr.String() != "sheetq: interrupted\n" {
+		t.Errorf("jobs show interrupted: exit %d, stderr %q; want 130 and sheetq: interrupted", code, stderr.String())
+	}
 }
