@@ -172,6 +172,10 @@ func checkOutput(flagName, out string) error {
 		name = "the current folder"
 	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s: is a folder; name the file to save", name)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		// The file is saved by renaming FILE.part over it, which would replace a device
+		// (-o /dev/null run as root) or a pipe with a regular file.
+		return fmt.Errorf("%s: is not a regular file; name a file to save", name)
 	}
 	dir := filepath.Dir(out)
 	fi, err := os.Stat(dir)
