@@ -87,15 +87,33 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	if key.Resumed {
 		fmt.Fprintln(stderr, "sheetq: resuming the export this command started before it was interrupted")
 	}
+	// A failed try is said on a terminal in a short line that the next one replaces
+	// (a line wider than the terminal would leave its wrapped part behind), and erased
+	// at the end: the command's error, if any, stays its one line on stderr.
+	tries, tty, noted := 1, isTerminal(stderr), false
 	job, raw, err := c.CreateExport(ctx, req, key.Key, func(err error, wait time.Duration) {
-		fmt.Fprintf(stderr, "sheetq: %v; trying again in %s\n", err, wait)
+		tries++
+		if tty {
+			what := "the server could not be reached"
+			if p := (*client.Problem)(nil); errors.As(err, &p) {
+				what = fmt.Sprintf("the server answered HTTP %d", p.Status)
+			}
+			fmt.Fprintf(stderr, "\rsheetq: %s; trying again in %s\x1b[K", what, wait)
+			noted = true
+		}
 	})
+	if noted {
+		fmt.Fprint(stderr, "\r\x1b[K")
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return exitError{exitInterrupted, errors.New("interrupted")}
 		}
 		if client.Refused(err) {
 			key.done() // refused: running the command again is a new request
+		}
+		if tries > 1 {
+			err = fmt.Errorf("%w (tried %d times)", err, tries)
 		}
 		return classify(err)
 	}

@@ -59,3 +59,38 @@ func TestExportChecksOutputFirst(t *testing.T) {
 		t.Fatalf("the check left files behind: %v", entries)
 	}
 }
+
+// The tries export makes of a request that fails are not lines on stderr (but for a
+// terminal's line that the next replaces): the command ends with one line, which says
+// how often it tried, and a request that gets through after a retry leaves stderr empty.
+func TestExportRetriesAreNotLines(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		switch n := requests.Add(1); {
+		case n%2 == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":503,"code":"unavailable","detail":"try later"}`))
+		case n == 2:
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"status":422,"code":"unknown_report","detail":"no report nope"}`))
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"id":"j1","status":"PENDING","report":"demo"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+
+	_, stderr, code := runCLI(t, "export", "nope", "--server", srv.URL)
+	if code != 2 || !strings.Contains(stderr, "no report nope (HTTP 422) (tried 2 times)") {
+		t.Errorf("503, then 422: exit %d, stderr %q; want 2 and the 422 after 2 tries", code, stderr)
+	}
+	oneErrLine(t, "503, then 422", stderr)
+
+	stdout, stderr, code := runCLI(t, "export", "demo", "--server", srv.URL)
+	if code != 0 || stdout != "j1\n" || stderr != "" {
+		t.Errorf("503, then 202: exit %d, stdout %q, stderr %q; want 0, the id and nothing on stderr", code, stdout, stderr)
+	}
+}
