@@ -140,6 +140,13 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return err
 	}
 	if err := endError(job); err != nil {
+		if asJSON {
+			// The finished job on stdout however it ended, as jobs wait --json prints
+			// it: a script reads why it failed there, the one line on stderr aside.
+			if _, b, gerr := c.GetJob(ctx, job.ID); gerr == nil {
+				_ = writeIndented(stdout, b)
+			}
+		}
 		return err
 	}
 	return download(ctx, c, job, out, asJSON, stdout)

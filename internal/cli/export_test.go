@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"sheetq/internal/client"
 )
 
 // export --wait checks where it will save the file before it sends anything: a path it
@@ -92,5 +95,21 @@ func TestExportRetriesAreNotLines(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "export", "demo", "--server", srv.URL)
 	if code != 0 || stdout != "j1\n" || stderr != "" {
 		t.Errorf("503, then 202: exit %d, stdout %q, stderr %q; want 0, the id and nothing on stderr", code, stdout, stderr)
+	}
+}
+
+// export --wait --json prints the finished job on stdout however it ended, as jobs wait
+// --json does: a failed one too, with its error (and exit 1, one line on stderr).
+func TestExportWaitJSONPrintsAFailedJob(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	srv := startApp(t)
+	stdout, stderr, code := runCLI(t, "export", "demo", "-p", "rows=10", "-p", "fail_first=10", "--wait", "--json",
+		"-o", filepath.Join(t.TempDir(), "f.xlsx"), "--server", srv)
+	var job client.Job
+	if code != 1 || json.Unmarshal([]byte(stdout), &job) != nil || job.Status != "FAILED" || job.Error == nil {
+		t.Fatalf("a failing export --wait --json: exit %d, stdout %q; want 1 and the FAILED job\n%s", code, stdout, stderr)
+	}
+	if !strings.HasSuffix(stderr, "sheetq: export "+job.ID+" failed after 3 attempts: "+job.Error.Code+": "+job.Error.Message+"\n") {
+		t.Errorf("stderr does not end with the failure's line:\n%s", stderr)
 	}
 }
