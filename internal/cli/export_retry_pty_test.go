@@ -3,18 +3,11 @@
 package cli
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
-
-	"github.com/creack/pty"
 )
 
 // On a terminal, export says each failed try in a short line that the next replaces, and
@@ -33,33 +26,14 @@ func TestExportRetriesOnATerminal(t *testing.T) {
 		_, _ = w.Write([]byte(`{"status":422,"code":"unknown_report","detail":"no report nope"}`))
 	}))
 	t.Cleanup(srv.Close)
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	var raw bytes.Buffer
-	read := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(&raw, ptmx)
-		read <- err
-	}()
+	tty, screenText := terminal(t)
 
 	var stdout strings.Builder
-	err = Run(t.Context(), "test", []string{"export", "nope", "--server", srv.URL}, &stdout, tty)
+	err := Run(t.Context(), "test", []string{"export", "nope", "--server", srv.URL}, &stdout, tty)
 	if code := Exit(err, tty); code != 2 {
 		t.Errorf("503, then 422 on a terminal: exit %d, want 2", code)
 	}
-	tty.Close()
-	select {
-	case err := <-read:
-		if err != nil && !errors.Is(err, syscall.EIO) {
-			t.Fatalf("read the terminal: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the terminal did not close")
-	}
-	out := raw.String()
+	out := screenText()
 	if !strings.Contains(out, "sheetq: the server answered HTTP 503; trying again in 500ms") {
 		t.Errorf("no notice of the failed try:\n%q", out)
 	}
