@@ -15,18 +15,25 @@ import (
 	"sheetq/internal/client"
 )
 
-// export --wait checks where it will save the file before it sends anything: a path it
-// cannot write is a usage error (exit 2, one line) and the server gets no request; a
-// good path is not created by the check.
-func TestExportChecksOutputFirst(t *testing.T) {
+// refusingServer answers every request with the problem body and status, and counts
+// the requests it got.
+func refusingServer(t *testing.T, status int, body string) (*httptest.Server, *atomic.Int32) {
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusUnprocessableEntity)
-		_, _ = w.Write([]byte(`{"status":422,"code":"unknown_report","title":"Unprocessable Entity","detail":"no report demo"}`))
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
+	return srv, &requests
+}
+
+// export --wait checks where it will save the file before it sends anything: a path it
+// cannot write is a usage error (exit 2, one line) and the server gets no request; a
+// good path is not created by the check.
+func TestExportChecksOutputFirst(t *testing.T) {
+	srv, requests := refusingServer(t, http.StatusUnprocessableEntity, `{"status":422,"code":"unknown_report","title":"Unprocessable Entity","detail":"no report demo"}`)
 	dir := t.TempDir()
 	aFile := filepath.Join(dir, "file")
 	if err := os.WriteFile(aFile, nil, 0o644); err != nil {

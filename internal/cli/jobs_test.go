@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -98,14 +97,7 @@ func TestJobsAgainstAServer(t *testing.T) {
 // named another URL once the path was cleaned (the list of exports, whose JSON read as
 // an empty job: jobs wait waited forever on it, jobs download said "export  is ,").
 func TestJobsRefuseIDsThatAreNoPathSegment(t *testing.T) {
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `{"status":404,"code":"not_found","detail":"no such export"}`)
-	}))
-	t.Cleanup(srv.Close)
+	srv, requests := refusingServer(t, http.StatusNotFound, `{"status":404,"code":"not_found","detail":"no such export"}`)
 	for _, sub := range []string{"show", "cancel", "retry", "delete", "wait", "download", "events"} {
 		for _, id := range []string{"", ".", ".."} {
 			args := []string{"jobs", sub, id, "--server", srv.URL}
