@@ -181,7 +181,11 @@ func endError(job client.Job) error {
 		if job.Error != nil {
 			code, msg = job.Error.Code, job.Error.Message
 		}
-		return exitError{exitFailed, fmt.Errorf("export %s failed after %d attempts: %s: %s", job.ID, job.Attempt, code, msg)}
+		attempts := "attempts"
+		if job.Attempt == 1 {
+			attempts = "attempt"
+		}
+		return exitError{exitFailed, fmt.Errorf("export %s failed after %d %s: %s: %s", job.ID, job.Attempt, attempts, code, msg)}
 	default: // EXPIRED
 		return exitError{exitFailed, fmt.Errorf("export %s ended %s: its file is gone", job.ID, job.Status)}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"sheetq/internal/apiv1"
 	"sheetq/internal/client"
 )
 
@@ -118,5 +119,15 @@ func TestExportWaitJSONPrintsAFailedJob(t *testing.T) {
 	}
 	if !strings.HasSuffix(stderr, "sheetq: export "+job.ID+" failed after 3 attempts: "+job.Error.Code+": "+job.Error.Message+"\n") {
 		t.Errorf("stderr does not end with the failure's line:\n%s", stderr)
+	}
+}
+
+// A failed export's line counts its attempts in words that fit the number.
+func TestEndErrorCountsAttempts(t *testing.T) {
+	for n, want := range map[int]string{1: "failed after 1 attempt: bad: no", 2: "failed after 2 attempts: bad: no"} {
+		err := endError(client.Job{ID: "j", Status: "FAILED", Attempt: n, Error: &apiv1.Error{Code: "bad", Message: "no"}})
+		if err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%d attempts: %v, want it to end %q", n, err, want)
+		}
 	}
 }
