@@ -85,7 +85,7 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	req := client.ExportRequest{Report: pos[0], Params: params, Format: format, BOM: bom}
 	key := loadPendingKey(c.Base(), req)
 	if key.Resumed {
-		fmt.Fprintln(stderr, "sheetq: resuming the export this command started before it was interrupted")
+		fmt.Fprintln(stderr, "sheetq: resuming the export an earlier run of this command started and did not see to its end")
 	}
 	// A failed try is said on a terminal in a short line that the next one replaces
 	// (a line wider than the terminal would leave its wrapped part behind), and erased
