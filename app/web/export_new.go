@@ -70,8 +70,6 @@ func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.R
 // others keep their defaults; keys that name no parameter are ignored. A value given
 // twice counts as the posted form counts it: the first, and a box's last (formBool).
 func prefill(rep export.Report, q map[string][]string) map[string][]string {
-	last := func(vs []string) string { return vs[len(vs)-1] }
-	truthy := func(v string) bool { return v != "" && v != "false" && v != "0" && v != "off" }
 	form := map[string][]string{}
 	for _, p := range rep.Params {
 		vs, sent := q[queryField(p.Name)]
@@ -102,7 +100,7 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 	if vs := q["format"]; len(vs) > 0 {
 		form[formatField] = []string{vs[0]}
 	}
-	if vs := q["bom"]; len(vs) > 0 && truthy(last(vs)) {
+	if bomChecked(q["bom"]) {
 		form[bomField] = []string{"true"}
 	}
 	return form

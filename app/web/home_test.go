@@ -112,4 +112,8 @@ func TestPrefillRepeatedValues(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
+	// The box's words are read as the posted form reads them (bomChecked): "no" is off.
+	if form := prefill(rep, url.Values{"bom": {"no"}}); form[bomField] != nil {
+		t.Errorf("bom=no prefilled the box: %q", form[bomField])
+	}
 }
