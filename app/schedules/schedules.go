@@ -220,7 +220,8 @@ func (s *Service) checkTargets(raw json.RawMessage) InputErrors {
 // typedParams is params with each value given as text for an int or number parameter
 // of report written as the number it reads as ("3" becomes 3), as the form, the
 // command line and a JSON client alike mean it, so that the stored schedule and its
-// firings say 3. Other values are returned as given; params is not changed.
+// firings say 3, and without a parameter of report given as null (its default, as in an
+// export request). Other values are returned as given; params is not changed.
 func (s *Service) typedParams(report string, params map[string]any) map[string]any {
 	out := maps.Clone(params)
 	if out == nil {

@@ -227,13 +227,13 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			continue
 		}
 		j := slices.IndexFunc(params, func(q Param) bool { return q.Name == prm.After })
-		switch {
+		switch circle := afterCircle(params, i); {
 		case j < 0:
 			return Report{}, p.fail(paramLines[i], "param %q: after=%s names no declared parameter", prm.Name, prm.After)
 		case params[j].Type != prm.Type:
 			return Report{}, p.fail(paramLines[i], "param %q: after=%s compares a %s with a %s; both must have one type", prm.Name, prm.After, prm.Type, params[j].Type)
-		case afterCircle(params, i) != "":
-			return Report{}, p.fail(paramLines[i], "param %q: after= goes round in a circle (%s), which no values can keep", prm.Name, afterCircle(params, i))
+		case circle != "":
+			return Report{}, p.fail(paramLines[i], "param %q: after= goes round in a circle (%s), which no values can keep", prm.Name, circle)
 		case prm.Default != nil && params[j].Default != nil:
 			if err := checkAfter(params, map[string]any{prm.Name: prm.Default, prm.After: params[j].Default}); err != nil {
 				return Report{}, p.fail(paramLines[i], "param %q: its default %s", prm.Name, err.(*ParamError).Message)
