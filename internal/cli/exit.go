@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"sheetq/internal/client"
 )
@@ -25,9 +24,6 @@ const (
 
 // usageError is a mistake in the command line (exit status 2).
 type usageError struct{ error }
-
-// lineBreaks turns each line break of an error's text into a space.
-var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
 // exitError is an error with its own exit status; Exit honours it.
 type exitError struct {
@@ -48,7 +44,7 @@ func Exit(err error, stderr io.Writer) int {
 	if !errors.Is(err, flag.ErrHelp) {
 		// One line even when the error carries another's text with line breaks: an
 		// export's error as its source worded it ("no such table: a\nb"), say.
-		fmt.Fprintln(stderr, "sheetq:", lineBreaks.Replace(err.Error()))
+		fmt.Fprintln(stderr, "sheetq:", flatten(err.Error()))
 	}
 	var ee exitError
 	if errors.As(err, &ee) {

@@ -109,7 +109,7 @@ Flags:
 		return fmt.Errorf("store copy: %s already holds jobs or events; copy into an empty database", app.RedactURL(dsn))
 	}
 	if err != nil {
-		return errors.New("store copy: " + flatten(err.Error()))
+		return fmt.Errorf("store copy: %w", err) // on one line: Exit flattens it
 	}
 	files := "no files (the file store is the data directory's exports folder)"
 	if opts.Bucket != nil {

@@ -110,8 +110,9 @@ func bucketConfig(raw string, fc app.FileConfig, fromFile bool) (objstore.Config
 	return cfg, nil
 }
 
-// flatten puts a multi-line error message on one line (pgx lists each address it tried
-// on a line of its own): a tool says what failed in one line.
+// flatten puts a multi-line message on one line, its runs of white space (line breaks,
+// the tabs pgx indents each address it tried with) one space each: Exit writes every
+// error so, and doctor each finding.
 func flatten(msg string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", " ")), " ")
+	return strings.Join(strings.Fields(msg), " ")
 }
