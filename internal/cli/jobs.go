@@ -98,10 +98,7 @@ func jobAction(ctx context.Context, sub, help, method, suffix string, args []str
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError{fmt.Errorf("jobs %s takes one export ID", sub)}
-	}
-	if err := checkID(sub, pos[0]); err != nil {
+	if err := oneExportID(sub, pos); err != nil {
 		return err
 	}
 	c, err := jf.client()
@@ -120,6 +117,15 @@ func jobAction(ctx context.Context, sub, help, method, suffix string, args []str
 		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
 	}
 	return show(c, j)
+}
+
+// oneExportID refuses the arguments of a jobs command that takes one export ID unless
+// they are one that checkID lets through.
+func oneExportID(sub string, pos []string) error {
+	if len(pos) != 1 {
+		return usageError{fmt.Errorf("jobs %s takes one export ID", sub)}
+	}
+	return checkID(sub, pos[0])
 }
 
 // checkID refuses an export ID that no export can have because it is no path segment:

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,10 +17,7 @@ func jobsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("jobs delete takes one export ID")}
-	}
-	if err := checkID("delete", pos[0]); err != nil {
+	if err := oneExportID("delete", pos); err != nil {
 		return err
 	}
 	c, err := jf.client()

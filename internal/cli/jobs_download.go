@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -21,10 +20,7 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("jobs download takes one export ID")}
-	}
-	if err := checkID("download", pos[0]); err != nil {
+	if err := oneExportID("download", pos); err != nil {
 		return err
 	}
 	if err := checkOutput("-o", out); err != nil {

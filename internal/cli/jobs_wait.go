@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 )
@@ -25,10 +24,7 @@ func jobsWait(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageError{errors.New("jobs wait takes one export ID")}
-	}
-	if err := checkID("wait", pos[0]); err != nil {
+	if err := oneExportID("wait", pos); err != nil {
 		return err
 	}
 	c, err := jf.client()
