@@ -171,14 +171,15 @@ func (s *Store) EventHead(ctx context.Context) (string, error) {
 	return strconv.FormatUint(x-1, 10) + "." + strconv.FormatInt(last, 10), nil
 }
 
-// EventsKept reports whether the log still holds every event after cursor, as SQLite's
-// store judges it by event ids: false when the oldest stored event is more than one id
-// past the cursor's (retention pruned events its holder has not seen; ids that aborted
-// transactions took and never stored make this err towards false, which costs the
-// client a snapshot, never an event), and false for a cursor ahead of the log, or for a
-// bare decimal id, the cursor of a SQLite store (a queue copied from SQLite): neither is
-// a position in this log. Any other cursor this store did not hand out is
-// store.ErrBadCursor.
+// EventsKept reports whether the log still holds every event after cursor: true when
+// no event after the cursor's id was ever deleted (job_events_pruned, migration 0009),
+// or, as SQLite's store judges it, when the oldest stored event is at most one id past
+// it; false for a cursor ahead of the log, or for a bare decimal id, the cursor of a
+// SQLite store (a queue copied from SQLite): neither is a position in this log. The
+// first test matters because ids are not dense: an id that a transaction took from the
+// sequence and then rolled back is never stored, and a head cursor read before such a
+// gap would otherwise look pruned and cost its client a snapshot. Any other cursor this
+// store did not hand out is store.ErrBadCursor.
 func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
 	if _, err := strconv.ParseUint(cursor, 10, 64); err == nil {
 		return false, nil
@@ -188,12 +189,14 @@ func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
 		return false, err
 	}
 	var (
-		xmin   string
-		oldest *int64
-		last   int64
+		xmin    string
+		oldest  *int64
+		last    int64
+		deleted int64
 	)
 	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text, (SELECT min(id) FROM job_events),
-		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_events_id_seq)`).Scan(&xmin, &oldest, &last); err != nil {
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM job_events_id_seq),
+		(SELECT through FROM job_events_pruned)`).Scan(&xmin, &oldest, &last, &deleted); err != nil {
 		return false, fmt.Errorf("events kept: %w", err)
 	}
 	x, err := strconv.ParseUint(xmin, 10, 64)
@@ -206,7 +209,7 @@ func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
 	}
 	// Every cursor handed out has an xid below some earlier snapshot's xmin, which never
 	// decreases, and an id already assigned.
-	return xid < x && id <= last && id >= first-1, nil
+	return xid < x && id <= last && (id >= deleted || id >= first-1), nil
 }
 
 // parseCursor reads "<xid>.<id>" in decimal, as EventsSince writes it, and nothing else
