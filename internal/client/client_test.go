@@ -34,6 +34,8 @@ func TestProblemDecoding(t *testing.T) {
 		{"names the param", `{"status":422,"code":"invalid_param","param":"rows","detail":"rows: want an integer"}`, 422,
 			"server: invalid_param: rows: want an integer (HTTP 422)"},
 		{"plain text", "upstream\nnot reachable", 502, "server: upstream not reachable (HTTP 502)"},
+		{"carriage returns", `{"status":409,"code":"conflict","detail":"one\r\ntwo\rthree"}`, 409,
+			"server: conflict: one two three (HTTP 409)"},
 		{"empty", "", 404, "server: 404 Not Found (HTTP 404)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,7 +28,9 @@ func (p *Problem) Error() string {
 	if p.Code != "" {
 		msg = p.Code + ": " + msg
 	}
-	return strings.ReplaceAll(fmt.Sprintf("server: %s (HTTP %d)", msg, p.Status), "\n", " ")
+	// One line whatever the server sent: a bare \r would let a detail overwrite the line
+	// on a terminal.
+	return strings.Join(strings.Fields(fmt.Sprintf("server: %s (HTTP %d)", msg, p.Status)), " ")
 }
 
 // readProblem turns a non-2xx answer into a *Problem: its problem+json, else the status
