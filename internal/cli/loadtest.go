@@ -198,7 +198,11 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer stopProfile()
-	lt := newLoadTest(cfg)
+	lt, err := newLoadTest(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	defer lt.sender.close()
 	res, err := lt.run(ctx, stderr)
 	if err != nil {
 		return err
@@ -243,14 +247,14 @@ type loadRequest struct {
 type loadTest struct {
 	cfg    loadConfig
 	hc     *http.Client
-	body   []byte
+	sender *acceptSender // POST /api/v1/exports, the requests being measured
 	events *eventFollower
 
 	inFlight atomic.Int64
 	wg       sync.WaitGroup
 }
 
-func newLoadTest(cfg loadConfig) *loadTest {
+func newLoadTest(cfg loadConfig) (*loadTest, error) {
 	// The client must not be the bottleneck: enough idle connections that a burst reuses
 	// them instead of opening (and leaving in TIME_WAIT) one per request.
 	tr := &http.Transport{
@@ -263,7 +267,11 @@ func newLoadTest(cfg loadConfig) *loadTest {
 		ForceAttemptHTTP2:   false,
 	}
 	body, _ := json.Marshal(map[string]any{"report": cfg.Report, "params": cfg.Params})
-	return &loadTest{cfg: cfg, hc: &http.Client{Transport: tr}, body: body}
+	sender, err := newAcceptSender(cfg.Server, cfg.token, body)
+	if err != nil {
+		return nil, err
+	}
+	return &loadTest{cfg: cfg, hc: &http.Client{Transport: tr}, sender: sender}, nil
 }
 
 func (lt *loadTest) run(ctx context.Context, progress io.Writer) (*loadResult, error) {
@@ -394,47 +402,27 @@ func (lt *loadTest) send(ctx context.Context, r *loadRequest) {
 // post sends one attempt of r and returns "" on a 202 (or an idempotent replay), else
 // the kind of error.
 func (lt *loadTest) post(ctx context.Context, r *loadRequest, timeout time.Duration) string {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, lt.cfg.Server+"/api/v1/exports", strings.NewReader(string(lt.body)))
-	if err != nil {
-		return "connection"
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", r.key)
-	if lt.cfg.token != "" {
-		req.Header.Set("Authorization", "Bearer "+lt.cfg.token)
-	}
 	r.attempts++
 	t0 := time.Now()
-	resp, err := lt.hc.Do(req)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
-			return "timeout"
-		}
-		return "connection"
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	res, err := lt.sender.send(ctx, r.key, t0.Add(timeout))
 	now := time.Now()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
+		if sendTimedOut(err) {
 			return "timeout"
 		}
 		return "connection"
 	}
-	replay := resp.Header.Get("Idempotent-Replayed") == "true"
 	// A first attempt must get 202; a retry may find its job already finished (200).
-	if resp.StatusCode != http.StatusAccepted && !(replay && resp.StatusCode == http.StatusOK) {
-		return fmt.Sprintf("status_%d", resp.StatusCode)
+	if res.status != http.StatusAccepted && !(res.replayed && res.status == http.StatusOK) {
+		return fmt.Sprintf("status_%d", res.status)
 	}
 	var j struct {
 		ID string `json:"id"`
 	}
-	if json.Unmarshal(b, &j) != nil || j.ID == "" {
+	if json.Unmarshal(res.body, &j) != nil || j.ID == "" {
 		return "bad_response"
 	}
-	r.jobID, r.answered, r.replayed = j.ID, now, replay
+	r.jobID, r.answered, r.replayed = j.ID, now, res.replayed
 	if r.attempts == 1 {
 		r.accept = now.Sub(t0)
 	}

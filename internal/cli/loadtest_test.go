@@ -25,6 +25,7 @@ func TestLoadtestBadFlags(t *testing.T) {
 		{"--server", "localhost:1"},
 		{"--retries", "-1"},
 		{"--procs", "0"},
+		{"--token", "a\nX-Injected: 1", "--server", "http://127.0.0.1:1"},
 		// Checked before the run, whose figures would be lost at its end; the server
 		// cannot be reached, so a request would end in exit 1, not 2.
 		{"--json", filepath.Join(string(filepath.Separator)+"nonexistent-sheetq-dir", "x.json"), "--server", "http://127.0.0.1:1"},
