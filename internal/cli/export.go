@@ -73,7 +73,7 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 	if wait {
 		// Before any request: a path that cannot be written would otherwise be found
 		// only after the export ran, and exit as if the export had failed.
-		if err := checkOutput("-o", out); err != nil {
+		if err := checkDownload("-o", out); err != nil {
 			return usageError{err}
 		}
 	}
@@ -191,20 +191,33 @@ func endError(job client.Job) error {
 	}
 }
 
+// checkDownload is checkOutput for a file client.Download saves, which it writes as
+// out.part first: that must not be anything but a regular file either. A folder (or a
+// pipe, or a device) there failed only once the server had sent the file, if at all; a
+// regular out.part, left by an interrupted run, is overwritten as before.
+func checkDownload(flagName, out string) error {
+	if err := checkOutput(flagName, out); err != nil {
+		return err
+	}
+	if out == "" {
+		return nil // the server names the file: nothing to check before it answers
+	}
+	if why := notReplaceable(out + ".part"); why != "" {
+		return fmt.Errorf("%s %s: %s.part %s, and the file is written there before it is renamed; remove it or name another file", flagName, out, out, why)
+	}
+	return nil
+}
+
 // checkOutput tells whether the file can be saved as out, flagName's value (or, when
-// out is "", under the server's name in the current folder): out is not a folder, and
-// its folder exists and takes a new file. It creates and removes a probe file, never out
-// itself.
+// out is "", under the server's name in the current folder): out is not a folder, nor
+// anything but a regular file, and its folder exists and takes a new file. It creates
+// and removes a probe file, never out itself.
 func checkOutput(flagName, out string) error {
 	name := flagName + " " + out
 	if out == "" {
 		name = "the current folder"
-	} else if fi, err := os.Stat(out); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s: is a folder; name the file to save", name)
-	} else if err == nil && !fi.Mode().IsRegular() {
-		// The file is saved by renaming FILE.part over it, which would replace a device
-		// (-o /dev/null run as root) or a pipe with a regular file.
-		return fmt.Errorf("%s: is not a regular file; name a file to save", name)
+	} else if why := notReplaceable(out); why != "" {
+		return fmt.Errorf("%s: %s; name a file to save", name, why)
 	}
 	dir := filepath.Dir(out)
 	fi, err := os.Stat(dir)
@@ -220,6 +233,23 @@ func checkOutput(flagName, out string) error {
 		return fmt.Errorf("%s: cannot write in %s: %w", name, dir, err)
 	}
 	return nil
+}
+
+// notReplaceable says why the download must not write or rename over path ("is a
+// folder", "is not a regular file"), or is "" when path is a regular file or does not
+// exist. The file is saved by renaming FILE.part over FILE, which would replace a device
+// (-o /dev/null run as root) or a pipe with a regular file.
+func notReplaceable(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "" // absent, or unreadable: the folder checks that follow say why
+	case fi.IsDir():
+		return "is a folder"
+	case !fi.Mode().IsRegular():
+		return "is not a regular file"
+	}
+	return ""
 }
 
 // paramFlag parses one -p name=value into params.

@@ -23,7 +23,7 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := oneExportID("download", pos); err != nil {
 		return err
 	}
-	if err := checkOutput("-o", out); err != nil {
+	if err := checkDownload("-o", out); err != nil {
 		return usageError{err}
 	}
 	c, err := jf.client()
