@@ -137,7 +137,12 @@ func LogHandler(h slog.Handler) slog.Handler { return middleware.LogHandler(h) }
 // BadValueError is a setting of the command line or the environment that Run refused
 // before it created anything: the CLI exits 2 for it, as for any bad flag (README.md,
 // "Configuration"). A bad config file's error is not one; it names the file instead.
-type BadValueError struct{ Err error }
+type BadValueError struct {
+	Err error
+	// Flag is the refused flag's name without dashes ("store"), for the CLI to name
+	// the SHEETQ_* variable when that set it.
+	Flag string
+}
 
 func (e *BadValueError) Error() string { return e.Err.Error() }
 func (e *BadValueError) Unwrap() error { return e.Err }
@@ -147,7 +152,7 @@ func (e *BadValueError) Unwrap() error { return e.Err }
 // key.
 func setting(fromFlag bool, flag string, fc *FileConfig, key string, err error) error {
 	if fromFlag {
-		return &BadValueError{fmt.Errorf("%s: %w", flag, err)}
+		return &BadValueError{fmt.Errorf("%s: %w", flag, err), strings.TrimPrefix(flag, "--")}
 	}
 	return fc.Errorf("%s: %w", key, err)
 }
@@ -159,7 +164,7 @@ func (c *Config) validate() error {
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return &BadValueError{fmt.Errorf("bad --addr %q: %w", c.Addr, err)}
+		return &BadValueError{fmt.Errorf("bad --addr %q: %w", c.Addr, err), "addr"}
 	}
 	path := cmp.Or(c.ConfigFile, datadir.Dir{Root: c.DataDir}.Config())
 	if c.File == nil {
@@ -192,13 +197,13 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.BaseURL, err = normalizeBaseURL(c.BaseURL); err != nil {
-		return &BadValueError{err}
+		return &BadValueError{err, "base-url"}
 	}
 	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 {
-		return &BadValueError{fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr)}
+		return &BadValueError{fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr), "addr"}
 	}
 	if len(c.Node) > 64 || strings.IndexFunc(c.Node, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
-		return &BadValueError{fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node)}
+		return &BadValueError{fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node), "node"}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

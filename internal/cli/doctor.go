@@ -88,7 +88,7 @@ Flags:
 	if *minFree < 0 || *minFree > 1<<40 {
 		// Not taken as 0: a typo'd sign would silently turn the disk space check off.
 		// Nor over 1 EiB, whose bytes would overflow.
-		return usageError{fmt.Errorf("--min-free-mb %d: want 0 to %d MiB", *minFree, int64(1)<<40)}
+		return blameEnv(fs, usageError{fmt.Errorf("--min-free-mb %d: want 0 to %d MiB", *minFree, int64(1)<<40)}, "min-free-mb")
 	}
 	root, err := dataRoot(*data)
 	if err != nil {

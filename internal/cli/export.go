@@ -61,20 +61,20 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return usageError{errors.New("export takes one REPORT (try: sheetq export --help)")}
 	}
 	if out != "" && !wait {
-		return usageError{errors.New("-o needs --wait")}
+		return blameEnv(fs, usageError{errors.New("-o needs --wait")}, "o")
 	}
 	// Checked here as well as by the server, so that a typo costs no request (exit 2).
 	switch {
 	case format != "" && format != "xlsx" && format != "csv":
-		return usageError{fmt.Errorf("--format %q: want xlsx or csv", format)}
+		return blameEnv(fs, usageError{fmt.Errorf("--format %q: want xlsx or csv", format)}, "format")
 	case bom && format != "csv":
-		return usageError{errors.New("--bom needs --format csv")}
+		return blameEnv(fs, usageError{errors.New("--bom needs --format csv")}, "bom", "format")
 	}
 	if wait {
 		// Before any request: a path that cannot be written would otherwise be found
 		// only after the export ran, and exit as if the export had failed.
 		if err := checkDownload("-o", out); err != nil {
-			return usageError{err}
+			return blameEnv(fs, usageError{err}, "o")
 		}
 	}
 	c, err := cf.client()

@@ -27,7 +27,7 @@ var notInFile = map[string]string{
 // It returns the names of the flags it set, so that a value the command checks later
 // can be blamed on the file and its key (fileFlags.bad).
 func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) (fileFlags, error) {
-	fromFile := fileFlags{path: path, names: map[string]bool{}}
+	fromFile := fileFlags{fs: fs, path: path, names: map[string]bool{}}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	keys := make([]string, 0, len(values))
@@ -69,16 +69,17 @@ func applyFileFlags(fs *flag.FlagSet, values map[string]any, path string) (fileF
 	return fromFile, nil
 }
 
-// fileFlags are the flags the config file's [serve] table set.
+// fileFlags are the flags the config file's [serve] table set, in fs.
 type fileFlags struct {
+	fs    *flag.FlagSet
 	path  string
 	names map[string]bool
 }
 
 // bad is the error for a flag's value that the command refuses after parsing: a usage
-// error (exit 2, "--workers must be ...") when it came from the command line or the
-// environment, and the config file's error (exit 1, naming the file and key) when the
-// file set it.
+// error (exit 2, "--workers must be ...", led by the variable when SHEETQ_WORKERS set
+// it) when it came from the command line or the environment, and the config file's
+// error (exit 1, naming the file and key) when the file set it.
 func (f fileFlags) bad(name, rule string) error {
 	sep := " "
 	if strings.HasPrefix(rule, ":") {
@@ -87,12 +88,12 @@ func (f fileFlags) bad(name, rule string) error {
 	if f.names[name] {
 		return fmt.Errorf("config %s: [serve] %s%s%s", f.path, strings.ReplaceAll(name, "-", "_"), sep, rule)
 	}
-	return usageError{fmt.Errorf("--%s%s%s", name, sep, rule)}
+	return blameEnv(f.fs, usageError{fmt.Errorf("--%s%s%s", name, sep, rule)}, name)
 }
 
 // blameAny is the error for a rule that ties several flags together (err names them as
 // flags: "stale-after ... the heartbeat"): the config file's, naming its keys, when the
-// file set any of them, else a usage error.
+// file set any of them, else a usage error, led by a variable that set one of them.
 func (f fileFlags) blameAny(err error, names ...string) error {
 	for _, name := range names {
 		if f.names[name] {
@@ -103,7 +104,7 @@ func (f fileFlags) blameAny(err error, names ...string) error {
 			return fmt.Errorf("config %s: [serve] %s", f.path, msg)
 		}
 	}
-	return usageError{err}
+	return blameEnv(f.fs, usageError{err}, names...)
 }
 
 // parseWithEnv parses args, then fills every flag not given on the command line from
@@ -123,9 +124,70 @@ func parseWithEnv(fs *flag.FlagSet, args []string) error {
 		if v, ok := os.LookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = usageError{fmt.Errorf("%s=%q: %w", env, v, e)}
+				return
 			}
+			f.Value = &envValue{Value: f.Value, env: env, raw: v}
 		}
 	})
+	return err
+}
+
+// envValue is the value of a flag that parseWithEnv set from the environment: it
+// remembers the variable, so that a command's own checks of the value after parsing
+// can name it (blameEnv), as the parse error above does.
+type envValue struct {
+	flag.Value
+	env, raw string // env is "" once something else sets the flag
+}
+
+// Set is the command line's, when a command parses again after parseWithEnv (backup's
+// FILE between flags): the value no longer comes from the environment.
+func (v *envValue) Set(s string) error {
+	v.env = ""
+	return v.Value.Set(s)
+}
+
+// IsBoolFlag keeps a boolean flag one that a later parse takes without a value.
+func (v *envValue) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// secretFlags may hold a password (a postgres:// URL's) or a token: an error names
+// their variable without its value, which would end up in a terminal's scrollback or
+// a CI log.
+var secretFlags = map[string]bool{"store": true, "to": true, "token": true}
+
+// fromEnv is `SHEETQ_NAME="value"` (the variable alone for secretFlags) when
+// parseWithEnv set flag name from the environment, else "".
+func fromEnv(fs *flag.FlagSet, name string) string {
+	if fs == nil {
+		return ""
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	v, ok := f.Value.(*envValue)
+	switch {
+	case !ok || v.env == "":
+		return ""
+	case secretFlags[name]:
+		return v.env
+	}
+	return fmt.Sprintf("%s=%q", v.env, v.raw)
+}
+
+// blameEnv is err, a command's refusal of the value of one of the named flags, led by
+// the variable that set it when the environment did: SHEETQ_LIMIT="0": --limit must
+// be ... tells a user who never typed --limit where the 0 came from. err's exit
+// status is kept.
+func blameEnv(fs *flag.FlagSet, err error, names ...string) error {
+	for _, name := range names {
+		if src := fromEnv(fs, name); src != "" {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+	}
 	return err
 }
 
@@ -198,13 +260,21 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		switch def := f.DefValue; {
 		case def == "" || def == "false" || def == "0" || def == "0s" || def == "[]":
 			// a zero default goes unsaid, as flag.PrintDefaults leaves it
-		case fmt.Sprintf("%T", f.Value) == "*flag.stringValue":
+		case fmt.Sprintf("%T", unwrapEnv(f.Value)) == "*flag.stringValue":
 			line += fmt.Sprintf(" (default %q)", def)
 		default:
 			line += " (default " + def + ")"
 		}
 		fmt.Fprintln(w, line)
 	})
+}
+
+// unwrapEnv is v as the flag package made it, without parseWithEnv's envValue.
+func unwrapEnv(v flag.Value) flag.Value {
+	if e, ok := v.(*envValue); ok {
+		return e.Value
+	}
+	return v
 }
 
 // dataRoot is the data directory a command works on: the --data value, or the user's

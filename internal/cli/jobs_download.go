@@ -24,7 +24,7 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if err := checkDownload("-o", out); err != nil {
-		return usageError{err}
+		return blameEnv(fs, usageError{err}, "o")
 	}
 	c, err := jf.client()
 	if err != nil {

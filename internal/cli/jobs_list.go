@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,7 +38,7 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{errors.New("jobs list takes no arguments")}
 	}
 	if limit < 1 || limit > 1000 {
-		return usageError{errors.New("--limit must be from 1 to 1000")}
+		return blameEnv(fs, usageError{errors.New("--limit must be from 1 to 1000")}, "limit")
 	}
 	c, err := jf.client()
 	if err != nil {
@@ -64,7 +65,7 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The server filters by any report id without complaint; a typo would read as "none
 	// yet". Asked only when nothing matched, so exports of a removed report still list.
 	if len(page.Exports) == 0 && report != "" {
-		if err := checkReport(ctx, c, report); err != nil {
+		if err := checkReport(ctx, c, fs, report); err != nil {
 			return err
 		}
 	}
@@ -96,8 +97,9 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return tw.Flush()
 }
 
-// checkReport is a usage error (exit 2) when the server has no report id.
-func checkReport(ctx context.Context, c *client.Client, id string) error {
+// checkReport is a usage error (exit 2) when the server has no report id, fs's
+// --report.
+func checkReport(ctx context.Context, c *client.Client, fs *flag.FlagSet, id string) error {
 	b, err := c.Call(ctx, http.MethodGet, "/api/v1/reports", nil, nil)
 	if err != nil {
 		return classify(err)
@@ -118,7 +120,7 @@ func checkReport(ctx context.Context, c *client.Client, id string) error {
 		ids = append(ids, r.ID)
 	}
 	slices.Sort(ids)
-	return usageError{fmt.Errorf("--report %s: the server has no such report (it has: %s)", id, strings.Join(ids, ", "))}
+	return blameEnv(fs, usageError{fmt.Errorf("--report %s: the server has no such report (it has: %s)", id, strings.Join(ids, ", "))}, "report")
 }
 
 // paramSummary is "rows=5000 seconds=10", sorted by name, cut to width runes with "…";

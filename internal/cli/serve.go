@@ -158,7 +158,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return usageError{fmt.Errorf("--log-level: %w", err)}
+		return blameEnv(fs, usageError{fmt.Errorf("--log-level: %w", err)}, "log-level")
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
@@ -179,7 +179,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	cfg.Force = force
 	stopProfile, err := cpuprofile.Start(cpuProf)
 	if err != nil {
-		return usageError{fmt.Errorf("--cpuprofile: %w", err)}
+		return blameEnv(fs, usageError{fmt.Errorf("--cpuprofile: %w", err)}, "cpuprofile")
 	}
 	err = app.Run(ctx, cfg)
 	if perr := stopProfile(); perr != nil {
@@ -199,7 +199,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return fmt.Errorf("%w; %v", err, oerr)
 	}
 	if bad := (*app.BadValueError)(nil); errors.As(err, &bad) {
-		return usageError{err} // a bad --base-url, --store, --node...: exit 2 like the flags checked above
+		return blameEnv(fs, usageError{err}, bad.Flag) // a bad --base-url, --store, --node...: exit 2 like the flags checked above
 	}
 	return err
 }

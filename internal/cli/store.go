@@ -63,7 +63,7 @@ Flags:
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("store copy takes no arguments, got %q (%s)", fs.Args(), storeUsage)}
 	}
-	dsn, err := postgresURL("--to", *to)
+	dsn, err := postgresURL(fs, "to", *to)
 	if err != nil {
 		return err
 	}

@@ -24,14 +24,16 @@ type stores struct {
 	FilesURL string
 }
 
-// storeFlags are the flags that choose the stores, shared by doctor and backup.
+// storeFlags are the flags that choose the stores, shared by doctor and backup, in fs.
 type storeFlags struct {
 	store, files, config *string
+	fs                   *flag.FlagSet
 }
 
 // addStoreFlags defines --config on fs, and --store and --files when asked for.
 func addStoreFlags(fs *flag.FlagSet, store, files bool) storeFlags {
 	f := storeFlags{
+		fs:     fs,
 		store:  new(string),
 		config: fs.String("config", "", "config `file` whose [store] and [files] tables to read (default <data>/sheetq.toml)"),
 	}
@@ -65,14 +67,14 @@ func (f storeFlags) resolve(root string) (stores, error) {
 		if s.DSN, err = app.PostgresURL(fc.Store.URL); err != nil {
 			return stores{}, fc.Errorf("[store] url: %w", err)
 		}
-	} else if s.DSN, err = postgresURL("--store", *f.store); err != nil {
+	} else if s.DSN, err = postgresURL(f.fs, "store", *f.store); err != nil {
 		return stores{}, err
 	}
 	if err := fc.CheckBucketKeys(*f.files); err != nil {
 		return stores{}, err
 	}
 	if s.FilesURL = cmp.Or(*f.files, fc.Files.URL); s.FilesURL != "" {
-		cfg, err := bucketConfig(s.FilesURL, fc, *f.files == "")
+		cfg, err := bucketConfig(s.FilesURL, fc, *f.files == "", f.fs)
 		if err != nil {
 			return stores{}, err
 		}
@@ -81,25 +83,26 @@ func (f storeFlags) resolve(root string) (stores, error) {
 	return s, nil
 }
 
-// postgresURL reads v as serve does (app.PostgresURL), naming the flag in its error.
-func postgresURL(name, v string) (string, error) {
+// postgresURL reads v, fs's flag name, as serve does (app.PostgresURL), naming the flag
+// (and the variable, when SHEETQ_* set it) in its error.
+func postgresURL(fs *flag.FlagSet, name, v string) (string, error) {
 	u, err := app.PostgresURL(v)
 	if err != nil {
-		return "", usageError{fmt.Errorf("%s: %w", name, err)}
+		return "", blameEnv(fs, usageError{fmt.Errorf("--%s: %w", name, err)}, name)
 	}
 	return u, nil
 }
 
 // bucketConfig parses an s3:// URL (fromFile: the config file's [files] url, whose
-// error names the file), with the keys of the file's [files] table (each may be
-// env:NAME or file:PATH); without them objstore reads AWS_ACCESS_KEY_ID and
-// AWS_SECRET_ACCESS_KEY.
-func bucketConfig(raw string, fc app.FileConfig, fromFile bool) (objstore.Config, error) {
+// error names the file; else fs's --files, whose error names SHEETQ_FILES when that set
+// it), with the keys of the file's [files] table (each may be env:NAME or file:PATH);
+// without them objstore reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+func bucketConfig(raw string, fc app.FileConfig, fromFile bool, fs *flag.FlagSet) (objstore.Config, error) {
 	cfg, err := objstore.ParseURL(raw)
 	if err != nil && fromFile {
 		return objstore.Config{}, fc.Errorf("[files] url: %w", err)
 	} else if err != nil {
-		return objstore.Config{}, usageError{err}
+		return objstore.Config{}, blameEnv(fs, usageError{err}, "files")
 	}
 	if cfg.AccessKey, err = app.ResolveSecret(fc.Files.AccessKey); err != nil {
 		return objstore.Config{}, fc.Errorf("[files] access_key: %w", err)
