@@ -39,7 +39,8 @@ func (p *progress) update(j client.Job) {
 				line += fmt.Sprintf(" (attempt %d of %d)", j.Attempt, j.MaxAttempts)
 			}
 			if j.Error != nil && !j.Finished() {
-				line += fmt.Sprintf(" after %s: %s", j.Error.Code, j.Error.Message)
+				// The error is its source's words, line breaks and all: one line each.
+				line += " after " + flatten(j.Error.Code+": "+j.Error.Message)
 			}
 			fmt.Fprintln(p.w, line)
 		} else if j.Status == "PROCESSING" && j.Progress.Rows != p.lastRows && now.Sub(p.lastLine) >= 2*time.Second {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
@@ -114,8 +115,10 @@ func bucketConfig(raw string, fc app.FileConfig, fromFile bool, fs *flag.FlagSet
 }
 
 // flatten puts a multi-line message on one line, its runs of white space (line breaks,
-// the tabs pgx indents each address it tried with) one space each: Exit writes every
-// error so, and doctor each finding.
+// the tabs pgx indents each address it tried with) and control characters one space
+// each: Exit writes every error so, doctor each finding, and the jobs commands the
+// server's free text (an export's error, an event's data) in their human output. A
+// control character (ESC, backspace) would let such text redraw the terminal's line.
 func flatten(msg string) string {
-	return strings.Join(strings.Fields(msg), " ")
+	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 }
