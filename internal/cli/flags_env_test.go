@@ -15,7 +15,7 @@ import (
 // variable, as a value that does not parse is: a user who never typed --limit learns
 // where the 0 came from. The same value on the command line is not (and beats the
 // variable), and the variable of a flag that may hold a password is named without it.
-func TestEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
+func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -83,7 +83,7 @@ func TestEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 // A flag that the command line sets after parseWithEnv filled it from the environment
 // (backup parses again after each FILE) is the command line's, and a boolean one still
 // takes no value.
-func TestEnvValueSetAgainIsTheCommandLines(t *testing.T) {
+func TestCLIEnvValueSetAgainIsTheCommandLines(t *testing.T) {
 	t.Setenv("SHEETQ_LIMIT", "0")
 	t.Setenv("SHEETQ_WAIT", "false")
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
