@@ -54,6 +54,10 @@ func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 		{"SHEETQ_STORE", "mysql://me:hunter2@localhost/db", serve(), `SHEETQ_STORE: --store: want a postgres://`},
 		{"SHEETQ_STORE", "mysql://me:hunter2@localhost/db", []string{"doctor", "--data", dir}, `SHEETQ_STORE: --store: want a postgres://`},
 		{"SHEETQ_TO", "mysql://me:hunter2@localhost/db", []string{"store", "copy", "--data", dir}, `SHEETQ_TO: --to: want a postgres://`},
+		{"SHEETQ_PROCS", "0", []string{"loadtest", "--server", srv.URL}, `SHEETQ_PROCS="0": --procs must be at least 1`},
+		{"SHEETQ_RATE", "NaN", []string{"loadtest", "--profile", "steady", "--duration", "1s"}, `SHEETQ_RATE="NaN": `},
+		{"SHEETQ_SERVER", "localhost:1", []string{"loadtest"}, `SHEETQ_SERVER="localhost:1": --server`},
+		{"SHEETQ_TOKEN", "a\nhunter2", []string{"loadtest", "--server", srv.URL}, `SHEETQ_TOKEN: --token has a control character`},
 	} {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
 			t.Setenv(tt.env, tt.value)

@@ -151,11 +151,11 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	phases, err := loadProfile(cfg.Profile, rate, duration)
 	if err != nil {
-		return usageError{err}
+		return blameEnv(fs, usageError{err}, "rate", "duration", "profile")
 	}
 	cfg.Phases = phases
 	if !strings.HasPrefix(cfg.Server, "http://") && !strings.HasPrefix(cfg.Server, "https://") {
-		return usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", cfg.Server)}
+		return blameEnv(fs, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", cfg.Server)}, "server")
 	}
 	cfg.Server = strings.TrimRight(cfg.Server, "/")
 	cfg.Timeout = timeout
@@ -165,17 +165,27 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			cfg.Timeout = 5 * time.Second
 		}
 	}
-	switch {
-	case cfg.Timeout < 0 || cfg.DrainTimeout <= 0 || cfg.Window <= 0:
-		return usageError{errors.New("--timeout, --drain-timeout and --window must be positive")}
-	case cfg.Retries < 0 || cfg.MaxInFlight < 1 || procs < 1:
-		return usageError{errors.New("--retries cannot be negative, and --max-in-flight and --procs must be at least 1")}
+	for _, c := range []struct {
+		bad        bool
+		name, rule string
+	}{
+		{cfg.Timeout < 0, "timeout", "cannot be negative"},
+		{cfg.DrainTimeout <= 0, "drain-timeout", "must be positive"},
+		{cfg.Window <= 0, "window", "must be positive"},
+		{cfg.Retries < 0, "retries", "cannot be negative"},
+		{cfg.MaxInFlight < 1, "max-in-flight", "must be at least 1"},
+		{procs < 1, "procs", "must be at least 1"},
+		{headerUnsafe(cfg.token), "token", "has a control character"},
+	} {
+		if c.bad {
+			return blameEnv(fs, usageError{fmt.Errorf("--%s %s", c.name, c.rule)}, c.name)
+		}
 	}
 	if jsonFile != "" {
 		// Before any request: the figures of a run that took minutes would otherwise be
 		// lost at its end to a folder that does not exist.
 		if err := checkOutput("--json", jsonFile); err != nil {
-			return usageError{err}
+			return blameEnv(fs, usageError{err}, "json")
 		}
 	}
 	if cfg.Report == "demo" {
@@ -200,7 +210,7 @@ func loadtestCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer stopProfile()
 	lt, err := newLoadTest(cfg)
 	if err != nil {
-		return usageError{err}
+		return blameEnv(fs, usageError{err}, "server")
 	}
 	defer lt.sender.close()
 	res, err := lt.run(ctx, stderr)

@@ -51,8 +51,7 @@ func newAcceptSender(server, token string, body []byte) (*acceptSender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %w", server, err)
 	}
-	// The request is written as bytes: a line break in a header would end it early.
-	if strings.ContainsFunc(token, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+	if headerUnsafe(token) {
 		return nil, errors.New("--token has a control character")
 	}
 	s := &acceptSender{addr: u.Host}
@@ -73,6 +72,12 @@ func newAcceptSender(server, token string, body []byte) (*acceptSender, error) {
 	s.head = append(b, "Idempotency-Key: "...)
 	s.tail = append([]byte("\r\n\r\n"), body...)
 	return s, nil
+}
+
+// headerUnsafe reports whether s has a control character other than a tab: the request
+// is written as bytes, and a line break in a header value would end the header early.
+func headerUnsafe(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f })
 }
 
 // send makes one attempt with key, which must be a valid header value, and gives up
