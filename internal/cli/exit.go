@@ -44,7 +44,7 @@ func Exit(err error, stderr io.Writer) int {
 	if !errors.Is(err, flag.ErrHelp) {
 		// One line even when the error carries another's text with line breaks: an
 		// export's error as its source worded it ("no such table: a\nb"), say.
-		fmt.Fprintln(stderr, "sheetq:", flatten(err.Error()))
+		fmt.Fprintln(stderr, "sheetq:", client.OneLine(err.Error()))
 	}
 	var ee exitError
 	if errors.As(err, &ee) {

@@ -40,7 +40,7 @@ func (p *progress) update(j client.Job) {
 			}
 			if j.Error != nil && !j.Finished() {
 				// The error is its source's words, line breaks and all: one line each.
-				line += " after " + flatten(j.Error.Code+": "+j.Error.Message)
+				line += " after " + client.OneLine(j.Error.Code+": "+j.Error.Message)
 			}
 			fmt.Fprintln(p.w, line)
 		} else if j.Status == "PROCESSING" && j.Progress.Rows != p.lastRows && now.Sub(p.lastLine) >= 2*time.Second {

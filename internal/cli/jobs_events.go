@@ -118,7 +118,7 @@ func eventLines(e client.Event, now time.Time) []string {
 	// Each field on one line whatever the server sent (an export's error in its
 	// source's words, an event's data of several lines): one event is one line.
 	line := func(at time.Time, typ, id, what string) string {
-		return fmt.Sprintf("%s  %-14s  %-26s  %s", at.Local().Format("2006-01-02 15:04:05"), flatten(typ), flatten(id), flatten(what))
+		return fmt.Sprintf("%s  %-14s  %-26s  %s", at.Local().Format("2006-01-02 15:04:05"), client.OneLine(typ), client.OneLine(id), client.OneLine(what))
 	}
 	jobWhat := func(j apiv1.Job) string {
 		s := fmt.Sprintf("%s, attempt %d/%d, %s rows", j.Status, j.Attempt, j.MaxAttempts, rowsText(j))

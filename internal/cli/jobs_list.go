@@ -142,8 +142,8 @@ func paramSummary(params map[string]any, width int) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
 	}
-	// A value's line break or tab would break the table's row (flatten).
-	s := flatten(strings.Join(parts, " "))
+	// A value's line break or tab would break the table's row (client.OneLine).
+	s := client.OneLine(strings.Join(parts, " "))
 	if r := []rune(s); len(r) > width {
 		s = string(r[:width-1]) + "…"
 	}

@@ -45,10 +45,10 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// The error is its source's words, line breaks and all, and the file's name the
 		// server's: one field is one line, for grep and awk (--json has them as sent).
 		if j.Error != nil {
-			row("error", flatten(j.Error.Code+": "+j.Error.Message))
+			row("error", client.OneLine(j.Error.Code+": "+j.Error.Message))
 		}
 		if j.File != nil {
-			row("file", fmt.Sprintf("%s (%d bytes)", flatten(j.File.Name), j.File.Size))
+			row("file", fmt.Sprintf("%s (%d bytes)", client.OneLine(j.File.Name), j.File.Size))
 			row("sha256", j.File.SHA256)
 			row("download", c.Base()+j.DownloadURL)
 		}

@@ -109,7 +109,7 @@ Flags:
 		return fmt.Errorf("store copy: %s already holds jobs or events; copy into an empty database", app.RedactURL(dsn))
 	}
 	if err != nil {
-		return fmt.Errorf("store copy: %w", err) // on one line: Exit flattens it
+		return fmt.Errorf("store copy: %w", err) // on one line: Exit puts it on one line
 	}
 	files := "no files (the file store is the data directory's exports folder)"
 	if opts.Bucket != nil {

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
-	"strings"
-	"unicode"
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
@@ -112,13 +110,4 @@ func bucketConfig(raw string, fc app.FileConfig, fromFile bool, fs *flag.FlagSet
 		return objstore.Config{}, fc.Errorf("[files] secret_key: %w", err)
 	}
 	return cfg, nil
-}
-
-// flatten puts a multi-line message on one line, its runs of white space (line breaks,
-// the tabs pgx indents each address it tried with) and control characters one space
-// each: Exit writes every error so, doctor each finding, and the jobs commands the
-// server's free text (an export's error, an event's data) in their human output. A
-// control character (ESC, backspace) would let such text redraw the terminal's line.
-func flatten(msg string) string {
-	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 }

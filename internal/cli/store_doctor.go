@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"sheetq/app"
+	"sheetq/internal/client"
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/store"
@@ -24,7 +25,7 @@ func diagnosePostgres(ctx context.Context, dsn string, add func(doctorProblem)) 
 	where := app.RedactURL(dsn)
 	h, err := pg.Diagnose(ctx, dsn)
 	if err != nil {
-		add(doctorProblem{Check: "database", Path: where, Message: flatten(fmt.Sprintf("%s: %v", where, err))})
+		add(doctorProblem{Check: "database", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
 		return nil, false
 	}
 	for _, p := range h.Problems {
@@ -45,7 +46,7 @@ const probeKey = "doctor/probe-"
 func checkBucket(ctx context.Context, cfg objstore.Config, url string, jobFiles []store.JobFile, deep bool, add func(doctorProblem)) int {
 	where := app.RedactURL(url)
 	fail := func(err error) int {
-		add(doctorProblem{Check: "bucket", Path: where, Message: flatten(fmt.Sprintf("%s: %v", where, err))})
+		add(doctorProblem{Check: "bucket", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
 		return 0
 	}
 	b, err := objstore.New(cfg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"sheetq/internal/apiv1"
 )
@@ -28,9 +29,17 @@ func (p *Problem) Error() string {
 	if p.Code != "" {
 		msg = p.Code + ": " + msg
 	}
-	// One line whatever the server sent: a bare \r would let a detail overwrite the line
-	// on a terminal.
-	return strings.Join(strings.Fields(fmt.Sprintf("server: %s (HTTP %d)", msg, p.Status)), " ")
+	return OneLine(fmt.Sprintf("server: %s (HTTP %d)", msg, p.Status))
+}
+
+// OneLine puts a multi-line message on one line, its runs of white space (line breaks,
+// the tabs pgx indents each address it tried with) and control characters one space
+// each: a problem's detail so, the CLI every error it exits with, doctor each finding,
+// and the jobs commands the server's free text (an export's error, an event's data) in
+// their human output. A control character (\r, ESC, backspace) would let such text
+// redraw the terminal's line.
+func OneLine(msg string) string {
+	return strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 }
 
 // readProblem turns a non-2xx answer into a *Problem: its problem+json, else the status
