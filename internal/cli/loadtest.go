@@ -265,8 +265,9 @@ type loadTest struct {
 }
 
 func newLoadTest(cfg loadConfig) (*loadTest, error) {
-	// The client must not be the bottleneck: enough idle connections that a burst reuses
-	// them instead of opening (and leaving in TIME_WAIT) one per request.
+	// The event stream and the checks after the run (one GET per job, many at once):
+	// enough idle connections that those reuse them instead of opening (and leaving in
+	// TIME_WAIT) one per request. The measured POSTs go through sender.
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

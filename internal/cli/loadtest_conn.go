@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -178,9 +177,9 @@ func (s *acceptSender) close() {
 	s.idle = nil
 }
 
-// sendTimedOut reports whether err is a deadline passing rather than a lost connection.
+// sendTimedOut reports whether err is a deadline passing (the connection's, or the
+// dial's context) rather than a lost connection.
 func sendTimedOut(err error) bool {
 	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
-		(errors.As(err, &ne) && ne.Timeout())
+	return errors.As(err, &ne) && ne.Timeout()
 }
