@@ -15,6 +15,7 @@ import (
 	"sheetq/app/schedules"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
+	"sheetq/jobs/schedule"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -178,7 +179,7 @@ func (p *Pages) deleteScheduleForm(w http.ResponseWriter, r *http.Request) error
 
 // previewRuns are firings as the pages show them: at the schedule's own wall time.
 func previewRuns(runs []schedules.Firing, zone string) []ui.ScheduleRun {
-	loc, err := time.LoadLocation(zone)
+	loc, err := schedule.LoadZone(zone)
 	if err != nil {
 		loc = time.UTC
 	}

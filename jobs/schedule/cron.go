@@ -72,8 +72,16 @@ func Parse(expr, zone string) (Spec, error) {
 	return s, nil
 }
 
+//go:generate go run ./internal/zonesgen -o zones_gen.go
+
 // LoadZone loads an IANA time zone by name, refusing "" and Local (the server's zone,
-// which moves with the machine a schedule runs on).
+// which moves with the machine a schedule runs on), and every name that is not in the
+// zone database embedded in the binary (zones_gen.go lists them).
+//
+// time.LoadLocation reads the host's zone files before the embedded database, so a name
+// only some hosts have ("right/UTC", "posix/Europe/Berlin") would be accepted on one node
+// and fail to load on another, which pauses the schedule there (app/schedules/fire.go).
+// Checking the name against the embedded list makes every node give the same answer.
 func LoadZone(zone string) (*time.Location, error) {
 	switch zone {
 	case "":
@@ -81,9 +89,12 @@ func LoadZone(zone string) (*time.Location, error) {
 	case "Local":
 		return nil, errors.New("time zone: Local depends on the server; give an IANA name such as Europe/Berlin, or UTC")
 	}
+	if _, known := slices.BinarySearch(embeddedZones, zone); !known {
+		return nil, fmt.Errorf("unknown time zone %q: use an IANA name such as Europe/Berlin, or UTC", zone)
+	}
 	loc, err := time.LoadLocation(zone)
 	if err != nil {
-		return nil, fmt.Errorf("time zone %q: not an IANA time zone name (such as Europe/Berlin, or UTC)", zone)
+		return nil, fmt.Errorf("time zone %q: %w", zone, err)
 	}
 	return loc, nil
 }

@@ -53,7 +53,8 @@ func TestParseRefuses(t *testing.T) {
 		{"0 6 30 2 *", "UTC", "matches no date"},
 		{"0 6 1 * *", "", "time zone: empty"},
 		{"0 6 1 * *", "Local", "depends on the server"},
-		{"0 6 1 * *", "Mars/Olympus", "not an IANA time zone"},
+		{"0 6 1 * *", "Mars/Olympus", "unknown time zone \"Mars/Olympus\": use an IANA name"},
+		{"0 6 1 * *", "right/UTC", "unknown time zone"},
 	} {
 		if _, err := Parse(tt.expr, tt.zone); err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("Parse(%q, %q) = %v, want an error with %q", tt.expr, tt.zone, err, tt.err)
