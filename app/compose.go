@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -201,6 +202,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}})
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.tokens) > 0 {
+		// Beside the session key, so that a sign-out still holds after a restart.
+		if err = a.mw.Auth().LoadGenerations(filepath.Join(dir.Root, "session.generations")); err != nil {
+			return nil, err
+		}
 	}
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)

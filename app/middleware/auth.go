@@ -7,14 +7,19 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -77,6 +82,9 @@ type Auth struct {
 	now func() time.Time
 	// limits counts wrong tokens per client address (ratelimit.go).
 	limits *attemptLimiter
+	// gens are the tokens' session generations: signing out ends every session of the
+	// token, copies of the cookie included.
+	gens generations
 }
 
 // NewAuth returns the checker of tokens, signing sessions with key; now is the clock
@@ -87,6 +95,7 @@ func NewAuth(tokens []Token, key []byte, now func() time.Time) *Auth {
 		a.now = time.Now
 	}
 	a.limits = newAttemptLimiter(a.now)
+	a.gens.cur.Store(&map[string]uint64{})
 	for _, t := range tokens {
 		a.creds = append(a.creds, credential{name: t.Name, sum: sha256.Sum256([]byte(t.Secret))})
 	}
@@ -123,48 +132,175 @@ func bearer(r *http.Request) (token string, sent bool) {
 	return strings.TrimSpace(got), true
 }
 
-// sessionMAC signs a session: the token's name, the expiry and the hash of the token's
-// secret, so that removing the token or changing its secret ends its sessions.
-func (a *Auth) sessionMAC(c credential, expiry int64) []byte {
+// sessionMAC signs a session: the token's name, the expiry, the token's session
+// generation and the hash of the token's secret, so that removing the token or changing
+// its secret ends its sessions, and so does moving it to a new generation (SignOut).
+func (a *Auth) sessionMAC(c credential, expiry int64, gen uint64) []byte {
+	m := hmac.New(sha256.New, a.key)
+	fmt.Fprintf(m, "sheetq session v2\x00%s\x00%d\x00%d\x00", c.name, expiry, gen)
+	m.Write(c.sum[:])
+	return m.Sum(nil)
+}
+
+// sessionMACv1 signs a session as versions before session generations did, without one:
+// such a cookie is of generation 0, valid until its token's first sign-out.
+func (a *Auth) sessionMACv1(c credential, expiry int64) []byte {
 	m := hmac.New(sha256.New, a.key)
 	fmt.Fprintf(m, "sheetq session v1\x00%s\x00%d\x00", c.name, expiry)
 	m.Write(c.sum[:])
 	return m.Sum(nil)
 }
 
-// NewSession returns a cookie value for token name: name.expiry.mac, base64url.
+// NewSession returns a cookie value for token name, of the token's current session
+// generation: name.expiry.generation.mac, base64url.
 func (a *Auth) NewSession(name string) (value string, expires time.Time, err error) {
 	for _, c := range a.creds {
 		if c.name == name {
 			expires = a.now().Add(SessionTTL).Truncate(time.Second)
-			exp := expires.Unix()
+			exp, gen := expires.Unix(), a.gens.of(name)
 			enc := base64.RawURLEncoding
 			return enc.EncodeToString([]byte(name)) + "." + strconv.FormatInt(exp, 10) + "." +
-				enc.EncodeToString(a.sessionMAC(c, exp)), expires, nil
+				strconv.FormatUint(gen, 10) + "." + enc.EncodeToString(a.sessionMAC(c, exp, gen)), expires, nil
 		}
 	}
 	return "", time.Time{}, fmt.Errorf("no token named %q", name)
 }
 
-// session returns the token name of a valid, unexpired session cookie value.
+// session returns the token name of a valid, unexpired session cookie value of its
+// token's current generation. A value of three parts (name.expiry.mac) is one issued
+// before generations: generation 0.
 func (a *Auth) session(value string) (string, bool) {
 	parts := strings.Split(value, ".")
-	if len(parts) != 3 {
+	var gen uint64
+	switch len(parts) {
+	case 3:
+	case 4:
+		g, err := strconv.ParseUint(parts[2], 10, 64)
+		if err != nil {
+			return "", false
+		}
+		gen = g
+	default:
 		return "", false
 	}
 	enc := base64.RawURLEncoding
 	name, err1 := enc.DecodeString(parts[0])
 	exp, err2 := strconv.ParseInt(parts[1], 10, 64)
-	mac, err3 := enc.DecodeString(parts[2])
+	mac, err3 := enc.DecodeString(parts[len(parts)-1])
 	if err1 != nil || err2 != nil || err3 != nil || a.now().Unix() >= exp {
 		return "", false
 	}
 	for _, c := range a.creds {
 		if c.name == string(name) {
-			return c.name, hmac.Equal(mac, a.sessionMAC(c, exp))
+			want := a.sessionMAC(c, exp, gen)
+			if len(parts) == 3 {
+				want = a.sessionMACv1(c, exp)
+			}
+			return c.name, hmac.Equal(mac, want) && gen == a.gens.of(c.name)
 		}
 	}
 	return "", false
+}
+
+// SignOut ends the session whose cookie value is given and every other session of its
+// token, in any browser, copies of the cookie included: the token moves to its next
+// session generation, which is saved (LoadGenerations) before SignOut returns. It
+// returns the token's name, or "" when value is no valid session, which ends nothing.
+func (a *Auth) SignOut(value string) (string, error) {
+	name, ok := a.session(value)
+	if !ok {
+		return "", nil
+	}
+	return name, a.gens.next(name)
+}
+
+// LoadGenerations reads the tokens' session generations from path, a file in the data
+// directory beside the session key (a missing file: every token at generation 0), and
+// makes SignOut save them there, so that a restart does not revive the sessions a
+// sign-out ended. Call it before serving. Like the key, the file is the data
+// directory's own: each node of a cluster has its own sessions.
+func (a *Auth) LoadGenerations(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		a.gens.path = path
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("session generations: %w", err)
+	}
+	defer f.Close()
+	// A token name is at most 64 characters, so each entry is at most about 90 bytes;
+	// the limit refuses a file that no sign-out wrote.
+	b, err := io.ReadAll(io.LimitReader(f, maxGenerationsFile+1))
+	if err != nil {
+		return fmt.Errorf("session generations: %w", err)
+	}
+	var file generationsFile
+	if len(b) > maxGenerationsFile {
+		err = fmt.Errorf("larger than %d bytes", maxGenerationsFile)
+	} else {
+		err = json.Unmarshal(b, &file)
+	}
+	if err != nil {
+		return fmt.Errorf("session generations %s: %w (delete it together with the session key beside it, which signs every browser out)",
+			path, err)
+	}
+	if file.Generations == nil {
+		file.Generations = map[string]uint64{}
+	}
+	a.gens.cur.Store(&file.Generations)
+	a.gens.path = path
+	return nil
+}
+
+// maxGenerationsFile bounds the session generations file read at start.
+const maxGenerationsFile = 1 << 20
+
+// generationsFile is the session generations file: for each token name that signed out
+// since the file was created, its current generation. Names are those of tokens, never
+// secrets; an entry stays when its token is removed, so that putting the token back does
+// not revive the sessions a sign-out ended.
+type generationsFile struct {
+	Generations map[string]uint64 `json:"generations"`
+}
+
+// generations are the tokens' session generations (issue 36): a session is valid only
+// while its token is at the generation it was issued in. Reads, one per request with a
+// cookie, take no lock: the map is replaced, never changed in place.
+type generations struct {
+	// cur is the map of names to generations; a name not in it is at 0.
+	cur atomic.Pointer[map[string]uint64]
+	// mu makes sign-outs one at a time: one writer of the file and of its temporary name.
+	mu sync.Mutex
+	// path is the file the generations are saved in; "" keeps them in memory only.
+	path string
+}
+
+// of is the current generation of token name.
+func (g *generations) of(name string) uint64 { return (*g.cur.Load())[name] }
+
+// next moves token name to its next generation and saves every generation to the file.
+// The new generation holds in this process even when saving fails, so that the sessions
+// end now; the error says that a restart would revive them.
+func (g *generations) next(name string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur := maps.Clone(*g.cur.Load())
+	cur[name]++
+	g.cur.Store(&cur)
+	if g.path == "" {
+		return nil
+	}
+	b, err := json.Marshal(generationsFile{Generations: cur})
+	if err != nil {
+		return fmt.Errorf("session generations: %w", err)
+	}
+	// After a power cut the name holds the old generations or the new ones, never half
+	// a file that would keep the server from starting.
+	if err := durable.WriteFile(g.path, b, 0o600); err != nil {
+		return fmt.Errorf("session generations: %w", err)
+	}
+	return nil
 }
 
 // LoadSessionKey reads the session key at path (in the data directory), creating it on

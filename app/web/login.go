@@ -92,9 +92,27 @@ func waitWords(d time.Duration) string {
 	return strconv.Itoa(secs) + " seconds"
 }
 
-// logout clears the session cookie.
+// logout clears the session cookie and ends every session of its token, in any browser:
+// a copy of the cookie is refused from now on, after a restart too (issue 36).
 func (p *Pages) logout(w http.ResponseWriter, r *http.Request) error {
-	p.cfg.Middleware.ClearSession(w, r)
+	mw := p.cfg.Middleware
+	mw.ClearSession(w, r)
+	if c, err := r.Cookie(middleware.SessionCookie); err == nil {
+		ip := middleware.Client(r.Context()).IP
+		name, err := mw.Auth().SignOut(c.Value)
+		if err != nil {
+			// The sessions have ended in this process; only a restart would revive them.
+			p.cfg.Log.ErrorContext(r.Context(), "sign-out not saved", "token", name, "client_ip", ip, "err", err)
+			return &pageError{status: http.StatusInternalServerError, title: "Sign-out not saved",
+				message: "This browser is signed out, and so is every other browser signed in with the same token, " +
+					"but the server could not save that (its log says why): after a restart they would be signed in again. " +
+					"Sign in and out again once the problem is fixed.",
+				back: ui.Link{Href: "/login", Text: "Sign in"}}
+		}
+		if name != "" {
+			p.cfg.Log.InfoContext(r.Context(), "signed out", "token", name, "client_ip", ip)
+		}
+	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
 }
