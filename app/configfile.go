@@ -32,7 +32,8 @@ type FileConfig struct {
 	// Tokens are named access tokens ([[tokens]] name = "ci", token = "env:CI_TOKEN").
 	Tokens []TokenConfig `toml:"tokens"`
 	// Queues are the lanes and their sizes ([queues.heavy] workers = 1): the exports lane
-	// (--workers), the webhooks lane and any a report names with "-- queue: NAME".
+	// (--workers), the webhooks lane, the deliveries lane and any a report names with
+	// "-- queue: NAME".
 	Queues map[string]QueueConfig `toml:"queues"`
 	// Store is the shared job store ([store] url = "postgres://..."), for several nodes.
 	Store StoreConfig `toml:"store"`
@@ -97,6 +98,11 @@ type QueueConfig struct {
 // MaxWorkers is the most workers a lane may have (--workers and [queues.NAME] workers).
 const MaxWorkers = 256
 
+// defaultDeliveryWorkers is the size of the deliveries lane (deliver.Queue) when the
+// config file does not set it: as many as the webhooks lane, so that two relays that
+// stopped answering hold the deliveries lane and nothing else.
+const defaultDeliveryWorkers = 2
+
 // Lanes is the engine configuration eng with the config file's lanes applied (lanes):
 // the command line sizes GOMAXPROCS by every lane's workers before the server starts.
 func (fc FileConfig) Lanes(eng jobs.Config, workersSet bool) (jobs.Config, error) {
@@ -107,15 +113,20 @@ func (fc FileConfig) Lanes(eng jobs.Config, workersSet bool) (jobs.Config, error
 // lanes resolves the engine's lanes from the config file (ARCHITECTURE.md, rule 27):
 // [queues.exports] sizes the exports lane unless workersSet (--workers, SHEETQ_WORKERS
 // or [serve] workers, which beat the file), the webhooks lane has webhook.DefaultWorkers
-// unless [queues.webhooks] says otherwise, and every other [queues.NAME] is a lane of
-// its own. Names are written like report ids.
+// unless [queues.webhooks] says otherwise, the deliveries lane defaultDeliveryWorkers
+// unless [queues.deliveries] does, and every other [queues.NAME] is a lane of its own.
+// Names are written like report ids.
 func (fc FileConfig) lanes(eng *jobs.Config, workersSet bool) error {
 	queues := maps.Clone(eng.Queues)
 	if queues == nil {
 		queues = map[string]int{}
 	}
-	if _, ok := queues[webhook.Queue]; !ok {
-		queues[webhook.Queue] = webhook.DefaultWorkers
+	// Email and folder deliveries have a lane apart from webhooks: a stalled relay holds
+	// a delivery's worker up to its timeout, and must not delay webhooks.
+	for q, n := range map[string]int{webhook.Queue: webhook.DefaultWorkers, deliver.Queue: defaultDeliveryWorkers} {
+		if _, ok := queues[q]; !ok {
+			queues[q] = n
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(fc.Queues)) {
 		n := fc.Queues[name].Workers

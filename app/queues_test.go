@@ -21,9 +21,10 @@ import (
 	"sheetq/store"
 )
 
-// TestQueuesConfig: [queues.NAME] workers = N makes lanes (rule 27). The webhooks lane
-// has 2 workers unless the file says otherwise, [queues.exports] sizes the exports lane
-// unless --workers was given, and bad names or sizes stop the start.
+// TestQueuesConfig: [queues.NAME] workers = N makes lanes (rule 27). The webhooks and
+// deliveries lanes have 2 workers each unless the file says otherwise, [queues.exports]
+// sizes the exports lane unless --workers was given, and bad names or sizes stop the
+// start.
 func TestQueuesConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sheetq.toml")
 	for _, tc := range []struct {
@@ -34,11 +35,12 @@ func TestQueuesConfig(t *testing.T) {
 		queues     map[string]int
 		err        string
 	}{
-		{"none", "", false, 3, map[string]int{"webhooks": 2}, ""},
-		{"a heavy lane", "[queues.heavy]\nworkers = 1\n", false, 3, map[string]int{"webhooks": 2, "heavy": 1}, ""},
-		{"webhooks overridden", "[queues.webhooks]\nworkers = 8\n", false, 3, map[string]int{"webhooks": 8}, ""},
-		{"exports from the file", "[queues.exports]\nworkers = 6\n", false, 6, map[string]int{"webhooks": 2}, ""},
-		{"--workers beats the file", "[queues.exports]\nworkers = 6\n", true, 3, map[string]int{"webhooks": 2}, ""},
+		{"none", "", false, 3, map[string]int{"webhooks": 2, "deliveries": 2}, ""},
+		{"a heavy lane", "[queues.heavy]\nworkers = 1\n", false, 3, map[string]int{"webhooks": 2, "deliveries": 2, "heavy": 1}, ""},
+		{"webhooks overridden", "[queues.webhooks]\nworkers = 8\n", false, 3, map[string]int{"webhooks": 8, "deliveries": 2}, ""},
+		{"deliveries overridden", "[queues.deliveries]\nworkers = 5\n", false, 3, map[string]int{"webhooks": 2, "deliveries": 5}, ""},
+		{"exports from the file", "[queues.exports]\nworkers = 6\n", false, 6, map[string]int{"webhooks": 2, "deliveries": 2}, ""},
+		{"--workers beats the file", "[queues.exports]\nworkers = 6\n", true, 3, map[string]int{"webhooks": 2, "deliveries": 2}, ""},
 		{"no workers", "[queues.heavy]\n", false, 0, nil, "[queues.heavy] workers must be from 1 to 256, not 0"},
 		{"too many workers", "[queues.heavy]\nworkers = 257\n", false, 0, nil, "from 1 to 256, not 257"},
 		{"bad name", "[queues.Heavy]\nworkers = 1\n", false, 0, nil, "[queues.Heavy]: a queue name is 1-64 lowercase letters"},
@@ -74,7 +76,7 @@ func TestQueuesConfig(t *testing.T) {
 
 // TestReportQueue: an export of a report with "-- queue: heavy" is accepted into the
 // heavy lane that [queues.heavy] defines, and the engine runs that lane with its own
-// workers beside the exports and webhooks lanes.
+// workers beside the exports, webhooks and deliveries lanes.
 func TestReportQueue(t *testing.T) {
 	dir := heavyLaneDir(t, 1)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
@@ -94,7 +96,7 @@ func TestReportQueue(t *testing.T) {
 	for _, l := range ts.engine.Lanes() {
 		lanes[l.Queue] = l.Workers
 	}
-	if want := map[string]int{"exports": 2, "heavy": 1, "webhooks": 2}; !maps.Equal(lanes, want) {
+	if want := map[string]int{"exports": 2, "deliveries": 2, "heavy": 1, "webhooks": 2}; !maps.Equal(lanes, want) {
 		t.Fatalf("lanes = %v, want %v", lanes, want)
 	}
 }
@@ -114,6 +116,7 @@ func TestLanesAreShown(t *testing.T) {
 	}
 	want := []metrics.Queue{
 		{Name: "exports", Workers: 2, Pending: 1},
+		{Name: "deliveries", Workers: 2},
 		{Name: "heavy", Workers: 3, Pending: 2},
 		{Name: "webhooks", Workers: 2},
 		{Name: "gone", Pending: 1},
@@ -138,7 +141,7 @@ func TestLanesAreShown(t *testing.T) {
 	f.want(t, append(checks, metricCheck{"sheetq_workers", nil, 2}, metricCheck{"sheetq_workers_busy", nil, 0}))
 
 	doc := page(t, ts.get("/queue"), http.StatusOK)
-	for q, text := range map[string]string{"exports": "exports|0 of 2|1", "heavy": "heavy|0 of 3|2", "webhooks": "webhooks|0 of 2|0",
+	for q, text := range map[string]string{"exports": "exports|0 of 2|1", "deliveries": "deliveries|0 of 2|0", "heavy": "heavy|0 of 3|2", "webhooks": "webhooks|0 of 2|0",
 		"gone": "gone|no lane: add [queues.gone] to the config file|1"} {
 		var cells []string
 		tid(doc, "lane-"+q).Find("td").Each(func(_ int, td *goquery.Selection) {

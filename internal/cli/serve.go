@@ -18,6 +18,7 @@ import (
 	"sheetq/internal/datadir"
 	"sheetq/internal/gcdefaults"
 	"sheetq/jobs"
+	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -144,8 +145,8 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	if eng.Nice > 0 && jobs.LowerPrioritySupported {
 		// Each running job holds a P on its low-priority thread even while the OS runs
 		// something else in its place; a P per worker of every lane (exports, webhooks,
-		// [queues]) on top of the default keeps one free for every core, so requests
-		// never queue behind a job's thread.
+		// deliveries, [queues]) on top of the default keeps one free for every core, so
+		// requests never queue behind a job's thread.
 		workers := lanes.Workers
 		for _, n := range lanes.Queues {
 			workers += n
@@ -236,11 +237,12 @@ func secondSignal() (force <-chan struct{}, unwatch func()) {
 }
 
 // exportSlots is how many exports the lanes run at once: every lane's workers but the
-// webhooks lane's, whose deliveries hold a few KB (gcdefaults.MemoryLimit).
+// webhooks lane's, whose deliveries hold a few KB, and the deliveries lane's, which
+// stream a finished file (gcdefaults.MemoryLimit).
 func exportSlots(lanes jobs.Config) int {
 	n := lanes.Workers
 	for q, w := range lanes.Queues {
-		if q != webhook.Queue {
+		if q != webhook.Queue && q != deliver.Queue {
 			n += w
 		}
 	}

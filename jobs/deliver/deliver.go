@@ -19,11 +19,14 @@ import (
 // the webhook kind, signed like every other webhook).
 const Name = "deliver"
 
-// Queue is the lane deliveries run in: the light lane of webhooks (ARCHITECTURE.md,
-// rule 27), so that a delivery never waits behind long exports. A delivery is one SMTP
-// conversation or one file copy of at most the export's size; the two workers of that
-// lane are enough, and a lane of its own would be one more pool to size for little.
-const Queue = webhook.Queue
+// Queue is the lane deliveries run in: a lane of their own (ARCHITECTURE.md, rule 27),
+// so that a delivery never waits behind long exports, and a webhook never waits behind a
+// delivery. An attempt may hold its worker up to Config.Timeout (a relay that accepts
+// the connection and never answers), which in the webhooks lane delayed other exports'
+// webhooks by minutes. The server gives it 2 workers unless [queues.deliveries] says
+// otherwise. A delivery queued in "webhooks" by an earlier version still runs there:
+// lanes claim by queue, whatever the kind.
+const Queue = "deliveries"
 
 // MaxAttempts is a delivery's attempt budget: with DefaultSchedule the attempts spread
 // over about a day, long enough for a relay or a mount to come back.
