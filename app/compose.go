@@ -215,11 +215,27 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// A delivery target is checked when a schedule is saved (or declared in the config
 	// file), not only when its delivery runs: a folder against [deliveries] folders, an
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
-	// [webhooks] secret being set, as an export request's webhook is.
+	// [webhooks] secret being set and the address policy of an export request's webhook.
 	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log,
 		CheckTarget: func(t deliver.Target) error {
-			if t.Type == deliver.TypeWebhook && !a.webhooks.Configured() {
+			if t.Type != deliver.TypeWebhook {
+				return a.deliveries.CheckTarget(t)
+			}
+			if !a.webhooks.Configured() {
 				return errors.New("webhook delivery needs a signing secret: set [webhooks] secret in the config file")
+			}
+			if err := t.Check(); err != nil {
+				return err // the URL's form, as an export request's webhook must have it
+			}
+			// The address policy of an export request's webhook ([webhooks]
+			// allow_private), so that a schedule reaches no more than a request may
+			// (issue 36). A name that does not resolve now is not refused, unlike a
+			// request's: a schedule outlives today's DNS (a node starting while DNS is
+			// down declares the config file's schedules), and each delivery checks the
+			// address it dials.
+			err := a.webhooks.CheckURL(context.Background(), t.URL)
+			if errors.Is(err, webhook.ErrNotAllowed) {
+				return fmt.Errorf("%w (set [webhooks] allow_private = true to allow private addresses)", err)
 			}
 			return a.deliveries.CheckTarget(t)
 		}}

@@ -155,10 +155,14 @@ func (p Planner) FollowUps(job store.Job) ([]store.FollowUp, error) {
 	if err := json.Unmarshal(job.Args, &a); err != nil {
 		return nil, nil // not an export's args we can read: nothing to deliver
 	}
-	targets, err := ParseTargets(a.Deliver)
-	if err != nil || len(targets) == 0 {
-		// Targets were checked when the schedule was saved; a list that no longer
-		// parses must not make the export's success fail to commit.
+	// Targets were checked when the schedule was saved. The list is read here without
+	// the checks and bounds that saving applies, one target at a time: a schedule saved
+	// before a bound was added (more recipients, a longer URL) still delivers, and a
+	// target that no longer checks fails as its own delivery, with the reason on the
+	// export's timeline, instead of every target vanishing without a word. A list that
+	// does not parse at all must not make the export's success fail to commit.
+	var targets []Target
+	if len(a.Deliver) == 0 || json.Unmarshal(a.Deliver, &targets) != nil || len(targets) == 0 {
 		return nil, nil
 	}
 	title := a.Report

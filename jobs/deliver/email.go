@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/wneessen/go-mail"
 
@@ -192,17 +194,55 @@ func messageHost(from string) string {
 	return "sheetq.invalid"
 }
 
+// MaxSubject bounds a mail's subject, in characters: a parameter of 60,000 characters
+// would otherwise make a subject of 60 KB (issue 36), which relays refuse or fold into
+// something no one reads. maxSubjectValue bounds each parameter's value in it; the body
+// says them whole.
+const (
+	MaxSubject      = 200
+	maxSubjectValue = 40
+)
+
 // Subject is the mail's subject: the report's title, its parameters and, for a
-// schedule's firing, the time it was scheduled for.
+// schedule's firing, the time it was scheduled for. It is at most MaxSubject characters:
+// a long value is cut, then the title and parameters, never the time.
 func Subject(a Args) string {
 	s := a.Title
-	if p := paramsLine(a.Params); p != "" {
+	if p := paramsLine(a.Params, maxSubjectValue); p != "" {
 		s += " (" + p + ")"
 	}
+	when := ""
 	if a.ScheduledFor != nil {
-		s += " for " + scheduledAt(a)
+		when = " for " + scheduledAt(a)
 	}
-	return s
+	// A subject is one line: a value's line break or tab is a space in it.
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return cut(s, MaxSubject-utf8.RuneCountInString(when)) + when
+}
+
+// cut is s cut to at most n characters, on a character boundary, with an ellipsis
+// in place of what is cut.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	if n < 1 {
+		return ""
+	}
+	i, runes := 0, 0
+	for j := range s {
+		if runes == n-1 {
+			i = j
+			break
+		}
+		runes++
+	}
+	return s[:i] + "…"
 }
 
 // scheduledAt is the time a firing was for at its schedule's wall time, with the zone's
@@ -221,7 +261,7 @@ func Body(a Args, baseURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n", a.Title)
 	fmt.Fprintf(&b, "Report:     %s\n", a.Report)
-	if p := paramsLine(a.Params); p != "" {
+	if p := paramsLine(a.Params, 0); p != "" {
 		fmt.Fprintf(&b, "Parameters: %s\n", p)
 	}
 	if a.ScheduledFor != nil {
@@ -243,11 +283,16 @@ func Body(a Args, baseURL string) string {
 	return b.String()
 }
 
-// paramsLine is "from=2026-11-01, to=2026-12-01", by name.
-func paramsLine(p map[string]any) string {
+// paramsLine is "from=2026-11-01, to=2026-12-01", by name, each value cut to at most
+// limit characters (0: whole).
+func paramsLine(p map[string]any, limit int) string {
 	parts := make([]string, 0, len(p))
 	for _, k := range slices.Sorted(maps.Keys(p)) {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, p[k]))
+		v := fmt.Sprint(p[k])
+		if limit > 0 {
+			v = cut(v, limit)
+		}
+		parts = append(parts, k+"="+v)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
-	"sheetq/internal/durable"
 	"sheetq/jobs"
 )
 
@@ -53,12 +55,14 @@ func within(path, root string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
-// resolvedWithin is CheckFolder on disk: path with its symbolic links resolved must be
+// resolvedRoot is CheckFolder on disk: path with its symbolic links resolved must be
 // under a root with its own resolved, so that a link inside a root cannot lead out of it.
-func resolvedWithin(path string, roots []string) (bool, error) {
+// It returns that resolved root and path's resolved place below it (rel, "." for the
+// root itself); root is "" when path leads out of every root.
+func resolvedRoot(path string, roots []string) (root, rel string, err error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return false, err
+		return "", "", err
 	}
 	for _, root := range roots {
 		r, err := filepath.EvalSymlinks(root)
@@ -66,16 +70,38 @@ func resolvedWithin(path string, roots []string) (bool, error) {
 			continue // a root that is not there holds nothing
 		}
 		if within(real, r) {
-			return true, nil
+			rel, err := filepath.Rel(r, real)
+			if err != nil {
+				return "", "", err
+			}
+			return r, rel, nil
 		}
 	}
-	return false, nil
+	return "", "", nil
+}
+
+// openFolder opens the folder rel below the allowed root as a handle that every write
+// of a delivery goes through. The checks before it read paths, and a link swapped in
+// after them would lead the writes out of the allowed folders (issue 36, item 4); an
+// os.Root refuses to follow a link out of it, and the folder's handle pins the folder
+// that was checked, so the temporary file and its rename stay in one folder inside root.
+func openFolder(root, rel string) (*os.Root, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	if rel == "." {
+		return r, nil
+	}
+	defer r.Close()
+	return r.OpenRoot(rel)
 }
 
 // folder copies the export's file into the target folder under its download name,
 // atomically: a temporary file in that folder, fsynced, renamed over the name, and the
 // folder fsynced, so that a reader of the folder sees the whole file or none (the name
-// is replaced whole when it was there: a later firing's file of the same name).
+// is replaced whole when it was there: a later firing's file of the same name). Every
+// write goes through one handle on the folder (openFolder), never through its path.
 func (h *Handler) folder(ctx context.Context, a Args) error {
 	dir := a.Target.Path
 	if err := CheckFolder(dir, h.cfg.Folders); err != nil {
@@ -91,13 +117,14 @@ func (h *Handler) folder(ctx context.Context, a Args) error {
 	case !fi.IsDir():
 		return jobs.Permanentf("not_a_folder", "%s is not a folder", dir)
 	}
-	if ok, err := resolvedWithin(dir, h.cfg.Folders); err != nil {
+	root, rel, err := resolvedRoot(dir, h.cfg.Folders)
+	if err != nil {
 		return jobs.Retryable("folder_unreadable", err)
-	} else if !ok {
-		return jobs.Permanent("folder_not_allowed", fmt.Errorf("folder %s: %w: a symbolic link leads out of the allowed folders", dir, ErrFolderNotAllowed))
+	} else if root == "" {
+		return jobs.Permanent("folder_not_allowed", linkedOut(dir))
 	}
 	name := filepath.Base(a.DownloadName)
-	if name == "." || name == string(filepath.Separator) || name == "" {
+	if name == "." || name == ".." || name == string(filepath.Separator) || name == "" {
 		return jobs.Permanentf("bad_args", "delivery has no file name")
 	}
 	src, _, err := h.cfg.Files.Open(ctx, a.File)
@@ -105,19 +132,27 @@ func (h *Handler) folder(ctx context.Context, a Args) error {
 		return fileError(err)
 	}
 	defer src.Close()
-	tmp, err := os.CreateTemp(dir, ".sheetq-"+name+".*.tmp")
+	d, err := openFolder(root, rel)
+	if err != nil {
+		return h.openError(dir, err)
+	}
+	defer d.Close()
+	tmp, tmpName, err := createTemp(d, ".sheetq-"+name+".", ".tmp")
 	if err != nil {
 		return diskError(dir, err)
 	}
-	tmpName := tmp.Name()
 	done := false
 	defer func() {
 		if !done {
-			_ = os.Remove(tmpName)
+			_ = tmp.Close() // a second Close after the one below is harmless
+			_ = d.Remove(tmpName)
 		}
 	}()
 	sum := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, sum), contextReader{ctx, src})
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -127,10 +162,60 @@ func (h *Handler) folder(ctx context.Context, a Args) error {
 	if n != a.Size || (a.SHA256 != "" && hex.EncodeToString(sum.Sum(nil)) != a.SHA256) {
 		return jobs.Retryable("file_mismatch", fmt.Errorf("the export's file read back as %d bytes that do not match what the export recorded (%d bytes)", n, a.Size))
 	}
-	if err := durable.Rename(tmpName, filepath.Join(dir, name)); err != nil {
+	if err := d.Rename(tmpName, name); err != nil {
 		return diskError(dir, err)
 	}
 	done = true
+	if err := syncFolder(d); err != nil {
+		return diskError(dir, err)
+	}
+	return nil
+}
+
+// linkedOut is the error of a folder whose links lead out of every allowed root.
+func linkedOut(dir string) error {
+	return fmt.Errorf("folder %s: %w: a symbolic link leads out of the allowed folders", dir, ErrFolderNotAllowed)
+}
+
+// openError classifies a failure to open a folder that the checks just passed: it
+// changed in between. Gone is retried, as a missing folder is; a link that now leads out
+// fails for good, as it does when the check sees it; anything else is retried.
+func (h *Handler) openError(dir string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return jobs.Retryable("folder_missing", fmt.Errorf("folder %s does not exist", dir))
+	}
+	if root, _, rerr := resolvedRoot(dir, h.cfg.Folders); rerr == nil && root == "" {
+		return jobs.Permanent("folder_not_allowed", linkedOut(dir))
+	}
+	return jobs.Retryable("folder_unreadable", fmt.Errorf("open folder %s: %w", dir, err))
+}
+
+// createTemp is os.CreateTemp inside d: a new file named prefix, a random number and
+// suffix, opened for writing only by its owner (mode 0600, as os.CreateTemp makes it).
+func createTemp(d *os.Root, prefix, suffix string) (*os.File, string, error) {
+	for range 10000 {
+		name := prefix + strconv.FormatUint(uint64(rand.Uint32()), 10) + suffix
+		f, err := d.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("create a temporary file %s*%s: %w", prefix, suffix, fs.ErrExist)
+}
+
+// syncFolder fsyncs the folder d so that a rename into it survives a power cut.
+// Windows cannot fsync a folder; there the rename is durable enough (as durable.SyncDir
+// says).
+func syncFolder(d *os.Root) error {
+	f, err := d.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && runtime.GOOS != "windows" {
+		return err
+	}
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode"
+
+	"sheetq/jobs/webhook"
 )
 
 // The kinds of target.
@@ -37,6 +39,12 @@ type Target struct {
 
 // MaxTargets bounds a schedule's list: a schedule is not a mailing list.
 const MaxTargets = 20
+
+// MaxRecipients bounds the addresses a schedule's email targets name, one target's and
+// all of them together: each firing mails every one of them, so 20 targets of 50
+// addresses would mail 1,000 recipients a firing (issue 36). An address named twice
+// counts twice, since it is mailed twice.
+const MaxRecipients = 50
 
 // ParseTargets reads and checks a list of targets (JSON); an empty or null list is none.
 // Each error names the target by its place in the list ("deliver[1]: ...", a
@@ -69,6 +77,15 @@ func DecodeTargets(raw json.RawMessage) ([]Target, error) {
 	if len(ts) > MaxTargets {
 		return nil, fmt.Errorf("%d targets, at most %d", len(ts), MaxTargets)
 	}
+	recipients := 0
+	for _, t := range ts {
+		if t.Type == TypeEmail {
+			recipients += len(t.To)
+		}
+	}
+	if recipients > MaxRecipients {
+		return nil, fmt.Errorf("the email targets name %d addresses in all, at most %d", recipients, MaxRecipients)
+	}
 	return ts, nil
 }
 
@@ -87,8 +104,8 @@ func (e *TargetError) Unwrap() error { return e.Err }
 func (t Target) Check() error {
 	switch t.Type {
 	case TypeEmail:
-		if len(t.To) == 0 || len(t.To) > 50 || t.URL != "" || t.Path != "" {
-			return errors.New(`an email target has "to": 1 to 50 addresses, and nothing else`)
+		if len(t.To) == 0 || len(t.To) > MaxRecipients || t.URL != "" || t.Path != "" {
+			return fmt.Errorf(`an email target has "to": 1 to %d addresses, and nothing else`, MaxRecipients)
 		}
 		for _, a := range t.To {
 			addr, err := mail.ParseAddress(a)
@@ -103,9 +120,18 @@ func (t Target) Check() error {
 			}
 		}
 	case TypeWebhook:
+		// The form an export request's webhook must have (webhook.ValidateURL): a URL
+		// over its bound or with a port out of range fails at every firing. The URL is
+		// not quoted back, since it may carry a token.
+		if len(t.URL) > webhook.MaxURLLength {
+			return fmt.Errorf("a webhook target's url is %d characters long, at most %d", len(t.URL), webhook.MaxURLLength)
+		}
 		u, err := url.Parse(t.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(t.To) > 0 || t.Path != "" {
 			return errors.New(`a webhook target has "url": an http or https URL, and nothing else`)
+		}
+		if _, err := webhook.ValidateURL(t.URL); err != nil {
+			return fmt.Errorf("a webhook target's url: %w", err)
 		}
 	case TypeFolder:
 		if t.Path == "" || !filepath.IsAbs(t.Path) || filepath.Clean(t.Path) != t.Path || len(t.To) > 0 || t.URL != "" {
