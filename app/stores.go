@@ -12,6 +12,7 @@ import (
 	"sheetq/app/exports"
 	"sheetq/app/schedules"
 	"sheetq/internal/envref"
+	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -148,6 +149,9 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--files: %w", err)
 	}
+	if err := a.checkBucket(ctx, f, u); err != nil {
+		return nil, err
+	}
 	a.log.InfoContext(ctx, "file store", "files", RedactURL(u))
 	if n := jobs.FaultS3PartSize(); n != 0 {
 		// A crash test's node (faultpoints builds only): it says so, so that the test
@@ -155,6 +159,29 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 		a.log.WarnContext(ctx, "test-only part size for uploads to the bucket", "part_size", n)
 	}
 	return f, nil
+}
+
+// checkBucket refuses to start on a bucket that does not exist or refuses this node's
+// writes (a wrong name, key or policy): every export would fail at its upload while the
+// node looked ready. A server that does not answer now may be restarting: the node
+// starts, and GET /readyz answers 503 until the bucket takes writes.
+func (a *App) checkBucket(ctx context.Context, f jobs.Files, u string) error {
+	w, ok := f.(interface{ CheckWritable(context.Context) error })
+	if !ok {
+		return nil
+	}
+	err := w.CheckWritable(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, objstore.ErrNoBucket):
+		return fmt.Errorf("file store %s: %w; create it, or name an existing one in --files or [files] url", RedactURL(u), err)
+	case objstore.Transient(err):
+		a.log.WarnContext(ctx, "the file store does not answer; starting, but GET /readyz answers 503 until it takes writes",
+			"files", RedactURL(u), "err", err)
+		return nil
+	}
+	return fmt.Errorf("file store %s: %w", RedactURL(u), err)
 }
 
 // listen starts the LISTEN connection of a PostgreSQL node (not under --poll-only): other

@@ -3,12 +3,15 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"sheetq/internal/objstore"
@@ -19,16 +22,91 @@ import (
 // uploads with If-None-Match: * before the short fenced SUCCEEDED transaction, which only
 // records the key: an attempt that lost its lease leaves an object no job references,
 // which the janitor removes (Janitor.Sweep), and never one that replaces another's.
+//
+// An upload that fails for a reason that passes (objstore.Transient: the server down, a
+// reset, a 5xx) is tried again inside the attempt, for up to uploadRetryBudget, rather
+// than failing the attempt: an outage of seconds must not spend the export's attempts
+// and run it again from its source. The retries run under the attempt's context, which
+// the engine cancels when the lease is lost, so no upload outlives its lease.
 type S3Files struct {
 	st  *objstore.Store
 	log *slog.Logger
+	// now and sleep are the clock of the upload retries (time.Now, and a wait that
+	// ends early with its context).
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	// probeKey is where CheckWritable writes: beside exports/, so that no job's file and
+	// no listing of published files meets it, and one key per process, so that nodes
+	// probing at once do not delete each other's probe.
+	probeKey string
+
+	probeMu  sync.Mutex // one probe at a time; callers meanwhile wait for its answer
+	probeAt  time.Time  // when the last probe ended; zero: none yet
+	probeErr error      // its result
 }
 
 var _ Files = (*S3Files)(nil)
 
 // NewS3Files returns the file store of st.
 func NewS3Files(st *objstore.Store, log *slog.Logger) *S3Files {
-	return &S3Files{st: st, log: cmp.Or(log, slog.Default())}
+	return &S3Files{st: st, log: cmp.Or(log, slog.Default()), now: time.Now, sleep: sleepCtx,
+		probeKey: "probe/" + strings.ToLower(rand.Text())}
+}
+
+// Bounds of the retries of a failed upload (S3Files.Put): the first wait, the longest
+// one, and the total after which the attempt fails after all. Two minutes ride out a
+// server's restart or a short network outage; a longer one is for the attempts, whose
+// backoff is minutes.
+const (
+	uploadRetryFirst  = 250 * time.Millisecond
+	uploadRetryMax    = 10 * time.Second
+	uploadRetryBudget = 2 * time.Minute
+)
+
+// sleepCtx waits d, or less when ctx ends first (then its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// probeTTL is how long CheckWritable's answer is kept: /readyz stays one cheap read
+// however often a balancer asks, and an outage shows within seconds.
+const probeTTL = 2 * time.Second
+
+// probeTimeout bounds one probe: the client retries a refused connection for longer,
+// and /readyz must answer in time for its caller.
+const probeTimeout = 3 * time.Second
+
+// CheckWritable reports whether the bucket takes writes now: a small object written and
+// deleted under the prefix (objstore.Probe), at most once per probeTTL. A missing bucket
+// wraps objstore.ErrNoBucket. The node's start and GET /readyz ask it.
+func (s *S3Files) CheckWritable(ctx context.Context) error {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if !s.probeAt.IsZero() && s.now().Sub(s.probeAt) < probeTTL {
+		return s.probeErr
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := s.st.Probe(pctx, s.probeKey)
+	if err != nil && ctx.Err() != nil {
+		return err // the caller gave up: no answer about the bucket to keep
+	}
+	// One line per change, not one per probe.
+	switch wasOK := s.probeAt.IsZero() || s.probeErr == nil; {
+	case err != nil && wasOK:
+		s.log.WarnContext(ctx, "the file store does not take writes: not ready", "bucket", s.st.Bucket(), "err", err)
+	case err == nil && !wasOK:
+		s.log.InfoContext(ctx, "the file store takes writes again", "bucket", s.st.Bucket())
+	}
+	s.probeAt, s.probeErr = s.now(), err
+	return err
 }
 
 // withTestHooks gives a bucket's uploads what a crash test asks of them (faultpoints
@@ -57,12 +135,48 @@ func (s *S3Files) Key(id string, attempt int, fileName string) string {
 }
 
 // Put uploads the part file. An object already under the key with the same size and
-// sha256 is this attempt's own upload whose answer was lost (the client retries a failed
-// request, and the retry meets If-None-Match), so it is success.
+// sha256 is this attempt's own upload whose answer was lost (a request retried by the
+// client or by Put meets If-None-Match), so it is success.
+//
+// An upload that fails for a reason that passes (objstore.Transient) is tried again,
+// waiting uploadRetryFirst, then twice as long each time up to uploadRetryMax, until it
+// succeeds, fails otherwise, uploadRetryBudget has passed since the first failure, or
+// ctx ends: the attempt is cancelled, or its lease lost (Engine.put), and nothing more
+// is sent.
 func (s *S3Files) Put(ctx context.Context, key, src string, size int64, sum string) (func() error, error) {
+	var first time.Time
+	wait := uploadRetryFirst
+	for try := 1; ; try++ {
+		err := s.put(ctx, key, src, size, sum)
+		if err == nil {
+			if try > 1 {
+				s.log.InfoContext(ctx, "upload succeeded after the bucket failed", "key", key, "tries", try,
+					"took", s.now().Sub(first).Round(time.Millisecond))
+			}
+			return nil, nil
+		}
+		if ctx.Err() != nil || !objstore.Transient(err) {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+		if try == 1 {
+			first = s.now()
+		}
+		if s.now().Add(wait).Sub(first) > uploadRetryBudget {
+			return nil, fmt.Errorf("upload: the bucket failed for %s, %d tries: %w", s.now().Sub(first).Round(time.Second), try, err)
+		}
+		s.log.WarnContext(ctx, "upload failed; trying again", "key", key, "try", try, "retry_in", wait, "err", err)
+		if serr := s.sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+		wait = min(2*wait, uploadRetryMax)
+	}
+}
+
+// put is one try of Put: the file from its first byte.
+func (s *S3Files) put(ctx context.Context, key, src string, size int64, sum string) error {
 	f, err := os.Open(src)
 	if err != nil {
-		return nil, fmt.Errorf("upload: %w", err)
+		return err
 	}
 	defer f.Close()
 	err = s.st.PutIfAbsent(ctx, key, f, size, sum)
@@ -70,14 +184,14 @@ func (s *S3Files) Put(ctx context.Context, key, src string, size int64, sum stri
 		info, serr := s.st.Stat(ctx, key)
 		if serr == nil && info.Size == size && info.SHA256 == sum {
 			s.log.InfoContext(ctx, "file already uploaded under its key", "key", key, "size", size)
-			return nil, nil
+			return nil
 		}
-		return nil, fmt.Errorf("upload: %s holds another file (%d bytes, sha256 %q): %w", key, info.Size, info.SHA256, errors.Join(err, serr))
+		if serr != nil && objstore.Transient(serr) {
+			return serr // whose file it is stays unknown until the bucket answers
+		}
+		return fmt.Errorf("%s holds another file (%d bytes, sha256 %q): %w", key, info.Size, info.SHA256, errors.Join(err, serr))
 	}
-	if err != nil {
-		return nil, fmt.Errorf("upload: %w", err)
-	}
-	return nil, nil
+	return err
 }
 
 // Stat reads the object's size and the sha256 recorded with it, without its bytes. An

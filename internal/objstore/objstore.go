@@ -14,15 +14,18 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -36,6 +39,10 @@ var ErrExists = errors.New("object already exists")
 
 // ErrNotFound is returned when the key holds no object.
 var ErrNotFound = errors.New("object not found")
+
+// ErrNoBucket is returned by Probe when the bucket does not exist; the error wrapping it
+// reads "bucket NAME does not exist".
+var ErrNoBucket = errors.New("does not exist")
 
 // DefaultRegion is the region used when the URL names none. S3-compatible servers mostly
 // accept any region, and naming one saves minio-go a GetBucketLocation request.
@@ -443,6 +450,73 @@ func (s *Store) AbortStaleUploads(ctx context.Context, olderThan time.Duration) 
 		n++
 	}
 	return n, nil
+}
+
+// Probe checks that the bucket takes a write under the prefix: it stores a small object
+// under key (overwriting one left there) and deletes it. A missing bucket is ErrNoBucket,
+// naming the bucket; anything else is the server's error, which Transient classifies.
+// The caller bounds its time with ctx: the client retries a request that failed on the
+// network for some seconds.
+func (s *Store) Probe(ctx context.Context, key string) error {
+	name, err := s.name(key)
+	if err != nil {
+		return err
+	}
+	body := []byte("sheetq write probe\n")
+	// A plain PUT: the probe's key is the caller's own, and a leftover from a process
+	// killed between the write and the delete must not fail the next probe.
+	if _, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(body), int64(len(body)),
+		minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true}); err != nil {
+		return s.probeErr("cannot write", err)
+	}
+	if err := s.client.RemoveObject(ctx, s.bucket, name, minio.RemoveObjectOptions{}); err != nil {
+		return s.probeErr("wrote "+key+" but cannot delete it", err)
+	}
+	return nil
+}
+
+func (s *Store) probeErr(what string, err error) error {
+	if minio.ToErrorResponse(err).Code == minio.NoSuchBucket {
+		return fmt.Errorf("bucket %q %w", s.bucket, ErrNoBucket)
+	}
+	return fmt.Errorf("bucket %q: %s: %w", s.bucket, what, err)
+}
+
+// Transient reports whether err, from an operation of this package, is one that may pass
+// on its own, so that the same request is worth sending again later: the server could
+// not be reached or dropped the connection (refused, reset, a timeout), or it answered
+// with a server error (5xx), a throttle (429, SlowDown) or a request timeout. A refusal
+// (403, a missing bucket, a precondition), a bad certificate or a local error is not.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNoBucket) {
+		return false
+	}
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		switch resp.Code {
+		case "RequestTimeout", "RequestError", "InternalError", "ServiceUnavailable", "SlowDown", "SlowDownWrite",
+			"Throttling", "ThrottlingException", "RequestLimitExceeded", "RequestThrottled":
+			return true
+		}
+		return resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests
+	}
+	// What the HTTP client says when no answer came back: the transport failed.
+	var cert x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var inv x509.CertificateInvalidError
+	if errors.As(err, &cert) || errors.As(err, &host) || errors.As(err, &inv) {
+		return false
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) && strings.Contains(uerr.Err.Error(), "server gave HTTP response to HTTPS client") {
+		return false // an https:// endpoint that serves http: it will not change
+	}
+	// A dial, read or write on the network failed, or timed out. Not any error with a
+	// Timeout method: a local file's syscall.Errno has one too.
+	var oerr *net.OpError
+	var nerr net.Error
+	return uerr != nil || errors.As(err, &oerr) || (errors.As(err, &nerr) && nerr.Timeout()) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // mapErr turns the server's "no such key" into ErrNotFound, keeping the original text.

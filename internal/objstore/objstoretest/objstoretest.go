@@ -5,13 +5,19 @@
 package objstoretest
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/rand"
+	"io"
+	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -107,4 +113,132 @@ func (e Env) Client(t testing.TB) *minio.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Proxy is a loopback TCP proxy in front of the test server that a test can take down
+// and bring back: an outage of the bucket that the test starts and ends on conditions
+// it chooses, without stopping the server other tests share.
+type Proxy struct {
+	l      net.Listener
+	target string // the server's host:port
+
+	mu      sync.Mutex
+	down    bool
+	dropped []string              // the request line of each connection reset while down
+	open    map[net.Conn]net.Conn // each client connection and its server connection
+}
+
+// Proxy starts a proxy to e's server and returns e with the proxy as its Endpoint (the
+// same bucket and keys); the proxy stops when the test ends.
+func (e Env) Proxy(t testing.TB) (Env, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{l: l, target: u.Host, open: map[net.Conn]net.Conn{}}
+	go p.serve()
+	t.Cleanup(p.close)
+	e.Endpoint = u.Scheme + "://" + l.Addr().String()
+	return e, p
+}
+
+// Down resets every open connection, and every new one until Up: to a client, the
+// server has gone away ("connection reset by peer").
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c, s := range p.open {
+		reset(c)
+		s.Close()
+	}
+	clear(p.open)
+}
+
+// Up lets connections through again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// Dropped returns the request line ("PUT /bucket/key HTTP/1.1") of each new connection
+// reset while the proxy was down, so that a test can tell an upload from a listing.
+func (p *Proxy) Dropped() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.dropped)
+}
+
+func (p *Proxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		go p.pass(c)
+	}
+}
+
+// pass carries one connection to the server, unless the proxy is down.
+func (p *Proxy) pass(c net.Conn) {
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	if down {
+		// The client sends its request at once; it is read only to be named.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReaderSize(c, 4096).ReadString('\n')
+		p.mu.Lock()
+		p.dropped = append(p.dropped, strings.TrimSpace(line))
+		p.mu.Unlock()
+		reset(c)
+		return
+	}
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		reset(c)
+		return
+	}
+	p.mu.Lock()
+	if p.down { // went down while dialling
+		p.mu.Unlock()
+		reset(c)
+		s.Close()
+		return
+	}
+	p.open[c] = s
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go cp(s, c)
+	go cp(c, s)
+	<-done // either side ended: end both
+	c.Close()
+	s.Close()
+	<-done
+	p.mu.Lock()
+	delete(p.open, c)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) close() {
+	p.l.Close()
+	p.Down()
+}
+
+// reset closes c with a TCP RST rather than a FIN, as a server that has gone away does.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
 }
