@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// file), not only when its delivery runs: a folder against [deliveries] folders, an
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
 	// [webhooks] secret being set and the address policy of an export request's webhook.
-	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log,
+	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log, Now: cfg.Now,
 		CheckTarget: func(t deliver.Target) error {
 			if t.Type != deliver.TypeWebhook {
 				return a.deliveries.CheckTarget(t)

@@ -246,11 +246,11 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 	mine := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"UTC","paused":true}`, http.StatusCreated)
 	daily := schedules.Declared{ID: "daily-demo", Input: schedules.Input{Report: "demo",
 		Params: map[string]any{"rows": 2}, Cron: "0 6 * * *", TimeZone: "UTC"}}
-	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || c != 1 || u != 0 || d != 0 {
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}, declaredHere); err != nil || c != 1 || u != 0 || d != 0 {
 		t.Fatalf("first start: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}
 	clock.Advance(24 * time.Hour) // the 06:00 of 2 December is missed: the server was down
-	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || c+u+d != 0 {
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}, declaredHere); err != nil || c+u+d != 0 {
 		t.Fatalf("unchanged: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}
 	if n, err := ts.sched.FireDue(ctx); err != nil || n != 1 {
@@ -269,13 +269,13 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 		checkProblem(t, res, http.StatusConflict, "declared_in_config")
 	}
 	daily.Cron = "30 7 * * *"
-	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}); err != nil || u != 1 || c+d != 0 {
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{daily}, declaredHere); err != nil || u != 1 || c+d != 0 {
 		t.Fatalf("changed: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}
 	if got := ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK); !got.NextRunAt.Equal(time.Date(2026, 12, 3, 7, 30, 0, 0, time.UTC)) {
 		t.Fatalf("after the change: next %v", got.NextRunAt)
 	}
-	if _, _, _, err := ts.sched.Declare(ctx, []schedules.Declared{{ID: mine.ID, Input: daily.Input}}); err == nil {
+	if _, _, _, err := ts.sched.Declare(ctx, []schedules.Declared{{ID: mine.ID, Input: daily.Input}}, declaredHere); err == nil {
 		t.Fatal("a declared id that an API schedule holds was taken over")
 	}
 	// A wrong schedule refuses the whole file before anything is written: the new one
@@ -284,7 +284,7 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 	changed := daily
 	changed.Cron = "0 8 * * *"
 	wrong := schedules.Declared{ID: "wrong", Input: schedules.Input{Report: "no-such-report", Cron: "0 6 * * *", TimeZone: "UTC"}}
-	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{weekly, changed, wrong}); err == nil || c+u+d != 0 {
+	if c, u, d, err := ts.sched.Declare(ctx, []schedules.Declared{weekly, changed, wrong}, declaredHere); err == nil || c+u+d != 0 {
 		t.Fatalf("a wrong schedule: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}
 	ts.schedule("GET", "/api/v1/schedules/weekly-demo", "", http.StatusNotFound)
@@ -293,11 +293,11 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 	}
 	for _, id := range []string{"", "a b", "x/y", "-lead", strings.Repeat("x", 65), "daily-demo"} {
 		decl := []schedules.Declared{daily, {ID: id, Input: daily.Input}}
-		if _, _, _, err := ts.sched.Declare(ctx, decl); err == nil || !strings.Contains(err.Error(), "schedule id") {
+		if _, _, _, err := ts.sched.Declare(ctx, decl, declaredHere); err == nil || !strings.Contains(err.Error(), "schedule id") {
 			t.Errorf("schedule id %q: %v", id, err)
 		}
 	}
-	if c, u, d, err := ts.sched.Declare(ctx, nil); err != nil || d != 1 || c+u != 0 {
+	if c, u, d, err := ts.sched.Declare(ctx, nil, declaredHere); err != nil || d != 1 || c+u != 0 {
 		t.Fatalf("gone from the file: created %d, updated %d, deleted %d, %v", c, u, d, err)
 	}
 	ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusNotFound)
@@ -355,7 +355,7 @@ func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.sched.Stop()
 	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
-	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}); err != nil {
+	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}, declaredHere); err != nil {
 		t.Fatal(err)
 	}
 	for _, action := range []string{"pause", "delete"} {

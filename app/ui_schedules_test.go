@@ -308,7 +308,7 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.sched.Stop()
 	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
-	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}); err != nil {
+	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}, declaredHere); err != nil {
 		t.Fatal(err)
 	}
 	doc := page(t, ts.get("/schedules"), http.StatusOK)

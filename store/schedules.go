@@ -60,6 +60,12 @@ func FiringKey(id string, at time.Time) string {
 
 func firingKeyPrefix(id string) string { return "schedule:" + id + ":" }
 
+// ClientKey is the idempotency key under which a client's Idempotency-Key header (or the
+// form's hidden key) is stored: "client:" and the key. Firings use "schedule:"
+// (FiringKey), so no request, whatever key it sends, can take a firing's place
+// (ARCHITECTURE.md, schedules; migrations 0012 and pg 0010 moved the keys stored before).
+func ClientKey(key string) string { return "client:" + key }
+
 // FiringKeyRange is the range of idempotency keys that FiringKey makes for schedule id:
 // every one is greater than lo and less than hi, in byte order.
 func FiringKeyRange(id string) (lo, hi string) {
@@ -199,6 +205,60 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 		return Schedule{}, fmt.Errorf("update schedule %s: %w", sc.ID, err)
 	}
 	return out, nil
+}
+
+// EditSchedule changes schedule id to what edit makes of it as it is now, in one
+// transaction: a pause, an edit or a firing that commits while edit runs cannot be
+// undone by this write, since the row is read under the write lock (on SQLite the one
+// writer; on PostgreSQL SELECT ... FOR UPDATE). edit gets the stored row and returns the
+// row to write (its ID, Owner, CreatedAt and LastFiredFor are kept whatever it says);
+// its error aborts the edit and is returned as it is. An unknown id is ErrNotFound.
+func (s *Store) EditSchedule(ctx context.Context, id string, edit func(Schedule) (Schedule, error)) (Schedule, error) {
+	var out Schedule
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := scanSchedule(tx.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = ?`, id))
+		if err != nil {
+			return err
+		}
+		sc, err := edit(cur)
+		if err != nil {
+			return err
+		}
+		if err := checkSchedule(sc); err != nil {
+			return err
+		}
+		out, err = scanSchedule(tx.QueryRowContext(ctx, `UPDATE schedules SET report = ?, params = ?, format = ?, bom = ?,
+			cron = ?, timezone = ?, deliver = ?, paused = ?, next_run_at = ?, updated_at = ?
+			WHERE id = ? RETURNING `+scheduleColumns,
+			sc.Report, string(sc.Params), cmp.Or(sc.Format, "xlsx"), sc.BOM, sc.Cron, sc.TimeZone,
+			rawOrNullString(sc.Deliver), sc.Paused, nextOrNull(sc), ms(s.now()), id))
+		return err
+	})
+	if err != nil {
+		return Schedule{}, fmt.Errorf("edit schedule %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// MoveSchedule sets schedule id's next firing to next, but only while it is still from
+// (compare-and-set, as FireSchedule's move): for a node that finds a schedule's next
+// firing parked too far ahead after the clock stepped back. moved is false when the
+// schedule had changed (or is gone).
+func (s *Store) MoveSchedule(ctx context.Context, id string, from, next time.Time) (moved bool, err error) {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE schedules SET next_run_at = ? WHERE id = ? AND next_run_at = ?`,
+			ms(next), id, ms(from))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		moved = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("move schedule %s: %w", id, err)
+	}
+	return moved, nil
 }
 
 // DeleteSchedule removes schedule id (ErrNotFound when there is none). Its firings stay:

@@ -55,45 +55,46 @@ func timeOrNil(t time.Time) *time.Time {
 	return &u
 }
 
-// readScheduleInput reads a schedule from the body, strictly (unknown fields and repeated
-// keys refused). PATCH reads onto the current values (into), so that absent fields keep
-// them; there a null is refused, since it would keep the value too, without a word
+// readScheduleInput reads a schedule from the body into into, strictly (unknown fields
+// and repeated keys refused), and returns the names of the fields the body gives, in
+// lower case (encoding/json matches them without regard to case). A PATCH applies those
+// alone, so a null is refused there, since it would keep the value without a word
 // (elsewhere a null field is an absent one).
-func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input, patch bool) error {
+func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *schedules.Input, patch bool) (sent map[string]bool, err error) {
 	if err := checkJSONType(r); err != nil {
-		return err
+		return nil, err
 	}
 	body, err := a.readBody(w, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(into); errors.Is(err, io.EOF) {
-		return problem.New(http.StatusBadRequest, "malformed_json",
+		return nil, problem.New(http.StatusBadRequest, "malformed_json",
 			`the body is empty: send the schedule as a JSON object, such as {"report": "orders", "cron": "0 6 * * *", "timezone": "UTC"}`)
 	} else if err != nil {
-		return problem.New(http.StatusBadRequest, "malformed_json", "the body is not a valid schedule: "+err.Error())
+		return nil, problem.New(http.StatusBadRequest, "malformed_json", "the body is not a valid schedule: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
+		return nil, problem.New(http.StatusBadRequest, "malformed_json", "the body has data after the JSON object")
 	}
 	// encoding/json keeps the last of a repeated key without a word: {"cron": "0 6 * * *",
 	// "cron": "0 7 * * *"} would save one of the two times the client wrote.
 	if path := duplicateKey(body); path != "" {
-		return problem.New(http.StatusBadRequest, "malformed_json",
+		return nil, problem.New(http.StatusBadRequest, "malformed_json",
 			"the body gives "+strconv.Quote(path)+" more than once; give each field once")
 	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(body, &fields) // an object, or null: decoded above
 	if patch {
-		var fields map[string]json.RawMessage
-		_ = json.Unmarshal(body, &fields) // an object, or null: decoded above
 		for _, name := range slices.Sorted(maps.Keys(fields)) {
 			if string(fields[name]) == "null" {
 				p := problem.New(http.StatusUnprocessableEntity, "invalid_schedule",
 					name+": null changes nothing; leave the field out to keep its value (send {} for no params, [] for no deliver)")
 				p.Field = name
-				return p
+				return nil, p
 			}
 		}
 	}
@@ -101,7 +102,11 @@ func (a *API) readScheduleInput(w http.ResponseWriter, r *http.Request, into *sc
 	if string(into.Deliver) == "null" {
 		into.Deliver = nil
 	}
-	return nil
+	sent = make(map[string]bool, len(fields))
+	for name := range fields {
+		sent[strings.ToLower(name)] = true
+	}
+	return sent, nil
 }
 
 // duplicateKey is the path of the first key that an object of the JSON document doc
@@ -188,6 +193,8 @@ func scheduleProblem(err error, id string) error {
 		return problem.New(http.StatusNotFound, "not_found", "no schedule with id "+fmt.Sprintf("%q", id))
 	case errors.Is(err, schedules.ErrDeclared):
 		return problem.New(http.StatusConflict, "declared_in_config", err.Error())
+	case errors.Is(err, schedules.ErrBusy):
+		return problem.New(http.StatusConflict, "schedule_busy", err.Error())
 	}
 	return err
 }
@@ -195,7 +202,7 @@ func scheduleProblem(err error, id string) error {
 // createSchedule is POST /api/v1/schedules: 201 with the schedule and its next runs.
 func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	var in schedules.Input
-	if err := a.readScheduleInput(w, r, &in, false); err != nil {
+	if _, err := a.readScheduleInput(w, r, &in, false); err != nil {
 		return err
 	}
 	if in.Report == "" {
@@ -242,22 +249,39 @@ func (a *API) getSchedule(w http.ResponseWriter, r *http.Request) error {
 }
 
 // patchSchedule is PATCH /api/v1/schedules/{id}: the fields sent replace the schedule's,
-// the others stay (params and deliver are replaced whole when sent).
+// the others stay (params and deliver are replaced whole when sent). The fields are
+// applied to the schedule as stored when the change is written, in one transaction
+// (schedules.Service.Edit), so a pause or another PATCH that lands while this body is
+// still arriving is not undone by it.
 func (a *API) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	cur, err := a.cfg.Schedules.Get(r.Context(), id)
+	var sent schedules.Input
+	fields, err := a.readScheduleInput(w, r, &sent, true)
 	if err != nil {
-		return scheduleProblem(err, id)
-	}
-	in := schedules.InputOf(cur)
-	in.Params = nil // a sent "params" replaces them whole; an absent one keeps them
-	if err := a.readScheduleInput(w, r, &in, true); err != nil {
 		return err
 	}
-	if in.Params == nil {
-		in.Params = schedules.InputOf(cur).Params
-	}
-	sc, err := a.cfg.Schedules.Update(r.Context(), id, in)
+	sc, err := a.cfg.Schedules.Edit(r.Context(), id, func(in *schedules.Input) {
+		for name := range fields {
+			switch name {
+			case "report":
+				in.Report = sent.Report
+			case "params":
+				in.Params = sent.Params
+			case "format":
+				in.Format = sent.Format
+			case "bom":
+				in.BOM = sent.BOM
+			case "cron":
+				in.Cron = sent.Cron
+			case "timezone":
+				in.TimeZone = sent.TimeZone
+			case "deliver":
+				in.Deliver = sent.Deliver
+			case "paused":
+				in.Paused = sent.Paused
+			}
+		}
+	})
 	if err != nil {
 		return scheduleProblem(err, id)
 	}
@@ -298,7 +322,7 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 // saved, with their parameters resolved, or what is wrong with it.
 func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
 	var in schedules.Input
-	if err := a.readScheduleInput(w, r, &in, false); err != nil {
+	if _, err := a.readScheduleInput(w, r, &in, false); err != nil {
 		return err
 	}
 	runs, err := a.cfg.Schedules.Preview(in)

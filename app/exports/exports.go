@@ -95,7 +95,9 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 			return store.Job{}, false, err
 		}
 		sum := sha256.Sum256(canon)
-		nj.IdempotencyKey, nj.RequestHash = key, hex.EncodeToString(sum[:])
+		// In the clients' namespace: a key that looks like a schedule's firing key
+		// ("schedule:<id>:<time>") is still only this client's.
+		nj.IdempotencyKey, nj.RequestHash = store.ClientKey(key), hex.EncodeToString(sum[:])
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
 	if errors.Is(err, store.ErrIdempotencyMismatch) {

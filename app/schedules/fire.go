@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"sheetq/jobs"
@@ -46,6 +47,12 @@ func (s *Service) Stop() {
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(Every)
 	defer t.Stop()
+	// Next runs that a clock step parked ahead (under a version without the guard, or
+	// a step that held and then went back while this node was down) are moved back
+	// once at start.
+	if _, err := s.repark(ctx, s.now()); err != nil && ctx.Err() == nil {
+		s.Log.WarnContext(ctx, "schedules: cannot check next runs against the clock", "err", err)
+	}
 	for {
 		if _, err := s.FireDue(ctx); err != nil && ctx.Err() == nil {
 			s.Log.WarnContext(ctx, "schedules: firing failed; trying again", "err", err)
@@ -62,14 +69,28 @@ func (s *Service) Run(ctx context.Context) {
 // firings this node made. A schedule whose times were missed while every node was down
 // fires once, for the latest missed time (the catch-up policy), and moves on to its
 // first time after now.
+//
+// What is due is decided by the store's clock read through the step guard (clock.go):
+// a schedule the store says is due but the trusted time says is not waits, and when the
+// guard follows the store's clock again after a step, next runs parked ahead are moved
+// back first.
 func (s *Service) FireDue(ctx context.Context) (int, error) {
+	now := s.now()
+	if s.clock.takeRepark() {
+		if _, err := s.repark(ctx, now); err != nil {
+			return 0, err
+		}
+	}
 	due, err := s.Store.DueSchedules(ctx, dueBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, sc := range due {
-		fired, err := s.fire(ctx, sc)
+		if sc.NextRunAt.After(now) {
+			break // due by a clock that stepped ahead, not by the trusted time; sorted by time
+		}
+		fired, err := s.fire(ctx, sc, now)
 		if err != nil {
 			return n, err
 		}
@@ -80,17 +101,24 @@ func (s *Service) FireDue(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// fire makes one firing of sc, which was due when read.
-func (s *Service) fire(ctx context.Context, sc store.Schedule) (bool, error) {
+// fire makes one firing of sc, which was due at now when read.
+func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (bool, error) {
 	log := s.Log.With("schedule_id", sc.ID, "report", sc.Report)
-	now := s.Store.Now()
 	spec, err := schedule.Parse(sc.Cron, sc.TimeZone)
 	if err != nil {
 		// Checked when saved; a zone removed from the database since, say. The
 		// schedule cannot move on by itself: pause it, so that it shows as stopped.
 		log.ErrorContext(ctx, "schedule cannot be read; pausing it", "err", err)
-		sc.Paused, sc.NextRunAt = true, time.Time{}
-		_, err := s.Store.UpdateSchedule(ctx, sc)
+		_, err := s.Store.EditSchedule(ctx, sc.ID, func(cur store.Schedule) (store.Schedule, error) {
+			if !cur.NextRunAt.Equal(sc.NextRunAt) {
+				return cur, errMovedOn // edited or fired since it was read: leave it
+			}
+			cur.Paused, cur.NextRunAt = true, time.Time{}
+			return cur, nil
+		})
+		if errors.Is(err, errMovedOn) || errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
 		return false, err
 	}
 	at := sc.NextRunAt
@@ -147,6 +175,9 @@ func (s *Service) firingArgs(ctx context.Context, sc store.Schedule, spec schedu
 	args.ScheduleID, args.ScheduledFor, args.TimeZone, args.Deliver = sc.ID, &utc, sc.TimeZone, sc.Deliver
 	return args
 }
+
+// errMovedOn ends an edit of a schedule that changed since the firing loop read it.
+var errMovedOn = errors.New("the schedule changed since it was read")
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {

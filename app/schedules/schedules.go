@@ -36,6 +36,8 @@ type Store interface {
 	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
 	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
 	ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error)
+	EditSchedule(ctx context.Context, id string, edit func(store.Schedule) (store.Schedule, error)) (store.Schedule, error)
+	MoveSchedule(ctx context.Context, id string, from, next time.Time) (bool, error)
 	Now() time.Time
 }
 
@@ -52,7 +54,11 @@ type Service struct {
 	// whose shape is right.
 	CheckTarget func(deliver.Target) error
 	Log         *slog.Logger
+	// Now is this node's clock (default time.Now, whose differences are monotonic): the
+	// guard against steps of the store's clock measures elapsed time with it (clock.go).
+	Now func() time.Time
 
+	clock  clockGuard
 	cancel context.CancelFunc // Start's
 	done   chan struct{}
 }
@@ -169,7 +175,7 @@ func (s *Service) check(in Input) (checked, error) {
 	case prob != nil && prob.Param == "":
 		errs = append(errs, problemError(prob)) // no report: its parameters cannot be checked
 	case !firing:
-		if _, err := s.resolve(in, s.Store.Now(), time.UTC); err != nil {
+		if _, err := s.resolve(in, s.now(), time.UTC); err != nil {
 			errs = append(errs, Fields(err)...)
 		}
 	default:
@@ -187,7 +193,7 @@ func (s *Service) check(in Input) (checked, error) {
 				delete(known.in.Params, name)
 			}
 		}
-		if _, err := s.args(known, spec.Next(s.Store.Now())); err != nil {
+		if _, err := s.args(known, spec.Next(s.now())); err != nil {
 			errs = append(errs, Fields(err)...)
 		}
 	}
@@ -335,7 +341,7 @@ func (s *Service) Preview(in Input) ([]Firing, error) {
 
 func (s *Service) preview(c checked) ([]Firing, error) {
 	var out []Firing
-	for _, t := range c.spec.Firings(s.Store.Now(), Previews) {
+	for _, t := range c.spec.Firings(s.now(), Previews) {
 		params, err := s.resolve(c.in, t, c.spec.Location())
 		if err != nil {
 			return nil, err
@@ -373,7 +379,7 @@ func (s *Service) row(id, owner string, c checked) (store.Schedule, error) {
 		sc.Format = export.FormatXLSX
 	}
 	if !sc.Paused {
-		sc.NextRunAt = c.spec.Next(s.Store.Now())
+		sc.NextRunAt = c.spec.Next(s.now())
 	}
 	return sc, nil
 }
@@ -391,43 +397,96 @@ func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Sch
 	return s.Store.CreateSchedule(ctx, sc)
 }
 
-// Update replaces schedule id with in; its next firing is computed again from now (a
-// changed cron expression counts from the edit, not from the old time).
+// Update replaces schedule id with in, as a whole (the form's edit): Edit with a
+// change that sets every field.
 func (s *Service) Update(ctx context.Context, id string, in Input) (store.Schedule, error) {
-	cur, err := s.Store.GetSchedule(ctx, id)
-	if err != nil {
-		return store.Schedule{}, err
-	}
-	if cur.Owner == ConfigOwner {
-		return cur, ErrDeclared
-	}
-	c, err := s.check(in)
-	if err != nil {
-		return store.Schedule{}, err
-	}
-	sc, err := s.row(id, cur.Owner, c)
-	if err != nil {
-		return store.Schedule{}, err
-	}
-	return s.Store.UpdateSchedule(ctx, sc)
+	return s.Edit(ctx, id, func(cur *Input) { *cur = in })
 }
 
+// Edit changes schedule id by change, applied to the schedule as it is stored, checks
+// the result and keeps it only if the row is still the one change was applied to
+// (compare-and-set in one store transaction, store EditSchedule): a field that change
+// leaves alone keeps the value that a concurrent edit or pause wrote, instead of the
+// value read before the request's body arrived (issue 36). When the row changed in
+// between, the change is applied again to the new row. The check (which may resolve a
+// webhook's host) runs outside the transaction, so no lock waits on it. The next firing
+// is computed again from now when the cron expression, the zone or the pause changes (a
+// changed expression counts from the edit, not from the old time); otherwise it stays,
+// so that a time already due still fires.
+func (s *Service) Edit(ctx context.Context, id string, change func(*Input)) (store.Schedule, error) {
+	for tries := 0; ; tries++ {
+		cur, err := s.Store.GetSchedule(ctx, id)
+		if err != nil {
+			return store.Schedule{}, err
+		}
+		if cur.Owner == ConfigOwner {
+			return cur, ErrDeclared
+		}
+		in := InputOf(cur)
+		change(&in)
+		c, err := s.check(in)
+		if err != nil {
+			return store.Schedule{}, err
+		}
+		want, err := s.row(id, cur.Owner, c)
+		if err != nil {
+			return store.Schedule{}, err
+		}
+		if want.Cron == cur.Cron && want.TimeZone == cur.TimeZone && want.Paused == cur.Paused && !cur.NextRunAt.IsZero() {
+			want.NextRunAt = cur.NextRunAt
+		}
+		sc, err := s.Store.EditSchedule(ctx, id, func(now store.Schedule) (store.Schedule, error) {
+			if !sameRow(now, cur) {
+				return now, errMovedOn
+			}
+			return want, nil
+		})
+		if errors.Is(err, errMovedOn) && tries < editTries {
+			continue // changed since it was read: apply the change to what is there now
+		}
+		if errors.Is(err, errMovedOn) {
+			return store.Schedule{}, ErrBusy
+		}
+		return sc, err
+	}
+}
+
+// sameRow is whether two reads of a schedule found it unchanged.
+func sameRow(a, b store.Schedule) bool {
+	return sameDefinition(a, b) && a.Owner == b.Owner && a.NextRunAt.Equal(b.NextRunAt) &&
+		a.LastFiredFor.Equal(b.LastFiredFor) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+// editTries bounds Edit's compare-and-set: a schedule changed this often while one edit
+// is checked is refused (ErrBusy) rather than tried forever.
+const editTries = 20
+
+// ErrBusy refuses an edit of a schedule that other edits kept changing meanwhile.
+var ErrBusy = errors.New("the schedule kept changing while this edit was checked; try again")
+
 // SetPaused pauses schedule id, or resumes it from now: the firings it missed while
-// paused are not caught up.
+// paused are not caught up. Only the pause changes, on the row as stored, in one store
+// transaction: an edit of other fields at the same moment is kept. A schedule that no
+// longer checks (its report gone, say) can still be paused and resumed: resumed, it
+// fires, and its export fails with the reason where people look.
 func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.Schedule, error) {
-	cur, err := s.Store.GetSchedule(ctx, id)
-	if err != nil {
-		return store.Schedule{}, err
-	}
-	if cur.Owner == ConfigOwner {
-		return cur, ErrDeclared
-	}
-	if cur.Paused == paused {
+	return s.Store.EditSchedule(ctx, id, func(cur store.Schedule) (store.Schedule, error) {
+		switch {
+		case cur.Owner == ConfigOwner:
+			return cur, ErrDeclared
+		case cur.Paused == paused:
+			return cur, nil
+		case paused:
+			cur.Paused, cur.NextRunAt = true, time.Time{}
+			return cur, nil
+		}
+		spec, err := schedule.Parse(cur.Cron, cur.TimeZone)
+		if err != nil {
+			return cur, InputErrors{{Field: "cron", Message: err.Error()}}
+		}
+		cur.Paused, cur.NextRunAt = false, spec.Next(s.now())
 		return cur, nil
-	}
-	in := InputOf(cur)
-	in.Paused = paused
-	return s.Update(ctx, id, in)
+	})
 }
 
 // Get returns schedule id (store.ErrNotFound when there is none).
@@ -469,11 +528,13 @@ type Declared struct {
 // Declare makes the schedules the config file declares exist as written: a new one is
 // created, a changed one updated (its next run computed again from now), an unchanged
 // one left alone (so that a time missed while the server was down is still caught up),
-// and one the file no longer declares deleted. Schedules made through the API or the
-// pages are not touched. Every declared schedule is checked before any is written, so
-// that a wrong one refuses the start without the ones before it already changed. It
-// returns what it changed, for the log.
-func (s *Service) Declare(ctx context.Context, decl []Declared) (created, updated, deleted int, err error) {
+// and one the file no longer declares deleted, if mine says this node declared it
+// before: with several nodes on one store, a node whose file lacks a schedule that
+// another node's file declares leaves it alone (issue 36). Schedules made through the
+// API or the pages are not touched. Every declared schedule is checked before any is
+// written, so that a wrong one refuses the start without the ones before it already
+// changed. It returns what it changed, for the log.
+func (s *Service) Declare(ctx context.Context, decl []Declared, mine func(id string) bool) (created, updated, deleted int, err error) {
 	seen := map[string]bool{}
 	type change struct {
 		want   store.Schedule
@@ -533,7 +594,7 @@ func (s *Service) Declare(ctx context.Context, decl []Declared) (created, update
 		return created, updated, deleted, err
 	}
 	for _, sc := range all {
-		if sc.Owner == ConfigOwner && !seen[sc.ID] {
+		if sc.Owner == ConfigOwner && !seen[sc.ID] && mine(sc.ID) {
 			if err := s.Store.DeleteSchedule(ctx, sc.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return created, updated, deleted, err
 			}

@@ -24,18 +24,20 @@ import (
 // The schedule form's fields besides the report's parameters, which are "param." and
 // the parameter's name (a report's param names are [a-z0-9_], so they never collide).
 const (
-	paramPrefix   = "param."
-	cronField     = "cron"
-	zoneField     = "timezone"
-	emailField    = "email"
-	webhookField  = "webhook"
-	folderField   = "folder"
-	pausedField   = "paused"
-	deliverField  = "deliver"
-	actionField   = "action"
-	actionSave    = "save"
-	actionPreview = "preview"
-	actionReport  = "report"
+	paramPrefix  = "param."
+	cronField    = "cron"
+	zoneField    = "timezone"
+	emailField   = "email"
+	webhookField = "webhook"
+	folderField  = "folder"
+	pausedField  = "paused"
+	// pausedWasField is the pause as the edit form was first shown.
+	pausedWasField = "paused_was"
+	deliverField   = "deliver"
+	actionField    = "action"
+	actionSave     = "save"
+	actionPreview  = "preview"
+	actionReport   = "report"
 )
 
 // newSchedulePage is GET /schedules/new: the form, for ?report= or the first report.
@@ -131,7 +133,17 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 	if id == "" {
 		sc, err = p.cfg.Schedules.Create(ctx, in, middleware.Principal(ctx))
 	} else {
-		sc, err = p.cfg.Schedules.Update(ctx, id, in)
+		// The form's fields replace the schedule's, but the pause only if the box was
+		// changed: a pause made elsewhere while the form was open stays.
+		was, shown := r.PostForm[pausedWasField]
+		keepPause := shown && len(was) > 0 && was[len(was)-1] == strconv.FormatBool(in.Paused)
+		sc, err = p.cfg.Schedules.Edit(ctx, id, func(cur *schedules.Input) {
+			paused := cur.Paused
+			*cur = in
+			if keepPause {
+				cur.Paused = paused
+			}
+		})
 	}
 	if err != nil {
 		errs, err := p.scheduleErrors(in, err, order)
@@ -399,6 +411,10 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 		Presets: cronPresets}
 	if id != "" {
 		f.Action = "/schedules/" + id + "/edit"
+		f.PausedWas = strconv.FormatBool(in.Paused)
+		if was := form[pausedWasField]; len(was) > 0 {
+			f.PausedWas = was[len(was)-1] // shown again after a refusal: as first shown
+		}
 	}
 	for _, e := range p.cfg.Catalog.Entries() {
 		if e.Err == nil {

@@ -156,6 +156,10 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.RenderError(w, r, http.StatusConflict, "This schedule is kept in the config file", err.Error())
 		return
 	}
+	if errors.Is(err, schedules.ErrBusy) {
+		p.RenderError(w, r, http.StatusConflict, "This schedule kept changing", "Others changed it while your edit was saved, so it was not; open it again and repeat the edit.")
+		return
+	}
 	if f, ok := p.cfg.Problems.Fault(r, err); ok {
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)

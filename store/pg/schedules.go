@@ -138,6 +138,50 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 	return out, nil
 }
 
+// EditSchedule is store.Store.EditSchedule: the row is read FOR UPDATE, so a
+// concurrent pause, edit or firing waits for this transaction, or this one for it.
+func (s *Store) EditSchedule(ctx context.Context, id string, edit func(store.Schedule) (store.Schedule, error)) (store.Schedule, error) {
+	if hasNUL(id) {
+		return store.Schedule{}, store.ErrNotFound
+	}
+	var out store.Schedule
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := scanSchedule(tx.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		sc, err := edit(cur)
+		if err != nil {
+			return err
+		}
+		if err := checkSchedule(sc); err != nil {
+			return err
+		}
+		out, err = scanSchedule(tx.QueryRow(ctx, `UPDATE schedules SET report = $2, params = $3::json, format = $4,
+			bom = $5, cron = $6, timezone = $7, deliver = $8::json, paused = $9, next_run_at = $10, updated_at = `+nowSQL+`
+			WHERE id = $11 RETURNING `+scheduleColumns,
+			s.now(), sc.Report, string(sc.Params), cmp.Or(sc.Format, "xlsx"), sc.BOM, sc.Cron, sc.TimeZone,
+			rawOrNullString(sc.Deliver), sc.Paused, nextOrNull(sc), id))
+		return err
+	})
+	if err != nil {
+		return store.Schedule{}, fmt.Errorf("edit schedule %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// MoveSchedule is store.Store.MoveSchedule.
+func (s *Store) MoveSchedule(ctx context.Context, id string, from, next time.Time) (bool, error) {
+	if hasNUL(id) {
+		return false, nil
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE schedules SET next_run_at = $1 WHERE id = $2 AND next_run_at = $3`, next, id, from)
+	if err != nil {
+		return false, fmt.Errorf("move schedule %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // DeleteSchedule is store.Store.DeleteSchedule.
 func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 	if hasNUL(id) {

@@ -24,6 +24,8 @@ type Schedules interface {
 	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
 	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
 	ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error)
+	EditSchedule(ctx context.Context, id string, edit func(store.Schedule) (store.Schedule, error)) (store.Schedule, error)
+	MoveSchedule(ctx context.Context, id string, from, next time.Time) (bool, error)
 }
 
 // RunSchedules runs the schedules cases, each on a store of its own from open, which
@@ -40,6 +42,9 @@ func RunSchedules(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FiringOfATimeFiredBefore", testFiringFiredBefore},
 		{"FiringsListedByTheirKeys", testScheduleFirings},
 		{"IDWithANULMatchesNothing", testScheduleIDWithANUL},
+		{"EditsDoNotLoseEachOther", testEditsDoNotLoseEachOther},
+		{"EditRefusedChangesNothing", testEditRefused},
+		{"MoveComparesAndSets", testMoveSchedule},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := open(t, Options{})
@@ -330,5 +335,94 @@ func testScheduleIDWithANUL(t *testing.T, h Harness, st Schedules) {
 	}
 	if js, err := st.ScheduleFirings(ctx, nul, 10); err != nil || len(js) != 0 {
 		t.Errorf("ScheduleFirings: %d, %v; want none", len(js), err)
+	}
+}
+
+// Edits of different fields that run at once each see the one before (issue 36: a
+// pause answered 200 was undone by a slower edit that had read the row before it).
+// Each edit appends its mark to the params, so a lost one is missing at the end.
+func testEditsDoNotLoseEachOther(t *testing.T, h Harness, st Schedules) {
+	sc := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.Params = json.RawMessage(`[]`) }))
+	const edits = 24
+	var wg sync.WaitGroup
+	for i := range edits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.EditSchedule(ctx, sc.ID, func(cur store.Schedule) (store.Schedule, error) {
+				var marks []int
+				if err := json.Unmarshal(cur.Params, &marks); err != nil {
+					return cur, err
+				}
+				marks = append(marks, i)
+				cur.Params, _ = json.Marshal(marks)
+				if i%2 == 0 {
+					cur.Paused = !cur.Paused // a field another edit does not send
+				}
+				return cur, nil
+			})
+			if err != nil {
+				t.Errorf("edit %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := st.GetSchedule(ctx, sc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marks []int
+	if err := json.Unmarshal(got.Params, &marks); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(marks)
+	if len(marks) != edits || slices.Compact(marks)[edits-1] != edits-1 {
+		t.Fatalf("%d of %d edits kept: %v", len(marks), edits, marks)
+	}
+	if got.Paused { // toggled an even number of times (12)
+		t.Fatal("paused after an even number of toggles: a toggle was lost")
+	}
+	if got.Owner != sc.Owner || !got.CreatedAt.Equal(sc.CreatedAt) {
+		t.Fatalf("owner %q, created %s: the edit changed what it may not", got.Owner, got.CreatedAt)
+	}
+}
+
+// An edit whose function refuses writes nothing and returns that error as it is; an
+// unknown id is not found.
+func testEditRefused(t *testing.T, h Harness, st Schedules) {
+	sc := createSchedule(t, st, newSchedule(h))
+	refusal := errors.New("no")
+	if _, err := st.EditSchedule(ctx, sc.ID, func(cur store.Schedule) (store.Schedule, error) {
+		cur.Cron = "changed"
+		return cur, refusal
+	}); !errors.Is(err, refusal) {
+		t.Fatalf("refused edit: %v", err)
+	}
+	if got, err := st.GetSchedule(ctx, sc.ID); err != nil || got.Cron != sc.Cron || !got.UpdatedAt.Equal(sc.UpdatedAt) {
+		t.Fatalf("after a refused edit: %+v, %v", got, err)
+	}
+	if _, err := st.EditSchedule(ctx, "no-such", func(cur store.Schedule) (store.Schedule, error) { return cur, nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("edit of an unknown id: %v", err)
+	}
+	if _, err := st.EditSchedule(ctx, "no\x00such", func(cur store.Schedule) (store.Schedule, error) { return cur, nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("edit of an id with a NUL: %v", err)
+	}
+}
+
+// MoveSchedule moves the next firing only from the value given.
+func testMoveSchedule(t *testing.T, h Harness, st Schedules) {
+	sc := createSchedule(t, st, newSchedule(h))
+	to := at(h, 2*time.Hour)
+	if moved, err := st.MoveSchedule(ctx, sc.ID, at(h, 5*time.Hour), to); err != nil || moved {
+		t.Fatalf("move from another time: %v, %v", moved, err)
+	}
+	if moved, err := st.MoveSchedule(ctx, sc.ID, sc.NextRunAt, to); err != nil || !moved {
+		t.Fatalf("move: %v, %v", moved, err)
+	}
+	if got, err := st.GetSchedule(ctx, sc.ID); err != nil || !got.NextRunAt.Equal(to) {
+		t.Fatalf("after the move: %s, %v; want %s", got.NextRunAt, err, to)
+	}
+	if moved, err := st.MoveSchedule(ctx, "no-such", to, sc.NextRunAt); err != nil || moved {
+		t.Fatalf("move of an unknown id: %v, %v", moved, err)
 	}
 }
