@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/pgtest"
@@ -332,4 +333,36 @@ func TestFormEditKeepsAPauseMadeMeanwhile(t *testing.T) {
 	if got := save(form); !got.Paused {
 		t.Fatal("ticking the box did not pause")
 	}
+}
+
+// A schedule's webhook target holding half a UTF-16 surrogate pair (`\ud800`, which
+// PostgreSQL's json cannot read back as text, as \u0000) is stored as Go reads it, so
+// the schedule fires and its export's row can end; and a schedule whose firing the
+// store refuses does not hold back the schedules due after it (issue 36, item 1).
+func TestScheduleWithAnUnreadableEscapeFires(t *testing.T) {
+	onBothStores(t, func(t *testing.T, storeURL string) {
+		clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
+		ts := newTestServer(t, testOpts{Store: storeURL, Now: clock.Now, Idle: true,
+			Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
+		ts.sched.Stop()
+		odd := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"* * * * *","timezone":"UTC",
+			"deliver":[{"type":"webhook","url":"http://127.0.0.1:9/\ud800"}]}`, http.StatusCreated)
+		plain := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"* * * * *","timezone":"UTC"}`, http.StatusCreated)
+		clock.Advance(time.Minute)
+		if n, err := ts.sched.FireDue(context.Background()); err != nil || n != 2 {
+			t.Fatalf("FireDue: %d, %v; want both schedules fired", n, err)
+		}
+		for _, id := range []string{odd.ID, plain.ID} {
+			if f := ts.firings(id); len(f) != 1 {
+				t.Fatalf("schedule %s: %d firings", id, len(f))
+			}
+		}
+		// The firing's export can be canceled, which on PostgreSQL makes it final and
+		// evaluates the index that a \ud800 in its args broke.
+		j := ts.firings(odd.ID)[0]
+		ts.cancel(j.ID)
+		if got, _ := ts.waitStatus(j.ID, store.StatusCanceled); got.Status != string(store.StatusCanceled) {
+			t.Fatalf("the firing's export: %s", got.Status)
+		}
+	})
 }

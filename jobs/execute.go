@@ -165,6 +165,13 @@ func (e *Engine) succeed(ctx context.Context, log *slog.Logger, x *execution, be
 		log.ErrorContext(ctx, "publish failed", "err", err)
 		e.fail(ctx, log, x, store.AttemptError{Code: "io", Message: pe.Error()}, e.backoffFor(job))
 		return
+	case errors.Is(err, store.ErrUnstorable):
+		// The success cannot be recorded; its reason may be (a follow-up the store
+		// refuses). If the failure is refused too, the job stays PROCESSING, without
+		// this worker, for a reaper.
+		e.fail(ctx, log, x, store.AttemptError{Code: "unstorable", Permanent: true,
+			Message: "the store refused to record the attempt's success: " + err.Error()}, 0)
+		return
 	case err != nil:
 		// Shutdown while the store refused the commit: the job stays PROCESSING and the
 		// next start recovers it, or completes it from its file if it was published.
@@ -220,7 +227,8 @@ const (
 )
 
 // record runs fn, a fenced store write that ends an attempt, until it commits, the
-// attempt turns out to have lost its lease (store.ErrLeaseLost, returned as is), or the
+// attempt turns out to have lost its lease (store.ErrLeaseLost, returned as is), the
+// store refuses the end for good (store.ErrUnstorable, returned as is), or the
 // engine shuts down. A store that cannot write for a while (a full disk, a lock held by
 // another process) must not leave the job PROCESSING until a reaper notices: the
 // outcome is known, so it is kept and written as soon as the store takes it. Each try
@@ -243,6 +251,14 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 			log.InfoContext(ctx, "outcome not recorded: the attempt no longer owns the job", "outcome", what)
 			return j, err
 		case errors.As(err, &pe):
+			return j, err
+		case errors.Is(err, store.ErrUnstorable):
+			// The store refuses a value of this end and would refuse it every time (on
+			// PostgreSQL, a job whose args an earlier version stored with a NUL: issue
+			// 36). Retrying would hold the worker's slot for good; the caller decides
+			// what is left to try, and a job left PROCESSING goes to a reaper (rule 5).
+			log.ErrorContext(ctx, "the store refuses the outcome and would refuse it again; not retrying it",
+				"outcome", what, "err", err)
 			return j, err
 		case e.runCtx.Err() != nil:
 			log.ErrorContext(ctx, "cannot record the outcome before shutdown; the next start recovers the job",

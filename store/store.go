@@ -38,6 +38,13 @@ var ErrLeaseLost = errors.New("lease lost")
 // ErrConflict is returned when a unique constraint refuses a write.
 var ErrConflict = errors.New("conflict")
 
+// ErrUnstorable is returned when a store refuses a value it was given and would refuse
+// it again, however often asked: PostgreSQL's text cannot hold a NUL character (U+0000),
+// and a json string that holds one (\u0000), or half of a UTF-16 surrogate pair, cannot
+// be read back as text (issue 36). The app answers it 422; the engine does not retry an
+// end of an attempt that meets it (ARCHITECTURE.md, rule 14).
+var ErrUnstorable = errors.New("holds a NUL character or another value the database cannot store")
+
 // Options tunes Open. The zero value is the production setting.
 type Options struct {
 	// Now is the clock used to stamp rows; time.Now when nil.

@@ -67,6 +67,18 @@ func FaultOf(err error) (Fault, bool) {
 	return Fault{}, false
 }
 
+// Unstorable is the answer to a value the store refused and would refuse again
+// (store.ErrUnstorable: on PostgreSQL, a NUL character, issue 36): the request's values
+// are checked before they reach the store, so this answers what a check missed, as the
+// client's mistake, never as a 500.
+func Unstorable(err error) (*Problem, bool) {
+	if !errors.Is(err, store.ErrUnstorable) {
+		return nil, false
+	}
+	return New(http.StatusUnprocessableEntity, "unstorable_value",
+		"the request holds a NUL character (U+0000) or another value the database cannot store; send it without"), true
+}
+
 // Noter is told of each database fault a request met, so that readiness reflects it
 // (*store.Store).
 type Noter interface{ NoteError(err error) }
@@ -119,11 +131,17 @@ func (rp Reporter) Busy(r *http.Request, err error) bool {
 	return true
 }
 
-// Error answers err as problem+json: a *Problem as itself; a client gone with 499; a
-// database fault with its Fault; a busy database with 503 store_busy; anything else,
-// logged, with a 500 that shows no internals.
+// Error answers err as problem+json: a *Problem as itself; a value the store cannot
+// keep with 422 unstorable_value; a client gone with 499; a database fault with its
+// Fault; a busy database with 503 store_busy; anything else, logged, with a 500 that
+// shows no internals.
 func (rp Reporter) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if p, ok := As(err); ok {
+		p.Write(w)
+		return
+	}
+	if p, ok := Unstorable(err); ok {
+		rp.Log.InfoContext(r.Context(), "request refused: a value the store cannot keep", "method", r.Method, "path", r.URL.Path, "err", err)
 		p.Write(w)
 		return
 	}

@@ -38,6 +38,8 @@ func TestReporterError(t *testing.T) {
 		{name: "problem", err: fmt.Errorf("cancel: %w", conflict), status: 409, code: "not_finished", retryAfter: "2"},
 		{name: "disk full", err: fmt.Errorf("enqueue: %w", store.ErrDiskFull), status: 507, code: "disk_full", retryAfter: "60", noted: true, logged: "level=WARN msg=\"database fault\""},
 		{name: "bug", err: errors.New("boom"), status: 500, code: "internal", logged: "level=ERROR msg=\"request failed\""},
+		{name: "unstorable", err: fmt.Errorf("cancel j1: %w: 22P05", store.ErrUnstorable), status: 422, code: "unstorable_value",
+			logged: "level=INFO msg=\"request refused: a value the store cannot keep\""},
 		{name: "client gone", err: context.Canceled, gone: true, status: StatusClientClosed, logged: "level=INFO msg=\"client closed the request\""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -86,19 +86,26 @@ func (s *Service) FireDue(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
+	var errs []error
 	for _, sc := range due {
 		if sc.NextRunAt.After(now) {
 			break // due by a clock that stepped ahead, not by the trusted time; sorted by time
 		}
 		fired, err := s.fire(ctx, sc, now)
 		if err != nil {
-			return n, err
+			if ctx.Err() != nil {
+				return n, err
+			}
+			// One schedule whose firing the store refuses does not hold back the
+			// schedules due after it (issue 36); it is tried again at the next look.
+			errs = append(errs, err)
+			continue
 		}
 		if fired {
 			n++
 		}
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }
 
 // fire makes one firing of sc, which was due at now when read.

@@ -373,8 +373,16 @@ func (s *Service) row(id, owner string, c checked) (store.Schedule, error) {
 	if err != nil {
 		return store.Schedule{}, &InputError{Field: "params", Message: err.Error()}
 	}
+	// The targets as read, not the client's bytes: a JSON escape Go reads as U+FFFD (half
+	// a surrogate pair) is stored as that, not as an escape PostgreSQL cannot read back.
+	deliverJSON := c.in.Deliver
+	if targets, err := deliver.DecodeTargets(c.in.Deliver); err == nil && targets != nil {
+		if deliverJSON, err = json.Marshal(targets); err != nil {
+			return store.Schedule{}, &InputError{Field: "deliver", Index: -1, Message: err.Error()}
+		}
+	}
 	sc := store.Schedule{ID: id, Report: c.in.Report, Params: params, Format: c.in.Format, BOM: c.in.BOM,
-		Cron: c.in.Cron, TimeZone: c.in.TimeZone, Deliver: c.in.Deliver, Owner: owner, Paused: c.in.Paused}
+		Cron: c.in.Cron, TimeZone: c.in.TimeZone, Deliver: deliverJSON, Owner: owner, Paused: c.in.Paused}
 	if sc.Format == "" {
 		sc.Format = export.FormatXLSX
 	}

@@ -160,6 +160,10 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 		p.RenderError(w, r, http.StatusConflict, "This schedule kept changing", "Others changed it while your edit was saved, so it was not; open it again and repeat the edit.")
 		return
 	}
+	if prob, ok := problem.Unstorable(err); ok {
+		p.RenderError(w, r, prob.Status, "This cannot be saved", sentence(prob.Detail))
+		return
+	}
 	if f, ok := p.cfg.Problems.Fault(r, err); ok {
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)

@@ -187,6 +187,11 @@ func validateParams(decl []Param, params map[string]any) (map[string]any, error)
 	return out, nil
 }
 
+// errNUL refuses a value that holds a NUL character (U+0000), whatever the parameter's
+// type: PostgreSQL's text and json cannot keep one, and a job whose args held one could
+// never be finished there (issue 36), while no report needs one.
+var errNUL = errors.New("contains a NUL character")
+
 // normalize converts raw (from JSON, a form or the CLI) to the parameter's canonical value.
 func (p Param) normalize(raw any) (any, error) {
 	if s, ok := raw.(string); ok && p.Type != TypeText && strings.TrimSpace(s) == "" {
@@ -199,6 +204,9 @@ func (p Param) normalize(raw any) (any, error) {
 		}
 		// Defaults go through the same conversion, so a report file may write them as text.
 		raw = p.Default
+	}
+	if s, ok := raw.(string); ok && strings.IndexByte(s, 0) >= 0 {
+		return nil, errNUL
 	}
 	var (
 		v   any

@@ -34,8 +34,8 @@ import (
 // and the second meets the first's row); two with the same id never share a statement:
 // the second waits for the next one, so that a returned row names one call.
 //
-// A statement the server refuses (bad data in one job: arguments that are not JSON, a
-// NUL byte in a string; a deadlock with another node's group over the same keys)
+// A statement the server refuses (bad data in one job that checkNewJob let pass, such as
+// arguments that are not JSON; a deadlock with another node's group over the same keys)
 // commits nothing; its calls then go again one statement each, so that the bad one
 // fails alone and the others commit.
 //
@@ -150,7 +150,7 @@ func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
 			return
 		}
 		for _, c := range calls {
-			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", err))
+			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", unstorable(err)))
 		}
 		return
 	}
@@ -282,7 +282,7 @@ func checkNewJob(nj store.NewJob) error {
 	if nj.Priority < math.MinInt32 || nj.Priority > math.MaxInt32 || nj.MaxAttempts > math.MaxInt32 {
 		return fmt.Errorf("enqueue: priority %d or max attempts %d out of range", nj.Priority, nj.MaxAttempts)
 	}
-	return nil
+	return checkNewJobText(nj)
 }
 
 // BatchStats reports how Enqueue calls have been grouped into statements (Commits: insert

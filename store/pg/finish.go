@@ -228,7 +228,7 @@ func (s *Store) FinishBatch(ctx context.Context, fs []store.Finish) []store.Fini
 	}
 	for i, f := range fs {
 		if out[i].Err != nil {
-			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, out[i].Err)}
+			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, unstorable(out[i].Err))}
 		}
 	}
 	return out
@@ -263,21 +263,22 @@ func (s *Store) succeedPiped(ctx context.Context, tx pgx.Tx, fs []store.Finish, 
 		if alone[i] || !pipeable(f) {
 			continue
 		}
+		res := withoutNUL(f.Result)
 		var warnings *string
-		if len(f.Result.Warnings) > 0 {
-			w, err := json.Marshal(f.Result.Warnings)
+		if len(res.Warnings) > 0 {
+			w, err := json.Marshal(res.Warnings)
 			if err != nil {
 				return i, err
 			}
 			ws := string(w)
 			warnings = &ws
 		}
-		data, err := eventPayload(fileData(f.Result))
+		data, err := eventPayload(fileData(res))
 		if err != nil {
 			return i, err
 		}
-		b.Queue(succeedSQL, s.now(), f.ID, f.Attempt, f.Result.Rows, nullString(f.Result.Name), f.Result.Size,
-			nullString(f.Result.SHA256), warnings, data)
+		b.Queue(succeedSQL, s.now(), f.ID, f.Attempt, res.Rows, nullString(res.Name), res.Size,
+			nullString(res.SHA256), warnings, data)
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {
@@ -339,6 +340,7 @@ func (s *Store) finishOneTx(ctx context.Context, tx pgx.Tx, f store.Finish) (sto
 // finishTx ends a running attempt SUCCEEDED with its file (fenced). A finished job's
 // total is the rows it wrote, also when it ended before a heartbeat carried the total.
 func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, id string, attempt int, res store.FileResult) (store.Job, error) {
+	res = withoutNUL(res)
 	var warnings *string
 	if len(res.Warnings) > 0 {
 		b, err := json.Marshal(res.Warnings)
@@ -362,6 +364,7 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, id string, attempt int,
 // succeedTx: the fenced UPDATE, then publish (rule 7: only after the fence matched,
 // before COMMIT), the event and the follow-ups.
 func (s *Store) succeedTx(ctx context.Context, tx pgx.Tx, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error) {
+	res = withoutNUL(res)
 	job, err := s.finishTx(ctx, tx, id, attempt, res)
 	if err != nil {
 		return store.Job{}, err
@@ -386,14 +389,14 @@ func (s *Store) failTx(ctx context.Context, tx pgx.Tx, id string, attempt int, e
 		finished_at = CASE WHEN cancel_requested OR $4::boolean OR attempt >= max_attempts THEN `+nowSQL+` ELSE NULL END,
 		run_at = `+nowSQL+` + $5 * interval '1 microsecond', worker = NULL, error_code = $6, error_message = $7`+fence+
 		` RETURNING `+jobColumns,
-		s.now(), id, attempt, e.Permanent, micros(max(retryIn, 0)), e.Code, e.Message))
+		s.now(), id, attempt, e.Permanent, micros(max(retryIn, 0)), noNUL(e.Code), noNUL(e.Message)))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Job{}, store.ErrLeaseLost
 	}
 	if err != nil {
 		return store.Job{}, err
 	}
-	data := store.FailureData{Code: e.Code, Message: e.Message, Permanent: e.Permanent}
+	data := store.FailureData{Code: job.ErrorCode, Message: job.ErrorMessage, Permanent: e.Permanent}
 	typ := store.EventFailed
 	switch job.Status {
 	case store.StatusPending:

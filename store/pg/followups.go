@@ -32,6 +32,10 @@ func (s *Store) followUpsTx(ctx context.Context, tx pgx.Tx, job store.Job) error
 		if f.ID == "" || f.Kind == "" || len(f.Args) == 0 {
 			return fmt.Errorf("follow-up of %s: id, kind and args are required", job.ID)
 		}
+		if hasNUL(f.ID, f.Kind, f.Queue) || unreadableJSON(f.Args) {
+			// Such a follow-up could never end (nul.go): its parent's end fails instead.
+			return fmt.Errorf("follow-up %s of %s: %w", f.Kind, job.ID, store.ErrUnstorable)
+		}
 		if f.MaxAttempts <= 0 {
 			f.MaxAttempts = store.DefaultMaxAttempts
 		}

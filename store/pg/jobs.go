@@ -91,7 +91,7 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
-		return store.Job{}, fmt.Errorf("complete %s from file: %w", id, err)
+		return store.Job{}, fmt.Errorf("complete %s from file: %w", id, unstorable(err))
 	}
 	return job, nil
 }
@@ -109,7 +109,7 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN `+nowSQL+` ELSE NULL END,
 			run_at = `+nowSQL+` + $4 * interval '1 microsecond', worker = NULL, error_code = 'lost', error_message = $5`+
 			fence+` RETURNING `+jobColumns,
-			s.now(), id, attempt, micros(max(retryIn, 0)), reason))
+			s.now(), id, attempt, micros(max(retryIn, 0)), noNUL(reason)))
 		if errors.Is(err, store.ErrNotFound) {
 			return store.ErrLeaseLost
 		}
@@ -123,13 +123,13 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		case store.StatusCanceled:
 			typ = store.EventCanceled
 		}
-		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, store.LostData{Code: "lost", Message: reason}); err != nil {
+		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, store.LostData{Code: "lost", Message: job.ErrorMessage}); err != nil {
 			return err
 		}
 		return s.followUpsTx(ctx, tx, job)
 	})
 	if err != nil {
-		return store.Job{}, fmt.Errorf("recover %s: %w", id, err)
+		return store.Job{}, fmt.Errorf("recover %s: %w", id, unstorable(err))
 	}
 	return job, nil
 }
@@ -170,7 +170,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 		}
 	})
 	if err != nil {
-		return job, fmt.Errorf("cancel %s: %w", id, err)
+		return job, fmt.Errorf("cancel %s: %w", id, unstorable(err))
 	}
 	return job, nil
 }

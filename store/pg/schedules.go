@@ -47,6 +47,11 @@ func checkSchedule(sc store.Schedule) error {
 	if sc.ID == "" || sc.Report == "" || len(sc.Params) == 0 || sc.Cron == "" || sc.TimeZone == "" {
 		return store.ErrScheduleInvalid
 	}
+	// A value PostgreSQL could not keep, or not read back (nul.go): refused before it is
+	// written, as a job's are, so that no schedule's firing can carry one.
+	if unreadableJSON(sc.Params) || unreadableJSON(sc.Deliver) || hasNUL(sc.ID, sc.Report, sc.Format, sc.Cron, sc.TimeZone, sc.Owner) {
+		return fmt.Errorf("schedule %s: %w", sc.ID, store.ErrUnstorable)
+	}
 	return nil
 }
 
