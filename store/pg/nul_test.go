@@ -22,12 +22,7 @@ import (
 // read as text: each is compared with the server's own reading (json to jsonb reads every
 // string).
 func TestUnreadableJSONAgreesWithTheServer(t *testing.T) {
-	dsn := freshSchema(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := rawConn(t, freshSchema(t))
 	for _, doc := range []string{
 		`{}`, `{"a":"b"}`, `{"a":"\u0000"}`, `{"a":"x\u0000y"}`, `{"\u0000":1}`,
 		`{"a":"\\u0000"}`, `{"a":"\\\u0000"}`, `{"a":"\\\\u0000"}`, `["\"\u0000"]`,
@@ -175,11 +170,7 @@ func insertPoisoned(t *testing.T, conn *pgx.Conn, kind, status, args string, att
 func TestPoisonedRowRefusalIsUnstorable(t *testing.T) {
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := rawConn(t, dsn)
 	pending := insertPoisoned(t, conn, "export", "PENDING", poisonedArgs, 0, 3)
 	if _, err := st.Cancel(ctx, pending); !errors.Is(err, store.ErrUnstorable) {
 		t.Errorf("cancel: %v, want store.ErrUnstorable", err)
@@ -204,11 +195,7 @@ func TestPoisonedRowRefusalIsUnstorable(t *testing.T) {
 func TestEngineGivesUpAnEndTheStoreRefuses(t *testing.T) {
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := rawConn(t, dsn)
 	poisoned := insertPoisoned(t, conn, "test", "PENDING", poisonedArgs, 0, 1)
 
 	var logs syncBuffer
@@ -279,11 +266,7 @@ func TestEngineGivesUpAnEndTheStoreRefuses(t *testing.T) {
 func TestMigration0011RepairsUnreadableRows(t *testing.T) {
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := rawConn(t, dsn)
 	pending := insertPoisoned(t, conn, "export", "PENDING", poisonedArgs, 0, 3)
 	running := insertPoisoned(t, conn, "export", "PROCESSING", surrogateArgs, 1, 3)
 	canceling := insertPoisoned(t, conn, "export", "PROCESSING", poisonedArgs, 1, 3)
@@ -389,4 +372,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// rawConn is a connection of its own to dsn, closed when the test ends, for writing
+// rows as an earlier version would have.
+func rawConn(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
 }
