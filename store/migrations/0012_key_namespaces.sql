@@ -7,9 +7,11 @@
 -- Two steps, because SQLite checks the unique index row by row: "a" becoming
 -- "client:a" could meet a stored "client:a" not yet renamed. A key with a control
 -- character (char(1)) is one no client or firing can have, so the first step meets none.
+-- A job whose args name no schedule makes the LIKE NULL: coalesce makes that "no".
 UPDATE jobs SET idempotency_key = char(1) || idempotency_key
  WHERE idempotency_key IS NOT NULL
-   AND NOT (idempotency_key LIKE 'schedule:%' AND json_valid(args)
-            AND idempotency_key LIKE 'schedule:' || json_extract(args, '$.schedule_id') || ':%');
+   AND NOT (idempotency_key LIKE 'schedule:%' AND CASE WHEN json_valid(args) THEN
+            coalesce(idempotency_key LIKE 'schedule:' || json_extract(args, '$.schedule_id') || ':%', 0)
+            ELSE 0 END);
 UPDATE jobs SET idempotency_key = 'client:' || substr(idempotency_key, 2)
  WHERE idempotency_key LIKE char(1) || '%';
