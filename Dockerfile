@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# sheetq in a container (README.md, "Self-hosting"). Build:
+# sheetq in a container (docs/self-hosting.md). Build:
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t sheetq .
 # Run (it listens on all interfaces inside the container, so it needs a token):
 #   docker run -d -p 8080:8080 -v sheetq-data:/data -e SHEETQ_TOKEN=... sheetq

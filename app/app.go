@@ -84,7 +84,7 @@ type Config struct {
 	// middleware.RequestBodyTimeout).
 	BodyTimeout time.Duration
 
-	// Several nodes (README, "Several nodes"). Each falls back to the config file's
+	// Several nodes (docs/several-nodes.md). Each falls back to the config file's
 	// [store] and [files] tables; all empty is the single-node install: the data
 	// directory's SQLite file and exports/ folder.
 
@@ -135,8 +135,8 @@ const DefaultTokenName = middleware.DefaultTokenName
 func LogHandler(h slog.Handler) slog.Handler { return middleware.LogHandler(h) }
 
 // BadValueError is a setting of the command line or the environment that Run refused
-// before it created anything: the CLI exits 2 for it, as for any bad flag (README.md,
-// "Configuration"). A bad config file's error is not one; it names the file instead.
+// before it created anything: the CLI exits 2 for it, as for any bad flag (docs/cli.md,
+// "Command line"). A bad config file's error is not one; it names the file instead.
 type BadValueError struct {
 	Err error
 	// Flag is the refused flag's name without dashes ("store"), for the CLI to name

@@ -151,8 +151,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// Other nodes run jobs from a PostgreSQL store: a PROCESSING job at start may be theirs.
 	ecfg.Shared = sqlite == nil
 	if ecfg.Shared && cfg.PollOnly {
-		// Polling is the only way this node learns of other nodes' jobs (README,
-		// "Several nodes"): a tenth of a second is a tiny indexed query per lane.
+		// Polling is the only way this node learns of other nodes' jobs
+		// (docs/several-nodes.md): a tenth of a second is a tiny indexed query per lane.
 		ecfg.PollInterval = cmp.Or(ecfg.PollInterval, 100*time.Millisecond)
 	}
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)

@@ -16,7 +16,7 @@ import (
 )
 
 // twoNodes starts two servers on the PostgreSQL store dsn and one bucket, each with its
-// own data directory, as README's "Several nodes" runs them (with --poll-only when
+// own data directory, as docs/several-nodes.md runs them (with --poll-only when
 // pollOnly); n1's engine stays stopped, so that every job must run on n2.
 func twoNodes(t *testing.T, dsn string, pollOnly bool) (n1, n2 *testServer) {
 	t.Helper()

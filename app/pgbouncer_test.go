@@ -17,7 +17,7 @@ import (
 // parallel.
 
 // TestPollOnlyNodesThroughPgBouncer: two --poll-only nodes that reach PostgreSQL through
-// a real PgBouncer in transaction mode (README, "Several nodes") share one queue as
+// a real PgBouncer in transaction mode (docs/several-nodes.md) share one queue as
 // nodes with LISTEN do: an export accepted on n1, whose engine is stopped, runs on n2 and
 // downloads from both; an Idempotency-Key repeated on n2 replays; a cancel on n1 reaches
 // the job running on n2; n1's event stream sees n2's events.

@@ -62,7 +62,7 @@ func TestAPIReportsShowColumns(t *testing.T) {
 		got.Description != "Orders of a period,\nwith money as money." {
 		t.Errorf("labelled: %+v", got)
 	}
-	// The JSON's field names, as the README and the document give them.
+	// The JSON's field names, as docs/reports-and-sources.md and the document give them.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, ts.get("/api/v1/reports").body); err != nil {
 		t.Fatal(err)

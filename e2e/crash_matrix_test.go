@@ -79,8 +79,9 @@ func envSeed(t *testing.T, name string) uint64 {
 // requeuedStarts, subtracted from the count of a (job_id, type, attempt) group of
 // job_events e, leaves a "started" group with the claims of the attempt that were not
 // made again after a graceful stop requeued it: a requeue hands the attempt back
-// without spending it (README, "Shutdown"), so the next claim starts the same attempt
-// number, and only a start beyond the requeues is two claims of one fencing token.
+// without spending it (docs/how-it-works.md, "Shutdown"), so the next claim starts the
+// same attempt number, and only a start beyond the requeues is two claims of one fencing
+// token.
 // It is written for both SQLite and PostgreSQL.
 const requeuedStarts = `CASE WHEN e.type = 'started' THEN (SELECT COUNT(*) FROM job_events r
 	WHERE r.job_id = e.job_id AND r.attempt = e.attempt AND r.type = 'requeued') ELSE 0 END`

@@ -54,7 +54,7 @@ func TestDoctor(t *testing.T) {
 	}
 
 	stdout, _, code = runClient(t, "doctor", "--data", data, "--json")
-	// The fields of doctor's JSON report that this test reads (README.md, "Command line").
+	// The fields of doctor's JSON report that this test reads (docs/operations.md).
 	var rep struct {
 		Running   bool       `json:"server_running"`
 		FreeBytes uint64     `json:"free_bytes"`

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// The data the store writes on the events it appends, one type per shape (README,
-// "Events"). Readers decode an event's Data into the type its Type names (Event.Decode);
+// The data the store writes on the events it appends, one type per shape (docs/api.md,
+// "Live events"). Readers decode an event's Data into the type its Type names (Event.Decode);
 // events a job kind appends (AppendEvent) carry the kind's own types.
 
 // StartedData is the data of a started event.

@@ -9,7 +9,7 @@ import (
 )
 
 // TestEventDataDecodes: the events the store writes decode into their typed data, the
-// shape pages and clients read (README, "Events").
+// shape pages and clients read (docs/api.md, "Live events").
 func TestEventDataDecodes(t *testing.T) {
 	st, _ := openStore(t, store.Options{})
 	ctx := context.Background()

@@ -1,6 +1,6 @@
 // Package apiv1 holds the JSON shapes of HTTP API v1 that more than one part shares: the
 // server's answers, the webhook payload's data and the API client read the same types,
-// so a field cannot drift between them (README, "HTTP API (v1)" and "Webhooks").
+// so a field cannot drift between them (docs/api.md, "HTTP API (v1)" and "Webhooks").
 //
 // It imports nothing of the project: the client uses it without the store or the engine.
 package apiv1
@@ -90,7 +90,7 @@ func (j Job) Rows() string {
 }
 
 // Problem is an RFC 9457 problem detail (application/problem+json), the body of every
-// API error, with a stable machine-readable code (README, "HTTP API (v1)").
+// API error, with a stable machine-readable code (docs/api.md, "HTTP API (v1)").
 type Problem struct {
 	// Type is a relative URI per code ("/problems/<code>").
 	Type   string `json:"type"`

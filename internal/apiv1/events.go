@@ -20,7 +20,7 @@ type Event struct {
 	Status  string    `json:"status"`
 	Attempt int       `json:"attempt"`
 	At      time.Time `json:"at"`
-	// Data is the event type's own payload, as its writer stored it (README, "Events").
+	// Data is the event type's own payload, as its writer stored it (docs/api.md, "Live events").
 	Data json.RawMessage `json:"data,omitempty"`
 }
 

@@ -11,7 +11,7 @@ import (
 	"sheetq/internal/client"
 )
 
-// Exit statuses; README.md, "Command line". Every command exits 0 on success, 1 on an
+// Exit statuses; docs/cli.md. Every command exits 0 on success, 1 on an
 // error and 2 on a bad command line; the client commands (export, jobs) also use 3, 4
 // and 130.
 const (

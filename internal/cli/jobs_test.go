@@ -34,7 +34,7 @@ func TestJobsUsage(t *testing.T) {
 }
 
 // Each jobs subcommand sends its request and prints the answer; the server's refusals
-// and failures get their exit statuses (README.md, "Command line").
+// and failures get their exit statuses (docs/cli.md).
 func TestJobsAgainstAServer(t *testing.T) {
 	job := `{"id":"j1","status":"SUCCEEDED","report":"demo","params":{"rows":5},"attempt":1,"max_attempts":3,
 		"progress":{"rows":5,"total_rows":5},"download_url":"/api/v1/exports/j1/file",

@@ -35,7 +35,7 @@ func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // storeCopyCmd runs `sheetq store copy`: moves a data directory's queue into an empty
 // PostgreSQL database and, with a file store, its published files into the bucket
-// (README, "Several nodes"). It holds the data directory's lock throughout, so no server
+// (docs/several-nodes.md). It holds the data directory's lock throughout, so no server
 // changes the queue while it is read.
 func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("store copy", flag.ContinueOnError)

@@ -12,7 +12,7 @@ import (
 
 // stores is the job store and file store a tool command (doctor, backup, store copy)
 // works on: the same ones `sheetq serve` would use with the same flags, SHEETQ_STORE /
-// SHEETQ_FILES and config file (README, "Several nodes").
+// SHEETQ_FILES and config file (docs/several-nodes.md).
 type stores struct {
 	// DSN is the PostgreSQL job store's URL, env:NAME already read; "" is the data
 	// directory's SQLite file.

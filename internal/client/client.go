@@ -1,4 +1,4 @@
-// Package client is the HTTP client of a sheetq server's API (README.md, "API"): requests
+// Package client is the HTTP client of a sheetq server's API (docs/api.md): requests
 // with a bearer token, problem+json answers as errors, the job's JSON, the event stream,
 // creating an export with one Idempotency-Key however often it is retried, and
 // downloading a file checked against its sha256. The CLI's export, jobs and loadtest

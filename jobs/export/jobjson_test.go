@@ -31,7 +31,7 @@ func TestDownloadName(t *testing.T) {
 	}
 }
 
-// TestJobJSON pins the job's JSON (README, "HTTP API (v1)"): field names, which ones are
+// TestJobJSON pins the job's JSON (docs/api.md, "HTTP API (v1)"): field names, which ones are
 // null or left out in each state, and the absolute link a base URL gives.
 func TestJobJSON(t *testing.T) {
 	args := json.RawMessage(`{"report":"orders","params":{"from":"2024-01-01"},"spec":{"id":"orders"}}`)

@@ -287,7 +287,7 @@ FROM t /* :nope */ WHERE created_at >= :from::date`,
 	{name: "header after a leading block comment", src: "/* Orders */\n-- source: s\nSELECT 1",
 		err: `r/orders.sql:2: header line "-- source:" after the query started on line 1: move it above the SQL`},
 
-	// Column lines (README, "Report files"): NAME ["Label"] [TYPE[(FORMAT)]].
+	// Column lines (docs/reports-and-sources.md, "Report files"): NAME ["Label"] [TYPE[(FORMAT)]].
 	{name: "column lines, every part optional", src: `-- source: s
 -- column: unit_price "Unit price" number(#,##0.00)
 -- column: created_at "Created" datetime

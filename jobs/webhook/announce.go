@@ -31,7 +31,7 @@ const DefaultWorkers = 2
 // exports' workers and is kept so that their order does not change.
 const priority = -1
 
-// Event types: a payload's "type", one per final state of an export (README, "Webhooks").
+// Event types: a payload's "type", one per final state of an export (docs/api.md, "Webhooks").
 const (
 	EventExportSucceeded = "export.succeeded"
 	EventExportFailed    = "export.failed"
@@ -96,7 +96,7 @@ type accepted struct {
 	Event    string `json:"event"`
 }
 
-// Payload is the body of a delivery (README, "Webhooks"): the event type, when the
+// Payload is the body of a delivery (docs/api.md, "Webhooks"): the event type, when the
 // export ended, and the export as the API shows it.
 type Payload struct {
 	Type      string    `json:"type"`

@@ -125,7 +125,7 @@ func embeddedIPv4(ip netip.Addr) []netip.Addr {
 
 // Blocked reports whether webhooks may not reach ip when private addresses are not
 // allowed: loopback, private, link-local, unspecified, multicast, the ranges above, and
-// IPv6 addresses that embed a blocked IPv4 address (README, "Webhooks", lists the forms).
+// IPv6 addresses that embed a blocked IPv4 address (docs/api.md, "Webhooks", lists the forms).
 func Blocked(ip netip.Addr) bool {
 	if !ip.IsValid() {
 		return true

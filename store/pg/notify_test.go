@@ -217,7 +217,7 @@ type node struct {
 // newNode builds an engine with one lane for queue q, polling every poll. Its heartbeat
 // is an hour, so that only a wake-up makes it check a cancel, and so is the poll in
 // every test but the poll's own. The Listener, when listen is set, is wired as the app
-// wires it (README "Several nodes").
+// wires it (docs/several-nodes.md).
 func newNode(t *testing.T, dsn, q string, opts pg.Options, poll time.Duration, listen bool, handler jobs.HandlerFunc, beforeReconnect func()) (*node, *pg.Listener) {
 	t.Helper()
 	n := &node{st: openStore(t, dsn, opts), idle: make(chan struct{}, 8)}

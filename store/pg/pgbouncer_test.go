@@ -19,10 +19,10 @@ import (
 // parallel.
 
 // TestConformanceThroughPgBouncer runs the store suite through a real PgBouncer in
-// transaction mode with Options.PollOnly, as a --poll-only node runs (README, "Several
-// nodes"): every transaction may meet another server connection. The role has one
-// schema (PgBouncer refuses search_path in the URL), so each case starts by emptying it;
-// the suite's cases run one after another.
+// transaction mode with Options.PollOnly, as a --poll-only node runs
+// (docs/several-nodes.md): every transaction may meet another server connection. The
+// role has one schema (PgBouncer refuses search_path in the URL), so each case starts by
+// emptying it; the suite's cases run one after another.
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	via, direct := pgtest.Bouncer(t)
 	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {

@@ -10,7 +10,7 @@ import (
 )
 
 // BouncerSchema is the schema of PgBouncer's role: .ci/databases sets it as the role's
-// search_path, since PgBouncer refuses search_path in the URL (README, "Several nodes").
+// search_path, since PgBouncer refuses search_path in the URL (docs/several-nodes.md).
 const BouncerSchema = "pgb"
 
 // Bouncer returns two DSNs of the role that .ci/databases makes for its PgBouncer in
