@@ -124,10 +124,11 @@ func runWithConfig(t *testing.T, body string, args ...string) (config, stderr st
 
 // A [serve] value of the config file that serve checks after reading it (a number out of
 // range, a bad --check-db mode) is the file's error: exit 1, one line naming the file and
-// the key, as README says; the same value as a flag stays a usage error (exit 2).
+// the key, as docs/cli.md says; the same value as a flag stays a usage error (exit 2).
 func TestServeNamesTheConfigFileForItsBadServeValues(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
 		{"[serve]\nworkers = 0\n", "[serve] workers must be from 1 to 256"},
+		{"[serve]\nworkers = \"abc\"\n", `serve.workers = "abc": want a whole number from 1 to 256`},
 		{"[serve]\nworker_nice = 25\n", "[serve] worker_nice must be from 0 to 19"},
 		{"[serve]\nshutdown_grace = \"-1s\"\n", "[serve] shutdown_grace cannot be negative"},
 		{"[serve]\ncheck_db = \"sometimes\"\n", "[serve] check_db: "},

@@ -112,6 +112,13 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		if client.Refused(err) {
 			key.done() // refused: running the command again is a new request
 		}
+		if p := (*client.Problem)(nil); errors.As(err, &p) && p.Code == "unknown_report" {
+			// A typo lists the reports there are, as jobs list --report does; the
+			// server's own words stand when the list cannot be had.
+			if ids, lerr := reportIDs(ctx, c); lerr == nil {
+				return usageError{noSuchReport("export "+req.Report, ids)}
+			}
+		}
 		if tries > 1 {
 			err = fmt.Errorf("%w (tried %d times)", err, tries)
 		}
@@ -169,7 +176,7 @@ func follow(ctx context.Context, c *client.Client, job client.Job, w io.Writer) 
 }
 
 // endError is nil for a SUCCEEDED export, else the error and exit status of how it
-// ended (README.md, "Command line"): 3 canceled, 1 failed or expired.
+// ended (docs/cli.md): 3 canceled, 1 failed or expired.
 func endError(job client.Job) error {
 	switch job.Status {
 	case "SUCCEEDED":

@@ -131,3 +131,20 @@ func TestEndErrorCountsAttempts(t *testing.T) {
 		}
 	}
 }
+
+// export of a report the server does not have lists the reports it has, as jobs list
+// --report does (issue 37: it said only the server's unknown_report), with exit 2.
+func TestExportUnknownReportListsTheReports(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	srv := startApp(t)
+	stdout, stderr, code := runCLI(t, "export", "nosuch", "--server", srv)
+	const has = ": the server has no such report (it has: "
+	if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "sheetq: export nosuch"+has) || !strings.Contains(stderr, "demo") {
+		t.Fatalf("export nosuch: exit %d, stdout %q, stderr %q; want 2 and the reports", code, stdout, stderr)
+	}
+	oneErrLine(t, "export nosuch", stderr)
+	_, listErr, _ := runCLI(t, "jobs", "list", "--report", "nosuch", "--server", srv)
+	if _, want, _ := strings.Cut(listErr, has); !strings.HasSuffix(stderr, has+want) {
+		t.Errorf("export nosuch: %q; jobs list --report nosuch: %q; want the same list", stderr, listErr)
+	}
+}

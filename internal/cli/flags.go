@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"sheetq/internal/datadir"
 )
@@ -218,6 +219,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // flag is one line, "sheetq: <error> (see sheetq <command> --help)", exit 2. -h and
 // --help still print the usage.
 func parseQuiet(fs *flag.FlagSet, args []string) error {
+	explainValues(fs)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
@@ -240,18 +242,92 @@ func parseQuiet(fs *flag.FlagSet, args []string) error {
 	}
 }
 
+// explained is a flag's value whose refusal says what the flag wants, where the flag
+// package's own types say only "parse error": SHEETQ_WORKERS="abc": want a whole
+// number from 1 to 256; invalid value "5" for flag --heartbeat: want a duration, such
+// as 30s, 5m or 1h30m.
+type explained struct {
+	flag.Value
+	want string
+}
+
+// Set is the wrapped value's, refusing with what the flag wants.
+func (v *explained) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		return errors.New("want " + v.want)
+	}
+	return nil
+}
+
+// IsBoolFlag keeps a boolean flag one that takes no value.
+func (v *explained) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// explainValues wraps, in explained, each value of fs of the flag package's own types
+// that can refuse a value (numbers, durations, booleans), with what its type wants;
+// a flag that wantRange already explained keeps its words.
+func explainValues(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.HasPrefix(fmt.Sprintf("%T", f.Value), "*flag.") {
+			return // explained, parseWithEnv's envValue, or a command's own Func
+		}
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		want := ""
+		switch g.Get().(type) {
+		case int, int64:
+			want = "a whole number"
+		case uint, uint64:
+			want = "a whole number, 0 or more"
+		case float64:
+			want = "a number"
+		case time.Duration:
+			want = "a duration, such as 30s, 5m or 1h30m"
+		case bool:
+			want = "true or false"
+		default:
+			return
+		}
+		f.Value = &explained{Value: f.Value, want: want}
+	})
+}
+
+// intRange is the range of a whole-number flag, said once for both of its checks: the
+// refusal of a value that is no number (wantRange) and the command's check of the
+// number (rule).
+type intRange struct{ min, max int }
+
+// holds reports whether n is in r.
+func (r intRange) holds(n int) bool { return n >= r.min && n <= r.max }
+
+// rule is the command's words for a number out of r: "must be from 1 to 256".
+func (r intRange) rule() string { return fmt.Sprintf("must be from %d to %d", r.min, r.max) }
+
+// wantRange makes fs's whole-number flag name refuse a value that is no number with r:
+// "want a whole number from 1 to 256". The command checks the range itself, after
+// parsing, so that a number out of range is blamed on the config file's key when the
+// file set it (fileFlags.bad).
+func wantRange(fs *flag.FlagSet, name string, r intRange) {
+	f := fs.Lookup(name)
+	f.Value = &explained{Value: f.Value, want: fmt.Sprintf("a whole number from %d to %d", r.min, r.max)}
+}
+
 // longFlag is a multi-letter flag as the flag package's errors name it ("flag -limit").
 var longFlag = regexp.MustCompile(`flag -([A-Za-z0-9][-A-Za-z0-9_]+)`)
 
 // printFlags replaces flag.PrintDefaults: the same listing, with each flag written
-// with two dashes (one-letter flags with one) as README.md writes them ("  --name value\n    \tusage"); Go's flag
+// with two dashes (one-letter flags with one) as docs/cli.md writes them ("  --name value\n    \tusage"); Go's flag
 // package accepts both.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
 		if len(f.Name) == 1 {
-			line = "  -" + f.Name // -p and -o, as README.md writes them
+			line = "  -" + f.Name // -p and -o, as docs/cli.md writes them
 		}
 		if name != "" {
 			line += " " + name
@@ -260,7 +336,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		switch def := f.DefValue; {
 		case def == "" || def == "false" || def == "0" || def == "0s" || def == "[]":
 			// a zero default goes unsaid, as flag.PrintDefaults leaves it
-		case fmt.Sprintf("%T", unwrapEnv(f.Value)) == "*flag.stringValue":
+		case fmt.Sprintf("%T", unwrapValue(f.Value)) == "*flag.stringValue":
 			line += fmt.Sprintf(" (default %q)", def)
 		default:
 			line += " (default " + def + ")"
@@ -269,12 +345,19 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// unwrapEnv is v as the flag package made it, without parseWithEnv's envValue.
-func unwrapEnv(v flag.Value) flag.Value {
-	if e, ok := v.(*envValue); ok {
-		return e.Value
+// unwrapValue is v as the flag package made it, without parseWithEnv's envValue or
+// explainValues' explained.
+func unwrapValue(v flag.Value) flag.Value {
+	for {
+		switch w := v.(type) {
+		case *envValue:
+			v = w.Value
+		case *explained:
+			v = w.Value
+		default:
+			return v
+		}
 	}
-	return v
 }
 
 // dataRoot is the data directory a command works on: the --data value, or the user's

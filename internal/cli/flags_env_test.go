@@ -47,6 +47,15 @@ func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 		{"SHEETQ_MIN_FREE_MB", "-1", []string{"doctor", "--data", dir}, `SHEETQ_MIN_FREE_MB="-1": --min-free-mb -1: want 0 to`},
 		{"SHEETQ_FILES", "http://bucket", []string{"doctor", "--data", dir}, `SHEETQ_FILES="http://bucket": file store URL`},
 		{"SHEETQ_WORKERS", "0", serve(), `SHEETQ_WORKERS="0": --workers must be from 1 to 256`},
+		// A value that is no value of the flag's type says what the flag wants, not
+		// the flag package's "parse error" (issue 37).
+		{"SHEETQ_WORKERS", "abc", serve(), `SHEETQ_WORKERS="abc": want a whole number from 1 to 256`},
+		{"SHEETQ_WORKER_NICE", "low", serve(), `SHEETQ_WORKER_NICE="low": want a whole number from 0 to 19`},
+		{"SHEETQ_MAX_ATTEMPTS", "3.5", serve(), `SHEETQ_MAX_ATTEMPTS="3.5": want a whole number`},
+		{"SHEETQ_HEARTBEAT", "5", serve(), `SHEETQ_HEARTBEAT="5": want a duration, such as 30s, 5m or 1h30m`},
+		{"SHEETQ_POLL_ONLY", "maybe", serve(), `SHEETQ_POLL_ONLY="maybe": want true or false`},
+		{"SHEETQ_LIMIT", "many", []string{"jobs", "list", "--server", srv.URL}, `SHEETQ_LIMIT="many": want a whole number from 1 to 1000`},
+		{"SHEETQ_RATE", "fast", []string{"loadtest", "--profile", "steady", "--duration", "1s"}, `SHEETQ_RATE="fast": want a number`},
 		{"SHEETQ_HEARTBEAT", "1m", serve(), `SHEETQ_HEARTBEAT="1m": stale-after (30s) must be at least twice`},
 		{"SHEETQ_LOG_LEVEL", "loud", serve(), `SHEETQ_LOG_LEVEL="loud": --log-level: `},
 		{"SHEETQ_NODE", "a node", serve(), `SHEETQ_NODE="a node": --node: a node name is`},

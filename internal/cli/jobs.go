@@ -13,16 +13,17 @@ import (
 )
 
 const jobsUsage = `Usage:
-  sheetq jobs list [--status S] [--report R] [--limit N] [--json]
-  sheetq jobs show ID [--json]
+  sheetq jobs list [--status S] [--report R] [--limit N] [--utc] [--json]
+  sheetq jobs show ID [--utc] [--json]
   sheetq jobs wait ID [--json]
   sheetq jobs download ID [-o FILE] [--json]
   sheetq jobs cancel ID [--json]
   sheetq jobs retry ID [--json]
   sheetq jobs delete ID [--json]
-  sheetq jobs events [ID] [--json]
+  sheetq jobs events [ID] [--utc] [--json]
 
-Look at and manage the exports of a running sheetq server. Examples:
+Look at and manage the exports of a running sheetq server. Times are shown in the
+local time zone (the TZ variable), named, or in UTC with --utc. Examples:
   sheetq jobs list --status FAILED
   sheetq jobs show 3xq4abcd... --json
   sheetq jobs retry 3xq4abcd...
@@ -90,10 +91,14 @@ func newJobsFlags(sub, help string, stderr io.Writer) (*flag.FlagSet, *jobsFlags
 }
 
 // jobAction runs `sheetq jobs SUB ID`: it sends method to the export's URL plus
-// suffix, then prints the server's JSON with --json, else hands the job to show.
+// suffix, then prints the server's JSON with --json, else hands the job to show. A
+// subcommand that prints times passes zone, which takes --utc; the others pass nil.
 func jobAction(ctx context.Context, sub, help, method, suffix string, args []string, stdout, stderr io.Writer,
-	show func(c *client.Client, j client.Job) error) error {
+	zone *zoneFlag, show func(c *client.Client, j client.Job) error) error {
 	fs, jf := newJobsFlags(sub, help, stderr)
+	if zone != nil {
+		zone.register(fs)
+	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err

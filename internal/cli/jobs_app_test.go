@@ -116,16 +116,17 @@ func TestJobsWaitDownloadDelete(t *testing.T) {
 		oneErrLine(t, strings.Join(tc.args, " "), stderr)
 	}
 
-	// A running export: download says it has no file yet, delete refuses it (409), a
-	// cancel makes jobs wait exit 3.
+	// A running export: download says it has no file yet, delete refuses it (409) with
+	// the command that cancels it, not the API's POST .../cancel (issue 37), a cancel
+	// makes jobs wait exit 3.
 	slow := newExport(t, srv, "rows=1000000", "seconds=600")
 	_, stderr, code = runCLI(t, "jobs", "download", slow, "-o", filepath.Join(dir, "slow.xlsx"), "--server", srv)
 	if code != 1 || !strings.Contains(stderr, "has no file yet") {
 		t.Errorf("download of a running export: exit %d, %q", code, stderr)
 	}
 	_, stderr, code = runCLI(t, "jobs", "delete", slow, "--server", srv)
-	if code != 1 || !strings.Contains(stderr, "not_finished") {
-		t.Errorf("delete of a running export: exit %d, %q; want 1 and not_finished", code, stderr)
+	if want := "sheetq: export " + slow + " has not finished; cancel it first (sheetq jobs cancel " + slow + "), then delete it\n"; code != 1 || stderr != want {
+		t.Errorf("delete of a running export: exit %d, %q; want 1 and %q", code, stderr, want)
 	}
 	if _, stderr, code := runCLI(t, "jobs", "cancel", slow, "--server", srv); code != 0 {
 		t.Fatalf("cancel: exit %d, %s", code, stderr)
@@ -155,7 +156,8 @@ func TestJobsWaitDownloadDelete(t *testing.T) {
 	}
 }
 
-// jobs events prints one line per event as it comes, every export's or only one's, and
+// jobs events prints one line per event as it comes (its time with the zone's name),
+// every export's or only one's, and
 // Ctrl-C (the context ending) ends it with 130.
 func TestJobsEvents(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -190,12 +192,12 @@ func TestJobsEvents(t *testing.T) {
 	only, stopOnly := follow(a)
 	// Both streams are open once they show a's progress; only then is b made.
 	progressOf := func(buf *syncBuffer, id string) bool {
-		return regexp.MustCompile(`(?m)^\S+ \S+  progress +` + id + `  `).MatchString(buf.String())
+		return regexp.MustCompile(`(?m)^\S+ \S+ \S+  progress +` + id + `  `).MatchString(buf.String())
 	}
 	eventually(t, 30*time.Second, "both streams open", func() bool { return progressOf(all, a) && progressOf(only, a) })
 	b := newExport(t, srv, "rows=10")
 	succeeded := func(buf *syncBuffer, id string) bool {
-		return regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  succeeded +` + id + ` +SUCCEEDED, attempt 1/3`).MatchString(buf.String())
+		return regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+  succeeded +` + id + ` +SUCCEEDED, attempt 1/3`).MatchString(buf.String())
 	}
 	eventually(t, 30*time.Second, "all exports' events", func() bool { return succeeded(all, a) && succeeded(all, b) })
 	eventually(t, 30*time.Second, "one export's events", func() bool { return succeeded(only, a) })
@@ -210,11 +212,11 @@ func TestJobsEvents(t *testing.T) {
 	}
 	// b was accepted after the streams opened: the stream shows all of its life.
 	for _, want := range []string{"accepted", "started", "succeeded"} {
-		if !regexp.MustCompile(`(?m)^\S+ \S+  ` + want + ` +` + b + `  `).MatchString(all.String()) {
+		if !regexp.MustCompile(`(?m)^\S+ \S+ \S+  ` + want + ` +` + b + `  `).MatchString(all.String()) {
 			t.Errorf("no %s line for %s:\n%s", want, b, all)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^\S+ \S+  progress +` + a + `  [\d,]+/3,000 rows, \d+%$`).MatchString(only.String()) {
+	if !regexp.MustCompile(`(?m)^\S+ \S+ \S+  progress +` + a + `  [\d,]+/3,000 rows, \d+%$`).MatchString(only.String()) {
 		t.Errorf("no progress line for %s:\n%s", a, only)
 	}
 	if strings.Contains(all.String(), "  -  ") {

@@ -13,7 +13,7 @@ const jobsCancelHelp = "Usage: sheetq jobs cancel ID [--json]\n\nCancel a pendin
 
 // jobsCancel runs `sheetq jobs cancel ID`.
 func jobsCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return jobAction(ctx, "cancel", jobsCancelHelp, http.MethodPost, "/cancel", args, stdout, stderr, func(_ *client.Client, j client.Job) error {
+	return jobAction(ctx, "cancel", jobsCancelHelp, http.MethodPost, "/cancel", args, stdout, stderr, nil, func(_ *client.Client, j client.Job) error {
 		if j.Status == "CANCELED" {
 			fmt.Fprintf(stdout, "export %s canceled\n", j.ID)
 		} else {

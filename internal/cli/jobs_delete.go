@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+
+	"sheetq/internal/client"
 )
 
 const jobsDeleteHelp = "Usage: sheetq jobs delete ID\n\nDelete a finished export: its file, its row and its events. A pending or running\nexport must be canceled first (exit 1). Example:\n  sheetq jobs delete 3xq4abcd...\n"
@@ -25,6 +28,11 @@ func jobsDelete(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if _, err := c.Call(ctx, http.MethodDelete, "/api/v1/exports/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+		// The server's advice names its API (POST .../cancel); this one names the
+		// command that does it.
+		if p := (*client.Problem)(nil); errors.As(err, &p) && p.Code == "not_finished" {
+			return exitError{exitFailed, fmt.Errorf("export %s has not finished; cancel it first (sheetq jobs cancel %s), then delete it", pos[0], pos[0])}
+		}
 		return classify(err)
 	}
 	if jf.asJSON {

@@ -12,10 +12,11 @@ import (
 	"sheetq/internal/client"
 )
 
-const jobsEventsHelp = `Usage: sheetq jobs events [ID] [--json]
+const jobsEventsHelp = `Usage: sheetq jobs events [ID] [--utc] [--json]
 
 Follow the server's event stream (GET /api/v1/events), every export's or only ID's,
-printing one line per event as it comes: time, event, export, and what changed.
+printing one line per event as it comes: time (local, or UTC with --utc), event,
+export, and what changed.
 Reconnects with Last-Event-ID when the stream drops. Ctrl-C ends it (exit 130).
 Example:
   sheetq jobs events
@@ -28,6 +29,8 @@ Exit status: 130 ended by Ctrl-C, 1 refused (unknown export), 4 server or networ
 // Ctrl-C.
 func jobsEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, jf := newJobsFlags("events", jobsEventsHelp, stderr)
+	var zone zoneFlag
+	zone.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -65,7 +68,7 @@ func jobsEvents(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			fmt.Fprintf(stdout, "%s\n", line)
 			return true
 		}
-		for _, line := range eventLines(e, time.Now()) {
+		for _, line := range eventLines(e, time.Now(), zone) {
 			fmt.Fprintln(stdout, line)
 		}
 		return true
@@ -113,12 +116,12 @@ func rawJSON(b []byte) json.RawMessage {
 }
 
 // eventLines is one event as lines of "TIME  EVENT  EXPORT  WHAT": one line, or one
-// per job for a snapshot.
-func eventLines(e client.Event, now time.Time) []string {
+// per job for a snapshot; the time as zone shows it.
+func eventLines(e client.Event, now time.Time, zone zoneFlag) []string {
 	// Each field on one line whatever the server sent (an export's error in its
 	// source's words, an event's data of several lines): one event is one line.
 	line := func(at time.Time, typ, id, what string) string {
-		return fmt.Sprintf("%s  %-14s  %-26s  %s", at.Local().Format("2006-01-02 15:04:05"), client.OneLine(typ), client.OneLine(id), client.OneLine(what))
+		return fmt.Sprintf("%s  %-14s  %-26s  %s", zone.format(&at, toSecond), client.OneLine(typ), client.OneLine(id), client.OneLine(what))
 	}
 	jobWhat := func(j apiv1.Job) string {
 		s := fmt.Sprintf("%s, attempt %d/%d, %s rows", j.Status, j.Attempt, j.MaxAttempts, rowsText(j))

@@ -18,11 +18,13 @@ import (
 	"sheetq/internal/client"
 )
 
-const jobsListHelp = "Usage: sheetq jobs list [--status S] [--report R] [--limit N] [--json]\n\nList exports, newest first, with their parameters, file size and run time. Example:\n  sheetq jobs list --status PROCESSING --limit 10\n"
+const jobsListHelp = "Usage: sheetq jobs list [--status S] [--report R] [--limit N] [--utc] [--json]\n\nList exports, newest first, with their parameters, file size, run time and when each was\nmade, in the local time zone (--utc: in UTC). Example:\n  sheetq jobs list --status PROCESSING --limit 10\n"
 
 // jobsList runs `sheetq jobs list`: a table of exports, newest first.
 func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, jf := newJobsFlags("list", jobsListHelp, stderr)
+	var zone zoneFlag
+	zone.register(fs)
 	var (
 		status, report string
 		limit          int
@@ -30,6 +32,7 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&status, "status", "", "only exports in this `status` (PENDING, PROCESSING, SUCCEEDED, FAILED, CANCELED, EXPIRED)")
 	fs.StringVar(&report, "report", "", "only exports of this `report` id")
 	fs.IntVar(&limit, "limit", 50, "at most `N` exports (1-1000)")
+	wantRange(fs, "limit", limitRange)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -37,8 +40,8 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) != 0 {
 		return usageError{errors.New("jobs list takes no arguments")}
 	}
-	if limit < 1 || limit > 1000 {
-		return blameEnv(fs, usageError{errors.New("--limit must be from 1 to 1000")}, "limit")
+	if !limitRange.holds(limit) {
+		return blameEnv(fs, usageError{errors.New("--limit " + limitRange.rule())}, "limit")
 	}
 	c, err := jf.client()
 	if err != nil {
@@ -92,17 +95,32 @@ func jobsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(tw, "ID\tSTATUS\tREPORT\tPARAMS\tATTEMPT\tROWS\tSIZE\tDURATION\tCREATED")
 	for _, j := range page.Exports {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.ID, j.Status, j.Report, paramSummary(j.Params, 40),
-			j.Attempt, j.MaxAttempts, rowsText(j), sizeText(j), durationText(j, now), fmtTime(j.CreatedAt))
+			j.Attempt, j.MaxAttempts, rowsText(j), sizeText(j), durationText(j, now), zone.format(j.CreatedAt, toSecond))
 	}
 	return tw.Flush()
 }
 
+// limitRange is jobs list's --limit: the API's own limit of a page.
+var limitRange = intRange{1, 1000}
+
 // checkReport is a usage error (exit 2) when the server has no report id, fs's
 // --report.
 func checkReport(ctx context.Context, c *client.Client, fs *flag.FlagSet, id string) error {
+	ids, err := reportIDs(ctx, c)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(ids, id) {
+		return nil
+	}
+	return blameEnv(fs, usageError{noSuchReport("--report "+id, ids)}, "report")
+}
+
+// reportIDs are the ids of the server's reports, sorted.
+func reportIDs(ctx context.Context, c *client.Client) ([]string, error) {
 	b, err := c.Call(ctx, http.MethodGet, "/api/v1/reports", nil, nil)
 	if err != nil {
-		return classify(err)
+		return nil, classify(err)
 	}
 	var list struct {
 		Reports []struct {
@@ -110,17 +128,24 @@ func checkReport(ctx context.Context, c *client.Client, fs *flag.FlagSet, id str
 		} `json:"reports"`
 	}
 	if err := json.Unmarshal(b, &list); err != nil {
-		return exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
+		return nil, exitError{exitServer, fmt.Errorf("bad answer from the server: %w", err)}
 	}
 	ids := make([]string, 0, len(list.Reports))
 	for _, r := range list.Reports {
-		if r.ID == id {
-			return nil
-		}
 		ids = append(ids, r.ID)
 	}
 	slices.Sort(ids)
-	return blameEnv(fs, usageError{fmt.Errorf("--report %s: the server has no such report (it has: %s)", id, strings.Join(ids, ", "))}, "report")
+	return ids, nil
+}
+
+// noSuchReport is what jobs list --report and export say of a report the server does
+// not have: "WHAT: the server has no such report (it has: a, b)".
+func noSuchReport(what string, ids []string) error {
+	has := strings.Join(ids, ", ")
+	if len(ids) == 0 {
+		has = "none"
+	}
+	return fmt.Errorf("%s: the server has no such report (it has: %s)", what, has)
 }
 
 // paramSummary is "rows=5000 seconds=10", sorted by name, cut to width runes with "…";

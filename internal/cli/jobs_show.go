@@ -11,11 +11,12 @@ import (
 	"sheetq/internal/client"
 )
 
-const jobsShowHelp = "Usage: sheetq jobs show ID [--json]\n\nShow one export. Example:\n  sheetq jobs show 3xq4abcd... --json\n"
+const jobsShowHelp = "Usage: sheetq jobs show ID [--utc] [--json]\n\nShow one export, its times in the local time zone (--utc: in UTC). Example:\n  sheetq jobs show 3xq4abcd... --json\n"
 
 // jobsShow runs `sheetq jobs show ID`: the export's fields, one per line.
 func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return jobAction(ctx, "show", jobsShowHelp, http.MethodGet, "", args, stdout, stderr, func(c *client.Client, j client.Job) error {
+	var zone zoneFlag
+	return jobAction(ctx, "show", jobsShowHelp, http.MethodGet, "", args, stdout, stderr, &zone, func(c *client.Client, j client.Job) error {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		row := func(k, v string) {
 			if v != "" {
@@ -36,9 +37,9 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
 		row("rows", j.Rows())
-		row("created", fmtTime(j.CreatedAt))
-		row("started", fmtTime(j.StartedAt))
-		row("finished", fmtTime(j.FinishedAt))
+		row("created", zone.format(j.CreatedAt, toSecond))
+		row("started", zone.format(j.StartedAt, toSecond))
+		row("finished", zone.format(j.FinishedAt, toSecond))
 		if j.CancelRequested {
 			row("cancel", "requested")
 		}

@@ -10,23 +10,24 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"sheetq/internal/client"
 )
 
 const schedulesUsage = `Usage:
-  sheetq schedules list [--json]
-  sheetq schedules show ID [--json]
+  sheetq schedules list [--utc] [--json]
+  sheetq schedules show ID [--utc] [--json]
   sheetq schedules create --report R [-p name=value]... --cron EXPR [--tz ZONE] [--format xlsx|csv [--bom]]
                           [--email ADDR]... [--webhook URL]... [--folder PATH]... [--paused] [--json]
-  sheetq schedules preview (the flags of create)
+  sheetq schedules preview (the flags of create) [--utc]
   sheetq schedules pause ID [--json]
-  sheetq schedules resume ID [--json]
+  sheetq schedules resume ID [--utc] [--json]
   sheetq schedules delete ID [--json]
 
 Keep a running sheetq server's scheduled exports. A date parameter may be relative to
-each run: today, today(-7), week_start, month_start(-1). Examples:
+each run: today, today(-7), week_start, month_start(-1). Times are shown in the local
+time zone (the TZ variable), named, or in UTC with --utc; --tz is the zone the cron
+expression is read in. Examples:
   sheetq schedules preview --report orders -p from='month_start(-1)' -p to='month_start(0)' \
       --cron '0 6 1 * *' --tz Europe/Berlin
   sheetq schedules create --report orders -p from='month_start(-1)' -p to='month_start(0)' \
@@ -80,11 +81,13 @@ func newSchedulesFlags(sub, help string, stderr io.Writer) (*flag.FlagSet, *jobs
 	return fs, sf
 }
 
-const schedulesListHelp = "Usage: sheetq schedules list [--json]\n\nList the schedules with their next run. Example:\n  sheetq schedules list\n"
+const schedulesListHelp = "Usage: sheetq schedules list [--utc] [--json]\n\nList the schedules with their next run, in the local time zone (--utc: in UTC). Example:\n  sheetq schedules list\n"
 
 // schedulesList runs `sheetq schedules list`: a table of schedules.
 func schedulesList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, sf := newSchedulesFlags("list", schedulesListHelp, stderr)
+	var zone zoneFlag
+	zone.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -112,7 +115,7 @@ func schedulesList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	for _, sc := range list {
 		next := "-"
 		if sc.NextRunAt != nil {
-			next = fmtTime(sc.NextRunAt)
+			next = zone.format(sc.NextRunAt, toMinute)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.ID, stateText(sc.Paused), sc.Report, sc.Cron, sc.TimeZone,
 			next, targetsText(sc.Deliver), cmp.Or(sc.Owner, "-"))
@@ -120,11 +123,13 @@ func schedulesList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return tw.Flush()
 }
 
-const schedulesShowHelp = "Usage: sheetq schedules show ID [--json]\n\nShow one schedule and its next runs. Example:\n  sheetq schedules show 01JF...\n"
+const schedulesShowHelp = "Usage: sheetq schedules show ID [--utc] [--json]\n\nShow one schedule and its next runs, in the local time zone (--utc: in UTC). Example:\n  sheetq schedules show 01JF...\n"
 
 // schedulesShow runs `sheetq schedules show ID`: the schedule's fields, then its next runs.
 func schedulesShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, sf := newSchedulesFlags("show", schedulesShowHelp, stderr)
+	var zone zoneFlag
+	zone.register(fs)
 	id, c, err := oneScheduleID(fs, sf, "show", args)
 	if err != nil {
 		return err
@@ -155,15 +160,15 @@ func schedulesShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	row("timezone", sc.TimeZone)
 	row("deliver", targetsText(sc.Deliver))
 	row("owner", sc.Owner)
-	row("next run", fmtTime(sc.NextRunAt))
-	row("last fired for", fmtTime(sc.LastFiredFor))
-	row("created", fmtTime(&sc.CreatedAt))
+	row("next run", zone.format(sc.NextRunAt, toMinute))
+	row("last fired for", zone.format(sc.LastFiredFor, toMinute))
+	row("created", zone.format(&sc.CreatedAt, toSecond))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if len(sc.NextRuns) > 0 {
 		fmt.Fprintln(stdout, "next runs:")
-		return printRuns(stdout, sc.NextRuns, sc.TimeZone)
+		return printRuns(stdout, sc.NextRuns, zone)
 	}
 	return nil
 }
@@ -176,10 +181,11 @@ Create a schedule and print its id. Example:
       --cron '0 6 1 * *' --tz Europe/Berlin --email ann@example.com
 `
 
-const schedulesPreviewHelp = `Usage: sheetq schedules preview --report R [-p name=value]... --cron EXPR [--tz ZONE] (and create's other flags)
+const schedulesPreviewHelp = `Usage: sheetq schedules preview --report R [-p name=value]... --cron EXPR [--tz ZONE] [--utc] (and create's other flags)
 
 Print the next five runs of a schedule, with its parameters as each run resolves them,
-without creating it. Example:
+without creating it. The cron expression is read in --tz; the runs are shown in the
+local time zone (--utc: in UTC), named. Example:
   sheetq schedules preview --report orders -p from='month_start(-1)' -p to='month_start(0)' --cron '0 6 1 * *' --tz Europe/Berlin
 `
 
@@ -191,6 +197,10 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 		help = schedulesPreviewHelp
 	}
 	fs, sf := newSchedulesFlags(sub, help, stderr)
+	var zone zoneFlag
+	if sub == "preview" {
+		zone.register(fs) // create prints the new schedule's id alone
+	}
 	params := map[string]string{}
 	var (
 		req      client.ScheduleRequest
@@ -261,7 +271,7 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 		if sf.asJSON {
 			return writeIndented(stdout, b)
 		}
-		return printRuns(stdout, runs, req.TimeZone)
+		return printRuns(stdout, runs, zone)
 	}
 	sc, b, err := c.CreateSchedule(ctx, req)
 	if err != nil {
@@ -274,11 +284,13 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 	return nil
 }
 
-const schedulesPauseHelp = "Usage: sheetq schedules pause|resume ID [--json]\n\nPause a schedule (it does not fire until resumed), or resume it (from its next time after now). Example:\n  sheetq schedules pause 01JF...\n"
+const schedulesPauseHelp = "Usage: sheetq schedules pause|resume ID [--utc] [--json]\n\nPause a schedule (it does not fire until resumed), or resume it (from its next time after now, printed\nin the local time zone; --utc: in UTC). Example:\n  sheetq schedules pause 01JF...\n"
 
 // schedulesPause runs `sheetq schedules pause ID` and `sheetq schedules resume ID`.
 func schedulesPause(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	fs, sf := newSchedulesFlags(sub, schedulesPauseHelp, stderr)
+	var zone zoneFlag
+	zone.register(fs)
 	id, c, err := oneScheduleID(fs, sf, sub, args)
 	if err != nil {
 		return err
@@ -293,7 +305,7 @@ func schedulesPause(ctx context.Context, sub string, args []string, stdout, stde
 	if sc.Paused {
 		fmt.Fprintf(stdout, "schedule %s paused\n", sc.ID)
 	} else {
-		fmt.Fprintf(stdout, "schedule %s resumed; next run %s\n", sc.ID, cmp.Or(fmtTime(sc.NextRunAt), "-"))
+		fmt.Fprintf(stdout, "schedule %s resumed; next run %s\n", sc.ID, cmp.Or(zone.format(sc.NextRunAt, toMinute), "-"))
 	}
 	return nil
 }
@@ -333,16 +345,12 @@ func oneScheduleID(fs *flag.FlagSet, sf *jobsFlags, sub string, args []string) (
 	return pos[0], c, nil
 }
 
-// printRuns prints the runs, one a line, at the schedule's wall time with its zone
+// printRuns prints the runs, one a line, as zone shows them with the day of the week
 // ("Tue 2026-12-01 06:00 CET"), then the parameters as that run resolves them.
-func printRuns(w io.Writer, runs []client.ScheduledRun, zone string) error {
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		loc = time.UTC
-	}
+func printRuns(w io.Writer, runs []client.ScheduledRun, zone zoneFlag) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\n", r.At.In(loc).Format("Mon 2006-01-02 15:04 MST"), paramSummary(r.Params, 1000))
+		fmt.Fprintf(tw, "%s\t%s\n", zone.format(&r.At, "Mon "+toMinute), paramSummary(r.Params, 1000))
 	}
 	return tw.Flush()
 }

@@ -30,6 +30,13 @@ func ShutdownSignals() []os.Signal {
 	return []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 }
 
+// The ranges of serve's whole-number flags that have both ends (--max-attempts has
+// one: at least 1).
+var (
+	workersRange = intRange{1, 256}
+	niceRange    = intRange{0, 19}
+)
+
 // serve runs `sheetq serve`: the flags, SHEETQ_* and the config file's [serve] table
 // become app.Config (flags beat the environment, which beats the file), then app.Run.
 func serve(ctx context.Context, version string, args []string, stdout, stderr io.Writer) error {
@@ -54,7 +61,9 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For/-Proto/-Host are believed")
 	def := jobs.Defaults()
 	fs.IntVar(&eng.Workers, "workers", def.Workers, "how many exports run at once")
+	wantRange(fs, "workers", workersRange)
 	fs.IntVar(&eng.Nice, "worker-nice", 19, "CPU priority of running exports as a nice value, 0 to 19 (Linux): 19 lets accepting requests, pages and the rest of the machine go first; 0 runs exports at the server's priority")
+	wantRange(fs, "worker-nice", niceRange)
 	fs.DurationVar(&eng.Heartbeat, "heartbeat", def.Heartbeat, "how often a running export records it is alive")
 	fs.DurationVar(&eng.StaleAfter, "stale-after", def.StaleAfter, "heartbeat age after which a running export is recovered")
 	fs.DurationVar(&eng.StallAfter, "stall-after", 30*time.Minute, "fail an attempt that reports no progress for this long (0 = off)")
@@ -118,8 +127,8 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	// --workers (or SHEETQ_WORKERS, [serve] workers) beats the file's [queues.exports].
 	fs.Visit(func(f *flag.Flag) { cfg.WorkersSet = cfg.WorkersSet || f.Name == "workers" })
 	switch {
-	case eng.Workers < 1 || eng.Workers > 256:
-		return fromFile.bad("workers", "must be from 1 to 256")
+	case !workersRange.holds(eng.Workers):
+		return fromFile.bad("workers", workersRange.rule())
 	case eng.Heartbeat <= 0:
 		return fromFile.bad("heartbeat", "must be positive")
 	case eng.StallAfter < 0:
@@ -130,8 +139,8 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return fromFile.bad("retention", "cannot be negative")
 	case cfg.MaxAttempts < 1:
 		return fromFile.bad("max-attempts", "must be at least 1")
-	case eng.Nice < 0 || eng.Nice > 19:
-		return fromFile.bad("worker-nice", "must be from 0 to 19")
+	case !niceRange.holds(eng.Nice):
+		return fromFile.bad("worker-nice", niceRange.rule())
 	}
 	// The engine's own rules, such as stale-after at least twice the heartbeat, are
 	// checked once, by the engine, before anything starts.

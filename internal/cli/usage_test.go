@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Every command's --help writes its flags with two dashes, as README.md does (one-letter
+// Every command's --help writes its flags with two dashes, as docs/cli.md does (one-letter
 // flags such as -p and -o with one).
 func TestHelpShowsTwoDashes(t *testing.T) {
 	singleDash := regexp.MustCompile(`(?m)^  -[A-Za-z0-9][-A-Za-z0-9]+\b`)
@@ -46,7 +46,9 @@ func TestBadFlagIsOneLine(t *testing.T) {
 	}{
 		{[]string{"export", "demo", "-p", "rows"}, `sheetq: invalid value "rows" for flag -p: want name=value, got "rows" (see sheetq export --help)` + "\n"},
 		{[]string{"export", "demo", "-p", "=5", "--wait"}, `sheetq: invalid value "=5" for flag -p: want name=value, got "=5" (see sheetq export --help)` + "\n"},
-		{[]string{"jobs", "list", "--limit", "many"}, `sheetq: invalid value "many" for flag --limit: parse error (see sheetq jobs list --help)` + "\n"},
+		{[]string{"jobs", "list", "--limit", "many"}, `sheetq: invalid value "many" for flag --limit: want a whole number from 1 to 1000 (see sheetq jobs list --help)` + "\n"},
+		{[]string{"serve", "--workers", "abc"}, `sheetq: invalid value "abc" for flag --workers: want a whole number from 1 to 256 (see sheetq serve --help)` + "\n"},
+		{[]string{"serve", "--stale-after", "90"}, `sheetq: invalid value "90" for flag --stale-after: want a duration, such as 30s, 5m or 1h30m (see sheetq serve --help)` + "\n"},
 		{[]string{"jobs", "wait", "x", "--nope"}, "sheetq: flag provided but not defined: -nope (see sheetq jobs wait --help)\n"},
 		{[]string{"reports", "check", "--config"}, "sheetq: flag needs an argument: -config (see sheetq reports check --help)\n"},
 	} {
