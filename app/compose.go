@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,
-		Schedules: a.sched, Metrics: a.metrics,
+		Schedules: a.sched, Metrics: a.metrics, Deliveries: a.deliveries,
 	})
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,

@@ -76,10 +76,11 @@ func TestUIFormsEstimate(t *testing.T) {
 	if got := text(tid(e, "estimate-basis")); got != "Estimated from 1 run of this report, scaled to 20 days." {
 		t.Errorf("scaled basis %q", got)
 	}
-	// A wrong value gives an estimate from the recent runs, not an error.
+	// A value the form will refuse gives no figures, only a note (issue 37): an estimate
+	// for values that cannot run would mislead.
 	e = estimate("report=dated&from=2025-01-01&to=nonsense&rows=10&file-format=xlsx")
-	if got := text(tid(e, "estimate-basis")); !strings.Contains(got, "other parameters") {
-		t.Errorf("a wrong value: basis %q", got)
+	if tid(e, "estimate-refused").Length() != 1 || tid(e, "estimate-rows").Length() != 0 {
+		t.Errorf("a wrong value: want the refusal note and no rows estimate, got %q", text(e))
 	}
 
 	// Both workers busy with slow exports and three more waiting: a new one would be

@@ -13,6 +13,8 @@ type RunEstimate struct {
 	// these parameters").
 	Runs  int
 	Basis string
+	// Refused is set when the form would refuse the values: no figures are given for them.
+	Refused bool
 	// Queue is the queue the export would join; Ahead is how many of its jobs wait
 	// (PENDING), Busy and Workers its workers on this server.
 	Queue                string

@@ -75,13 +75,13 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobD
 	if jj.ScheduleID != "" && jj.ScheduledFor != nil {
 		d.ScheduleID, d.ScheduledFor, d.ScheduledText = jj.ScheduleID, ui.ISO(*jj.ScheduledFor), ui.Clock(*jj.ScheduledFor)
 	}
-	names := make([]string, 0, len(jj.Params))
-	for k := range jj.Params {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		d.Params = append(d.Params, ui.KV{Name: k, Value: paramText(jj.Params[k])})
+	rep, _ := p.report(jj.Report)
+	for _, k := range paramOrder(jj.Params, rep.Params) {
+		pv := ui.ParamValue{Name: k, Label: k, Value: paramText(jj.Params[k])}
+		if i := slices.IndexFunc(rep.Params, func(prm export.Param) bool { return prm.Name == k }); i >= 0 && rep.Params[i].Label != "" {
+			pv.Label = rep.Params[i].Label
+		}
+		d.Params = append(d.Params, pv)
 	}
 	if jj.File != nil {
 		d.FileName, d.FileSize, d.FileSHA = jj.File.Name, ui.Size(jj.File.Size)+" ("+ui.Count(jj.File.Size)+" bytes)", jj.File.SHA256

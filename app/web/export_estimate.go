@@ -50,13 +50,15 @@ func (p *Pages) estimate(ctx context.Context, rep export.Report, params map[stri
 	if format == export.FormatCSV {
 		want.Format = export.FormatCSV
 	}
-	// Only valid values can match a run's or give a span; a wrong one leaves the estimate
-	// to the recent runs (Start export marks it).
-	if args, err := p.exports.Kind.Validate(rep.ID, params); err == nil {
-		want.Params = paramsKey(args.Params)
-		if paired {
-			want.Span = span(args.Params[from], args.Params[to])
-		}
+	// Values the form will refuse ("To" before "From") have no estimate: a figure for
+	// them would read as if they could run. Start export marks what is wrong.
+	args, err := p.exports.Kind.Validate(rep.ID, params)
+	if err != nil {
+		return p.withQueue(ctx, rep, ui.RunEstimate{Refused: true})
+	}
+	want.Params = paramsKey(args.Params)
+	if paired {
+		want.Span = span(args.Params[from], args.Params[to])
 	}
 	runs := make([]pastRun, 0, len(jobs))
 	for _, j := range jobs {
@@ -71,7 +73,11 @@ func (p *Pages) estimate(ctx context.Context, rep export.Report, params map[stri
 		}
 		runs = append(runs, pr)
 	}
-	e := estimateFrom(runs, want)
+	return p.withQueue(ctx, rep, estimateFrom(runs, want))
+}
+
+// withQueue adds to e where an export of rep would stand in its queue now.
+func (p *Pages) withQueue(ctx context.Context, rep export.Report, e ui.RunEstimate) (ui.RunEstimate, error) {
 	queues, err := metrics.ReadQueues(ctx, p.store, p.engine)
 	if err != nil {
 		return ui.RunEstimate{}, err
@@ -117,19 +123,32 @@ func estimateFrom(runs []pastRun, want pastRun) ui.RunEstimate {
 				Size: int64(math.Round(float64(r.Size) * f)), Run: time.Duration(float64(r.Run) * f)})
 		}
 	}
-	var e ui.RunEstimate
+	var (
+		e       ui.RunEstimate
+		which   string
+		leftOut int
+	)
 	use := same
 	switch {
 	case len(same) > 0:
-		e.Basis = "from " + runs1(len(same)) + " with these parameters"
+		which = " with these parameters"
 	case len(scaled) > 0:
 		use = scaled
-		e.Basis = "from " + runs1(len(scaled)) + " of this report, scaled to " + spanText(want.Span)
+		which = " of this report, scaled to " + spanText(want.Span)
 	case len(format) > 0:
 		use = format
-		e.Basis = "from " + runs1(len(format)) + " of this report with other parameters"
+		which = " of this report with other parameters"
 	default:
 		return ui.RunEstimate{}
+	}
+	// An empty run (a day without orders) says nothing of how big the others are: it is
+	// left out unless every run is empty, and the basis says so.
+	if full := slices.DeleteFunc(slices.Clone(use), func(r pastRun) bool { return r.Rows == 0 }); len(full) > 0 && len(full) < len(use) {
+		leftOut, use = len(use)-len(full), full
+	}
+	e.Basis = "from " + runs1(len(use)) + which
+	if leftOut > 0 {
+		e.Basis += " (" + emptyRuns(leftOut) + " left out)"
 	}
 	e.Runs = len(use)
 	rows := median(use, func(r pastRun) float64 { return float64(r.Rows) })
@@ -153,6 +172,14 @@ func runs1(n int) string {
 		return "1 run"
 	}
 	return strconv.Itoa(n) + " recent runs"
+}
+
+// emptyRuns says "1 empty run" or "3 empty runs".
+func emptyRuns(n int) string {
+	if n == 1 {
+		return "1 empty run"
+	}
+	return strconv.Itoa(n) + " empty runs"
 }
 
 // median is the median of f over runs (not empty): the middle one, or the mean of the

@@ -257,8 +257,26 @@ const paramSummaryLen = 60
 
 // paramSummary writes the parameters in short, in the report's order (params, when
 // the report is known; by name otherwise): "from 2025-03-01, to 2025-03-31", cut at
-// paramSummaryLen with an ellipsis; full is the whole.
+// paramSummaryLen with an ellipsis; full is the whole. A parameter at its default says
+// nothing a reader needs ("fail_first 0"), so neither has it.
 func paramSummary(values map[string]any, params []export.Param) (short, full string) {
+	parts := make([]string, 0, len(values))
+	for _, k := range paramOrder(values, params) {
+		if i := slices.IndexFunc(params, func(prm export.Param) bool { return prm.Name == k }); i >= 0 && isDefault(params[i], values[k]) {
+			continue
+		}
+		parts = append(parts, k+" "+paramText(values[k]))
+	}
+	full = strings.Join(parts, ", ")
+	if r := []rune(full); len(r) > paramSummaryLen {
+		return strings.TrimSpace(string(r[:paramSummaryLen-1])) + "…", full
+	}
+	return full, full
+}
+
+// paramOrder is the names of values in the report's order (params), then the others
+// (a report changed since, or gone) by name.
+func paramOrder(values map[string]any, params []export.Param) []string {
 	names := make([]string, 0, len(values))
 	for _, prm := range params {
 		if _, ok := values[prm.Name]; ok {
@@ -272,16 +290,13 @@ func paramSummary(values map[string]any, params []export.Param) (short, full str
 		}
 	}
 	slices.Sort(rest)
-	names = append(names, rest...)
-	parts := make([]string, 0, len(names))
-	for _, k := range names {
-		parts = append(parts, k+" "+paramText(values[k]))
-	}
-	full = strings.Join(parts, ", ")
-	if r := []rune(full); len(r) > paramSummaryLen {
-		return strings.TrimSpace(string(r[:paramSummaryLen-1])) + "…", full
-	}
-	return full, full
+	return append(names, rest...)
+}
+
+// isDefault reports whether v, a job's stored value of prm, is prm's default, as the
+// pages write both (a stored 0 and a declared 0.0 are both "0").
+func isDefault(prm export.Param, v any) bool {
+	return prm.Default != nil && paramText(prm.Default) == paramText(v)
 }
 
 // attemptInfo says which attempt a job is on, when it is not the first:

@@ -84,6 +84,16 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 		if jj.ScheduledFor != nil {
 			f.ForISO, f.For = ui.ISO(*jj.ScheduledFor), ui.Minute(*jj.ScheduledFor)
 		}
+		if j.Status == store.StatusSucceeded {
+			f.Rows = ui.Count(j.ProgressRows) + " rows"
+			if j.ProgressRows == 1 {
+				f.Rows = "1 row"
+			}
+			f.DownloadURL = jj.DownloadURL
+		}
+		if jj.File != nil {
+			f.Size = ui.Size(jj.File.Size)
+		}
 		d.Firings = append(d.Firings, f)
 	}
 	p.render(w, r, http.StatusOK, ui.SchedulePage(p.meta(ctx, "schedules", ""), d))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -430,6 +431,10 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 		f.Reports = append(f.Reports, ui.ReportOption{ID: in.Report, Title: in.Report + " (cannot be used)"})
 	}
 	f.Report = in.Report
+	f.URL = "/schedules/new?report=" + url.QueryEscape(in.Report)
+	if id != "" {
+		f.URL = "/schedules/" + id + "/edit"
+	}
 	var targets []deliver.Target
 	_ = json.Unmarshal(in.Deliver, &targets)
 	for _, t := range targets {
@@ -457,6 +462,7 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 			}
 		}
 	}
+	f.EmailSetup, f.FolderSetup = p.deliverySetup()
 	rep, ok := p.report(in.Report)
 	if !ok {
 		return f
@@ -529,6 +535,8 @@ func cronWords(expr string) string {
 		return "on the 1st of each month at 00:00"
 	case "@hourly":
 		return "every hour"
+	case "* * * * *":
+		return "every minute"
 	}
 	f := strings.Fields(expr)
 	if len(f) != 5 {

@@ -31,6 +31,12 @@ import (
 	"sheetq/ui"
 )
 
+// DeliverySettings is what the schedule form asks of the deliveries (*deliver.Handler).
+type DeliverySettings interface {
+	CanEmail() bool
+	CanCopy() bool
+}
+
 // Config is what the page handlers share.
 type Config struct {
 	// Exports accepts, loads and retries exports (shared with the API).
@@ -51,6 +57,9 @@ type Config struct {
 	Problems problem.Reporter
 	// Schedules keeps the scheduled exports (issue 20).
 	Schedules *schedules.Service
+	// Deliveries says which delivery settings this server has, for the schedule form's
+	// hints; nil: the form gives none.
+	Deliveries DeliverySettings
 	// Metrics samples the queue depth that the Queue page charts; nil (a tool's app
 	// without metrics) leaves the chart without samples.
 	Metrics *metrics.Metrics

@@ -516,7 +516,20 @@
     if (!reportsSource) watchReports();
   });
 
+  // The byte order mark box of the New export and schedule forms is for CSV only: it is
+  // enabled while CSV is chosen (the markup draws it disabled for Excel, without script).
+  function watchBOM() {
+    var format = document.getElementById("file-format");
+    var bom = document.getElementById("file-bom");
+    if (!format || !bom) return;
+    var sync = function () { bom.disabled = format.value !== "csv"; };
+    format.addEventListener("change", sync);
+    format.addEventListener("input", sync);
+    sync();
+  }
+
   // The state stays "static" until the stream opens or fails: no banner flashes on load.
+  watchBOM();
   connect();
   watchReports();
   watchQueue();

@@ -54,6 +54,13 @@
   }
 
   function setupForm(form) {
+    // A form drawn in answer to a post (another report, a preview) is at the address it
+    // posted to, /schedules, the list's: the location bar gets the form's own back.
+    var own = form.getAttribute("data-url");
+    if (own && window.history && history.replaceState && window.URL) {
+      var u = new URL(own, location.href);
+      if (u.pathname !== location.pathname) history.replaceState(null, "", u.pathname + u.search);
+    }
     // Another report: draw its parameters (the server's form, values kept).
     var report = form.querySelector("select[name=report]");
     var apply = form.querySelector("button[name=action][value=report]");

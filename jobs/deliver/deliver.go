@@ -297,6 +297,13 @@ func (h *Handler) CheckTarget(t Target) error {
 	return nil
 }
 
+// CanEmail says whether this server has a mail relay ([smtp] host): the schedule form
+// shows the config lines to add when it has none.
+func (h *Handler) CanEmail() bool { return h.cfg.SMTP.Host != "" }
+
+// CanCopy says whether this server allows any folder ([deliveries] folders).
+func (h *Handler) CanCopy() bool { return len(h.cfg.Folders) > 0 }
+
 // Backoff is the delay after failed attempt number attempt: the schedule's entry with
 // ±10% jitter.
 func (h *Handler) Backoff(attempt int) time.Duration {
