@@ -22,6 +22,7 @@ import (
 
 	"sheetq/internal/apiv1"
 	"sheetq/jobs"
+	"sheetq/store"
 )
 
 // The cluster test's checker: what the client saw accepted, against what the shared
@@ -68,6 +69,7 @@ func readJobs(t *testing.T, db *pgx.Conn) map[string]clusterJob {
 		if err := rows.Scan(&j.id, &j.status, &j.key, &j.name, &j.sha, &j.attempt, &j.size); err != nil {
 			t.Fatal(err)
 		}
+		j.key = strings.TrimPrefix(j.key, store.ClientKey("")) // the key the client sent
 		byID[j.id] = j
 	}
 	if err := rows.Err(); err != nil {

@@ -26,6 +26,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"sheetq/internal/client"
+	"sheetq/store"
 )
 
 // The crash matrix, modelled on how SQLite and Jepsen test themselves: kill the real
@@ -300,6 +301,7 @@ func checkInvariants(t *testing.T, data string, accepted map[string]string) inva
 		if err := rows.Scan(&r.id, &r.status, &r.key, &r.name, &r.sha, &r.size); err != nil {
 			t.Fatal(err)
 		}
+		r.key = strings.TrimPrefix(r.key, store.ClientKey("")) // the key the client sent
 		byID[r.id] = r
 		byKey[r.key] = append(byKey[r.key], r.id)
 	}

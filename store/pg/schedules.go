@@ -126,11 +126,11 @@ func (s *Store) querySchedules(ctx context.Context, q string, args ...any) ([]st
 
 // UpdateSchedule is store.Store.UpdateSchedule.
 func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Schedule, error) {
+	if hasNUL(sc.ID) {
+		return store.Schedule{}, store.ErrNotFound // no schedule can have that id
+	}
 	if err := checkSchedule(sc); err != nil {
 		return store.Schedule{}, err
-	}
-	if hasNUL(sc.ID) {
-		return store.Schedule{}, store.ErrNotFound
 	}
 	out, err := scanSchedule(s.pool.QueryRow(ctx, `UPDATE schedules SET report = $2, params = $3::json, format = $4,
 		bom = $5, cron = $6, timezone = $7, deliver = $8::json, paused = $9, next_run_at = $10, updated_at = `+nowSQL+`
