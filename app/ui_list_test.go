@@ -54,14 +54,18 @@ func TestUIListTellsExportsApart(t *testing.T) {
 	if got := tid(doc, "filter-report").Find(`option[value="demo"]`).Text(); got != "Demo rows" {
 		t.Errorf("report filter's option %q, want the title", got)
 	}
-	// Times: RFC 3339 in UTC in the attribute, and UTC said in the text.
+	// Times: RFC 3339 in UTC in the attribute; the text in the viewer's zone (UTC without
+	// the browser's), which the table's heading names once (issue 37).
 	tm := ra.Find("time")
 	iso, _ := tm.Attr("datetime")
 	if _, err := time.Parse(time.RFC3339, iso); err != nil || !strings.HasSuffix(iso, "Z") {
 		t.Errorf("datetime %q: want RFC 3339 in UTC (%v)", iso, err)
 	}
-	if got := tm.Text(); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d UTC$`).MatchString(got) {
-		t.Errorf("time text %q, want 2026-12-02 14:03 UTC", got)
+	if got := tm.Text(); !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d$`).MatchString(got) {
+		t.Errorf("time text %q, want 2026-12-02 14:03", got)
+	}
+	if got := tid(doc, "list-zone").Text(); got != "(UTC)" {
+		t.Errorf("the Created heading names the zone %q, want (UTC)", got)
 	}
 
 	doc = page(t, ts.get("/exports/"+b.ID), http.StatusOK)
@@ -71,11 +75,16 @@ func TestUIListTellsExportsApart(t *testing.T) {
 	if got := doc.Find("title").Text(); !strings.HasPrefix(got, "Demo rows") {
 		t.Errorf("page title %q", got)
 	}
+	// A time of its own names its zone; the timeline's, which its heading names, do not.
 	doc.Find("time").Each(func(_ int, s *goquery.Selection) {
-		if !strings.HasSuffix(s.Text(), " UTC") {
-			t.Errorf("a time on the export's page says %q, without its zone", s.Text())
+		inTimeline := s.Closest(`[data-testid="timeline"]`).Length() > 0
+		if named := strings.HasSuffix(s.Text(), " UTC"); named == inTimeline {
+			t.Errorf("a time on the export's page says %q (in the timeline: %v)", s.Text(), inTimeline)
 		}
 	})
+	if got := tid(doc, "timeline-zone").Text(); got != "Times in UTC." {
+		t.Errorf("timeline-zone %q", got)
+	}
 	// Run again with changes: the form's query contract.
 	href, _ := tid(doc, "run-again-changes").Attr("href")
 	u, err := url.Parse(href)

@@ -4,19 +4,16 @@ package e2e
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
 // The exports list and one export's page, in daily use: filters without Apply, search
-// by id, "Load more" in place, live timings, times in the viewer's zone, Delete and
-// bulk actions, the notification, and phone width.
+// by id, "Load more" in place, live timings, Delete and bulk actions (times in the
+// viewer's zone: browser_times_test.go), the notification, and phone width.
 
 // submitMany requests n quick exports and waits until the last has ended.
 func submitMany(t *testing.T, p *proc, n int) []string {
@@ -96,37 +93,6 @@ func TestBrowserListFiltersSearchLoadMore(t *testing.T) {
 	b.do("search", stepTimeout, chromedp.SetValue(chromedp.CSS(tid("search-id")), ids[3]))
 	b.click(tid("search-go"))
 	b.waitFor("the export's page", stepTimeout, `location.pathname === `+js("/exports/"+ids[3]), nil)
-}
-
-func TestBrowserTimesInViewerZone(t *testing.T) {
-	p := startBinary(t, t.TempDir(), nil)
-	id := submitMany(t, p, 1)[0]
-	b := newTab(t, p.url)
-	if _, err := chromedp.Call(b.ctx, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Tokyo"}); err != nil {
-		t.Fatalf("time zone override: %v", err)
-	}
-	for _, path := range []string{"/", "/exports/" + id} {
-		b.open(path)
-		b.waitFor("localized times", stepTimeout, `document.querySelectorAll("time[data-local]:not([data-localized])").length === 0`, nil)
-		times := mustEval[[][]string](b, `[...document.querySelectorAll("time[data-local]")].map(e => [e.getAttribute("datetime"), e.textContent.trim()])`)
-		if len(times) == 0 {
-			b.fatalf("%s: no times", path)
-		}
-		tokyo := time.FixedZone("JST", 9*3600) // Japan has no summer time
-		for _, tm := range times {
-			at, err := time.Parse(time.RFC3339Nano, tm[0])
-			if err != nil {
-				t.Fatalf("%s: datetime %q: %v", path, tm[0], err)
-			}
-			want := at.In(tokyo).Format("2006-01-02 15:04")
-			if !strings.HasPrefix(tm[1], want) || strings.HasSuffix(tm[1], "UTC") {
-				t.Errorf("%s: %q shows %q, want Tokyo time %s…", path, tm[0], tm[1], want)
-			}
-			if !regexp.MustCompile(`(JST|GMT\+9|Asia/Tokyo)$`).MatchString(tm[1]) {
-				t.Errorf("%s: %q does not name the zone", path, tm[1])
-			}
-		}
-	}
 }
 
 // stubNotification replaces window.Notification, in every page the tab opens, with one

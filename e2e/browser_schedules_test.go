@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ func TestBrowserSchedulesCreatePreviewPause(t *testing.T) {
 		t.Fatalf("time zone override: %v", err)
 	}
 	b.open("/schedules")
+	// Written in the browser's zone, after the one reload that tells the server.
+	b.waitFor("the page in the browser's zone", stepTimeout, `document.body.dataset.zone === "Europe/Berlin" && document.readyState === "complete"`, nil)
 	b.waitVisible(tid("schedules-empty"), stepTimeout)
 	b.click(tid("new-schedule"))
 	b.waitVisible(tid("schedule-form"), stepTimeout)
@@ -127,7 +130,13 @@ func TestBrowserSchedulesCreatePreviewPause(t *testing.T) {
 	if got := b.text(row + " " + tid("schedule-zone")); got != "Europe/Berlin" {
 		t.Errorf("list zone %q", got)
 	}
-	b.waitFor("the next run in the viewer's zone", stepTimeout, `(() => { const e = document.querySelector(`+js(row+" time")+`); return !!e && e.hasAttribute("data-localized"); })()`, nil)
+	// The next run in the viewer's zone, which the list names once.
+	if got, want := b.text(row+" time"), first.Format("2006-01-02 15:04"); got != want {
+		t.Errorf("list's next run %q, want %q", got, want)
+	}
+	if got := b.text(tid("schedules-zone")); !regexp.MustCompile(`^Times in CES?T\.$`).MatchString(got) {
+		t.Errorf("schedules-zone %q", got)
+	}
 
 	// Delete: the script asks (answered yes here) and the list says it is gone.
 	b.open(page)

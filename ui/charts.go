@@ -70,7 +70,7 @@ type slotPart struct {
 
 // stackedChart draws one stacked bar per time slot, on a scale from 0 to a round number
 // just above the highest stack; every slot's start is labelled below when there is room.
-func stackedChart(c Chart, starts []time.Time, parts [][]slotPart, width time.Duration) Chart {
+func stackedChart(c Chart, starts []time.Time, parts [][]slotPart, width time.Duration, tz Times) Chart {
 	c.W, c.H = chartW, chartH
 	peak := 0
 	for _, ps := range parts {
@@ -106,10 +106,10 @@ func stackedChart(c Chart, starts []time.Time, parts [][]slotPart, width time.Du
 			h := max(1, p.n*plotH/top)
 			y -= h
 			c.Bars = append(c.Bars, Bar{X: x, Y: y, W: w, H: h, Class: p.class, Value: strconv.Itoa(p.n),
-				Title: start.UTC().Format(layout) + ": " + strconv.Itoa(p.n) + " " + p.word})
+				Title: start.In(tz.Loc()).Format(layout) + ": " + strconv.Itoa(p.n) + " " + p.word})
 		}
 		if i%every == 0 {
-			l := Label{X: x + w/2, Y: chartH - 7, Text: start.UTC().Format(layout), Anchor: "middle"}
+			l := Label{X: x + w/2, Y: chartH - 7, Text: start.In(tz.Loc()).Format(layout), Anchor: "middle"}
 			if i == 0 {
 				l.X, l.Anchor = x, "start"
 			}
@@ -119,8 +119,9 @@ func stackedChart(c Chart, starts []time.Time, parts [][]slotPart, width time.Du
 	return c
 }
 
-// ThroughputChart stacks finished exports per time slot: succeeded, failed, canceled.
-func ThroughputChart(buckets []Bucket, width time.Duration) Chart {
+// ThroughputChart stacks finished exports per time slot: succeeded, failed, canceled;
+// its axis shows the slots' times in tz's zone, which the page names once.
+func ThroughputChart(buckets []Bucket, width time.Duration, tz Times) Chart {
 	c := Chart{TestID: "chart-throughput", Title: "Finished exports"}
 	total := 0
 	starts := make([]time.Time, len(buckets))
@@ -131,7 +132,7 @@ func ThroughputChart(buckets []Bucket, width time.Duration) Chart {
 		total += b.Succeeded + b.Failed + b.Canceled
 	}
 	c.Desc = strconv.Itoa(total) + " exports finished in " + strconv.Itoa(len(buckets)) + " slots of " + Duration(width)
-	return stackedChart(c, starts, parts, width)
+	return stackedChart(c, starts, parts, width, tz)
 }
 
 // DepthSlot is one time slot of the queue depth chart: the most jobs seen waiting in it,
@@ -143,8 +144,8 @@ type DepthSlot struct {
 }
 
 // DepthChart draws the most jobs waiting in each time slot; slots that were not sampled
-// (before the server started) have no bar.
-func DepthChart(slots []DepthSlot, width time.Duration) Chart {
+// (before the server started) have no bar. Its axis is in tz's zone, as ThroughputChart's.
+func DepthChart(slots []DepthSlot, width time.Duration, tz Times) Chart {
 	c := Chart{TestID: "chart-depth", Title: "Jobs waiting"}
 	peak, sampled := 0, 0
 	starts := make([]time.Time, len(slots))
@@ -158,7 +159,7 @@ func DepthChart(slots []DepthSlot, width time.Duration) Chart {
 		}
 	}
 	c.Desc = "at most " + strconv.Itoa(peak) + " jobs waiting, in " + strconv.Itoa(sampled) + " sampled slots of " + Duration(width)
-	return stackedChart(c, starts, parts, width)
+	return stackedChart(c, starts, parts, width, tz)
 }
 
 // P95Tail and P95Wait are when a 95th percentile is drawn amber: the slowest twentieth

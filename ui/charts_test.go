@@ -21,7 +21,7 @@ func TestNiceTopEndsJustAboveThePeak(t *testing.T) {
 // Bars of about 49 fill most of the height: the axis ends at 50, not 100.
 func TestThroughputChartScalesToItsData(t *testing.T) {
 	start := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
-	c := ThroughputChart([]Bucket{{Start: start, Succeeded: 49}, {Start: start.Add(5 * time.Minute), Succeeded: 20}}, 5*time.Minute)
+	c := ThroughputChart([]Bucket{{Start: start, Succeeded: 49}, {Start: start.Add(5 * time.Minute), Succeeded: 20}}, 5*time.Minute, TimesIn(time.UTC, start))
 	if c.Top != "50" {
 		t.Errorf("top %q, want 50", c.Top)
 	}
@@ -85,7 +85,7 @@ func TestPercentileChartsShareOneScale(t *testing.T) {
 func TestDepthChartDrawsSampledSlotsOnly(t *testing.T) {
 	start := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	c := DepthChart([]DepthSlot{{Start: start}, {Start: start.Add(time.Hour), Waiting: 7, Sampled: true},
-		{Start: start.Add(2 * time.Hour), Sampled: true}}, time.Hour)
+		{Start: start.Add(2 * time.Hour), Sampled: true}}, time.Hour, TimesIn(time.UTC, start))
 	if len(c.Bars) != 1 || c.Bars[0].Value != "7" || c.Top != "8" {
 		t.Errorf("bars %+v top %q", c.Bars, c.Top)
 	}

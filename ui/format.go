@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -100,21 +101,87 @@ func Estimate(rows, total int64, ran time.Duration) time.Duration {
 	return time.Duration(float64(ran) / float64(rows) * float64(total-rows))
 }
 
-// Clock writes t in UTC, to the second, saying so: "2026-12-02 14:03:05 UTC". Pages
-// show it inside <time> (Stamp), which the script rewrites in the viewer's zone.
-func Clock(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+// Times writes the moments of one place on a page (a table, a timeline, a list, a
+// sentence) in the viewer's time zone (issue 37): the place names the zone once, by its
+// short name (Zone: "CET"), and its moments leave it out, except one on the other side of
+// a summer-time change, which names its own ("2026-07-01 14:03 CEST" in a CET table).
+// Every time a page shows goes through a Times; <time datetime> keeps RFC 3339 in UTC.
+type Times struct {
+	loc *time.Location
+	// Zone is the short name of the viewer's zone at the place's reference moment.
+	Zone string
 }
 
-// Minute writes t in UTC, to the minute, saying so: "2026-12-02 14:03 UTC".
-func Minute(t time.Time) string {
+// TimesIn is the Times of a place in loc (nil: UTC) whose zone is named as at ref
+// (a page uses the moment it renders, so that a table and its rows agree).
+func TimesIn(loc *time.Location, ref time.Time) Times {
+	if loc == nil {
+		loc = time.UTC
+	}
+	return Times{loc: loc, Zone: ZoneName(ref.In(loc))}
+}
+
+// Loc is the viewer's zone.
+func (z Times) Loc() *time.Location {
+	if z.loc == nil {
+		return time.UTC
+	}
+	return z.loc
+}
+
+// Clock writes t to the second: "2026-12-02 15:03:05", naming its zone only where it is
+// not the place's.
+func (z Times) Clock(t time.Time) string { return z.format(t, "2006-01-02 15:04:05", false) }
+
+// Minute writes t to the minute: "2026-12-02 15:03", as Clock.
+func (z Times) Minute(t time.Time) string { return z.format(t, "2006-01-02 15:04", false) }
+
+// Day writes t as a weekday and minute: "Mon 2026-12-07 06:00", as Clock.
+func (z Times) Day(t time.Time) string { return z.format(t, "Mon 2006-01-02 15:04", false) }
+
+// ClockNamed writes t to the second with its zone: "2026-12-02 15:03:05 CET", for a
+// moment that is a place of its own (a sentence, a field).
+func (z Times) ClockNamed(t time.Time) string { return z.format(t, "2006-01-02 15:04:05", true) }
+
+// MinuteNamed writes t to the minute with its zone: "2026-12-02 15:03 CET".
+func (z Times) MinuteNamed(t time.Time) string { return z.format(t, "2006-01-02 15:04", true) }
+
+func (z Times) format(t time.Time, layout string, named bool) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04") + " UTC"
+	t = t.In(z.Loc())
+	s := t.Format(layout)
+	if name := ZoneName(t); named || name != z.Zone {
+		s += " " + name
+	}
+	return s
+}
+
+// ZoneName is t's zone as people know it: its short name where it has one ("CET",
+// "EDT", "UTC"), else its offset ("+05:30"), never a made-up "+0530".
+func ZoneName(t time.Time) string {
+	name, _ := t.Zone()
+	if name == "" || strings.HasPrefix(name, "+") || strings.HasPrefix(name, "-") {
+		return t.Format("-07:00")
+	}
+	return name
+}
+
+// rfc3339InText finds RFC 3339 moments inside a sentence: a reason text written by
+// the engine ("last heartbeat 2026-12-07T00:27:02Z").
+var rfc3339InText = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})`)
+
+// InText rewrites the RFC 3339 moments inside text as the place writes its times
+// (Clock); the rest of the text stays as it is.
+func (z Times) InText(text string) string {
+	return rfc3339InText.ReplaceAllStringFunc(text, func(m string) string {
+		t, err := time.Parse(time.RFC3339Nano, m)
+		if err != nil {
+			return m
+		}
+		return z.Clock(t)
+	})
 }
 
 // ISO writes t as RFC 3339 for <time datetime> and scripts.

@@ -76,7 +76,7 @@ func TestThroughputChartStacksEachBucket(t *testing.T) {
 		{Start: start.Add(5 * time.Minute)},
 		{Start: start.Add(10 * time.Minute), Succeeded: 7, Canceled: 2},
 	}
-	c := ThroughputChart(buckets, 5*time.Minute)
+	c := ThroughputChart(buckets, 5*time.Minute, TimesIn(time.UTC, start))
 	sums := map[string]int{}
 	for _, b := range c.Bars {
 		if b.H < 1 || b.Y < padT || b.Y+b.H > chartH-padB {
@@ -95,7 +95,7 @@ func TestThroughputChartStacksEachBucket(t *testing.T) {
 	if top := niceTop(9); top != 10 {
 		t.Errorf("niceTop(9) = %d", top)
 	}
-	if got := ThroughputChart(nil, time.Hour); len(got.Bars) != 0 {
+	if got := ThroughputChart(nil, time.Hour, Times{}); len(got.Bars) != 0 {
 		t.Errorf("no buckets drew %d bars", len(got.Bars))
 	}
 }
@@ -108,5 +108,52 @@ func TestPercentileChart(t *testing.T) {
 	}
 	if empty := PercentileChart("chart-run", "Run", 0, nil, nil); len(empty.Bars) != 0 || empty.Desc == "" {
 		t.Errorf("empty chart %+v", empty)
+	}
+}
+
+func TestTimesInTheViewersZone(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	winter := time.Date(2026, 12, 7, 0, 19, 53, 0, time.UTC)
+	summer := time.Date(2026, 7, 1, 12, 3, 0, 0, time.UTC)
+	tz := TimesIn(berlin, winter)
+	for _, tc := range []struct{ got, want string }{
+		{tz.Zone, "CET"},
+		{tz.Clock(winter), "2026-12-07 01:19:53"},
+		{tz.Minute(winter), "2026-12-07 01:19"},
+		{tz.Day(winter), "Mon 2026-12-07 01:19"},
+		{tz.ClockNamed(winter), "2026-12-07 01:19:53 CET"},
+		{tz.MinuteNamed(winter), "2026-12-07 01:19 CET"},
+		// The other side of a summer-time change names its own zone.
+		{tz.Minute(summer), "2026-07-01 14:03 CEST"},
+		{tz.Clock(time.Time{}), ""},
+		{Times{}.ClockNamed(winter), "2026-12-07 00:19:53 UTC"},
+		// A zone without a short name says its offset.
+		{ZoneName(winter.In(time.FixedZone("", 5*3600+1800))), "+05:30"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestTimesInText(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tz := TimesIn(ny, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	for in, want := range map[string]string{
+		"heartbeat lost (worker w1, last heartbeat 2026-12-07T00:27:02Z)":   "heartbeat lost (worker w1, last heartbeat 2026-12-06 19:27:02)",
+		"from 2026-12-07T01:27:02+01:00 to 2026-12-07T00:28:02.5Z, then ok": "from 2026-12-06 19:27:02 to 2026-12-06 19:28:02, then ok",
+		"last heartbeat never":            "last heartbeat never",
+		"a date 2026-12-07 stays":         "a date 2026-12-07 stays",
+		"not a time 2026-13-45T99:99:99Z": "not a time 2026-13-45T99:99:99Z",
+	} {
+		if got := tz.InText(in); got != want {
+			t.Errorf("InText(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

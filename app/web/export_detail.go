@@ -30,7 +30,7 @@ func (p *Pages) exportPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p.render(w, r, http.StatusOK, ui.ExportDetail(m, p.jobDetail(j, evs, p.store.Now())))
+	p.render(w, r, http.StatusOK, ui.ExportDetail(m, p.jobDetail(j, evs, p.store.Now(), p.times(r))))
 	return nil
 }
 
@@ -62,10 +62,10 @@ func (p *Pages) retryExportForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// jobDetail is the job page's content as of now.
-func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobDetail {
+// jobDetail is the job page's content as of now, its times written by tz.
+func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time, tz ui.Times) ui.JobDetail {
 	jj := export.JobJSON(j, "")
-	d := ui.JobDetail{Row: p.jobRow(j, now), Warnings: j.Warnings,
+	d := ui.JobDetail{Row: p.jobRow(j, now, tz), Warnings: j.Warnings, Zone: tz.Zone,
 		CanCancel: j.Status == store.StatusPending || j.Status == store.StatusProcessing,
 		CanRetry:  j.Status == store.StatusFailed || j.Status == store.StatusCanceled,
 		CanDelete: j.Status.Final()}
@@ -73,7 +73,7 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobD
 		d.RunAgainURL = runAgainURL(jj.Report, jj.Params, jj.Format, jj.BOM)
 	}
 	if jj.ScheduleID != "" && jj.ScheduledFor != nil {
-		d.ScheduleID, d.ScheduledFor, d.ScheduledText = jj.ScheduleID, ui.ISO(*jj.ScheduledFor), ui.Clock(*jj.ScheduledFor)
+		d.ScheduleID, d.ScheduledFor, d.ScheduledText = jj.ScheduleID, ui.ISO(*jj.ScheduledFor), tz.ClockNamed(*jj.ScheduledFor)
 	}
 	rep, _ := p.report(jj.Report)
 	for _, k := range paramOrder(jj.Params, rep.Params) {
@@ -90,9 +90,10 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time) ui.JobD
 		d.ErrorCode, d.ErrorMessage = jj.Error.Code, jj.Error.Message
 		d.Advice = advice(jj.Error.Code, j.Attempt)
 	}
+	d.Row.Created = tz.ClockNamed(j.CreatedAt) // a field of its own, not a table's row
 	d.Waited, d.Ran, d.Total = timings(j, evs, now)
 	for _, e := range evs {
-		d.Timeline = append(d.Timeline, timelineItem(e))
+		d.Timeline = append(d.Timeline, timelineItem(e, tz))
 	}
 	return d
 }
@@ -218,7 +219,10 @@ func advice(code string, attempts int) string {
 }
 
 // timelineItem says one stored event in words.
-func timelineItem(e store.Event) ui.TimelineItem {
+// Its times are written by tz, without the zone, which the timeline's heading names:
+// those in the event's data from the data (a retry's time), those inside a message
+// (a recovery's "last heartbeat 2026-12-07T00:27:02Z") found in the text.
+func timelineItem(e store.Event, tz ui.Times) ui.TimelineItem {
 	// Each event type's data has its writer's type (store/eventdata.go, and the webhook
 	// kind's for webhook_*); data that does not decode leaves the fields empty, and the
 	// line says less rather than nothing.
@@ -251,10 +255,10 @@ func timelineItem(e store.Event) ui.TimelineItem {
 		_ = e.Decode(&hook)
 	}
 	att := strconv.Itoa(e.Attempt)
-	it := ui.TimelineItem{Type: e.Type, At: ui.Clock(e.At), ISO: e.At.UTC().Format(time.RFC3339Nano)}
-	why := failure.Message
+	it := ui.TimelineItem{Type: e.Type, At: tz.Clock(e.At), ISO: e.At.UTC().Format(time.RFC3339Nano)}
+	why := tz.InText(failure.Message)
 	if failure.Code != "" {
-		why = failure.Code + ": " + failure.Message
+		why = failure.Code + ": " + why
 	}
 	switch e.Type {
 	case store.EventAccepted:
@@ -272,7 +276,7 @@ func timelineItem(e store.Event) ui.TimelineItem {
 	case store.EventAttemptFailed:
 		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; it will be tried again", "warn", why
 		if failure.RetryAt != nil {
-			it.Detail += " (next try at " + ui.Clock(*failure.RetryAt) + ")"
+			it.Detail += " (next try at " + tz.Clock(*failure.RetryAt) + ")"
 		}
 	case store.EventFailed:
 		it.Text, it.Tone, it.Detail = "Attempt "+att+" failed; giving up", "bad", why
@@ -282,16 +286,16 @@ func timelineItem(e store.Event) ui.TimelineItem {
 			it.Text = "Attempt " + att + " failed; trying again would not help"
 		}
 	case store.EventRecovered:
-		it.Text, it.Tone, it.Detail = "Heartbeat of attempt "+att+" lost; recovered and queued again", "warn", failure.Message
+		it.Text, it.Tone, it.Detail = "Heartbeat of attempt "+att+" lost; recovered and queued again", "warn", tz.InText(failure.Message)
 	case store.EventCancelRequested:
 		it.Text = "Cancel requested"
 	case store.EventCanceled:
-		it.Text, it.Detail = "Canceled", reason.Reason
+		it.Text, it.Detail = "Canceled", tz.InText(reason.Reason)
 		if it.Detail == "" && failure.Message != "" {
 			it.Detail = why
 		}
 	case store.EventRequeued:
-		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", reason.Reason
+		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", tz.InText(reason.Reason)
 	case store.EventRetried:
 		it.Text = "Run again by request"
 		it.Detail = "was " + string(retried.From) + "; up to " + strconv.Itoa(retried.MaxAttempts) + " attempts in all"
@@ -304,7 +308,7 @@ func timelineItem(e store.Event) ui.TimelineItem {
 		it.Detail = hook.Event + ", answered " + strconv.Itoa(hook.StatusCode)
 	case webhook.EventFailed:
 		it.Text, it.Tone = "Webhook attempt "+strconv.Itoa(hook.Attempt)+" of "+strconv.Itoa(hook.MaxAttempts)+" failed", "warn"
-		it.Detail = hook.Error
+		it.Detail = tz.InText(hook.Error)
 		if hook.StatusCode != 0 {
 			it.Detail = "answered " + strconv.Itoa(hook.StatusCode) + ". " + it.Detail
 		}

@@ -7,6 +7,7 @@ import (
 
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/ui"
 )
 
 func TestAttemptInfo(t *testing.T) {
@@ -55,12 +56,14 @@ func TestTimelineWords(t *testing.T) {
 			"Attempt 1 failed; trying again would not help", "from after to"},
 		{store.EventRecovered, `{"code":"lost","message":"no heartbeat from w1"}`, 2,
 			"Heartbeat of attempt 2 lost; recovered and queued again", "no heartbeat from w1"},
+		{store.EventRecovered, `{"code":"lost","message":"heartbeat lost (worker w1, last heartbeat 2026-01-02T10:00:02Z)"}`, 2,
+			"Heartbeat of attempt 2 lost; recovered and queued again", "last heartbeat 2026-01-02 10:00:02)"},
 		{webhook.EventFailed, `{"attempt":1,"max_attempts":5,"status_code":500,"error":"server error"}`, 1,
 			"Webhook attempt 1 of 5 failed", "answered 500"},
 		{store.EventSucceeded, `{"rows":1200,"size":2400}`, 1, "Attempt 1 succeeded", "1,200 rows, 2.4 kB"},
 		{store.EventStarted, `{"worker":"host/42"}`, 1, "Attempt 1 started", "on worker host/42"},
 		{store.EventAttemptFailed, `{"code":"x","message":"y","permanent":false,"retry_at":"2026-01-02T10:00:40Z"}`, 1,
-			"Attempt 1 failed; it will be tried again", "(next try at"},
+			"Attempt 1 failed; it will be tried again", "(next try at 2026-01-02 10:00:40)"},
 		{store.EventFailed, `{"code":"lost","message":"no heartbeat"}`, 3, "Heartbeat of attempt 3 lost; no attempts left", "lost: no heartbeat"},
 		{store.EventCanceled, `{"reason":"export a deleted"}`, 1, "Canceled", "export a deleted"},
 		{store.EventCanceled, `{"code":"source","message":"down","permanent":false}`, 1, "Canceled", "source: down"},
@@ -69,7 +72,7 @@ func TestTimelineWords(t *testing.T) {
 		{webhook.EventQueued, `{"webhook_id":"msg_1","event":"export.succeeded","delivery_job":"d"}`, 1, "Webhook queued", "export.succeeded"},
 		{webhook.EventDelivered, `{"event":"export.failed","attempt":2,"max_attempts":8,"status_code":204}`, 1, "Webhook delivered", "export.failed, answered 204"},
 	} {
-		it := timelineItem(store.Event{Type: tc.typ, Attempt: tc.attempt, At: at, Data: []byte(tc.data)})
+		it := timelineItem(store.Event{Type: tc.typ, Attempt: tc.attempt, At: at, Data: []byte(tc.data)}, ui.TimesIn(time.UTC, at))
 		if it.Text != tc.wantText || !strings.Contains(it.Detail, tc.wantIn) || it.Type != tc.typ {
 			t.Errorf("%s: %q / %q, want %q / containing %q", tc.typ, it.Text, it.Detail, tc.wantText, tc.wantIn)
 		}

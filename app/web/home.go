@@ -91,12 +91,12 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	now := p.store.Now()
-	d := ui.HomeData{Status: string(opts.Status), Report: opts.Report, Query: q.Get("q"), Notice: notice,
+	now, tz := p.store.Now(), p.times(r)
+	d := ui.HomeData{Zone: tz.Zone, Status: string(opts.Status), Report: opts.Report, Query: q.Get("q"), Notice: notice,
 		Filtered: opts.Status != "" || opts.Report != "" || len(prefixed) > 0, Paged: q.Get("cursor") != "" || len(prefixed) > 0,
 		Origin: p.cfg.Middleware.PublicOrigin(r)}
 	for _, j := range list {
-		d.Rows = append(d.Rows, p.jobRow(j, now))
+		d.Rows = append(d.Rows, p.jobRow(j, now, tz))
 	}
 	if len(list) == opts.Limit && len(prefixed) == 0 {
 		last := list[len(list)-1]
@@ -137,7 +137,7 @@ func (p *Pages) exportRowFragment(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	p.render(w, r, http.StatusOK, ui.ExportRow(p.jobRow(j, p.store.Now())))
+	p.render(w, r, http.StatusOK, ui.ExportRow(p.jobRow(j, p.store.Now(), p.times(r))))
 	return nil
 }
 
@@ -186,13 +186,15 @@ func (p *Pages) reportTitle(id string) string {
 }
 
 // jobRow is a job as the pages show it, with its progress in words as of now.
-func (p *Pages) jobRow(j store.Job, now time.Time) ui.JobRow {
+// jobRow is j as the exports table shows it; tz writes its times (the table names the
+// zone in its heading).
+func (p *Pages) jobRow(j store.Job, now time.Time, tz ui.Times) ui.JobRow {
 	jj := export.JobJSON(j, "")
 	rep, _ := p.report(jj.Report)
 	row := ui.JobRow{ID: j.ID, Report: jj.Report, Title: p.reportTitle(jj.Report), Status: string(j.Status),
 		Rows: j.ProgressRows, TotalRows: j.ProgressTotal,
 		Attempt: j.Attempt - j.AttemptBase, MaxAttempts: j.MaxAttempts - j.AttemptBase, AttemptsBefore: j.AttemptBase,
-		Created: ui.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
+		Created: tz.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
 		CancelRequested: jj.CancelRequested, CreatedBy: j.CreatedBy, Ran: ranOf(j, now)}
 	row.ParamSummary, row.ParamFull = paramSummary(jj.Params, rep.Params)
 	if jj.Format != "" && jj.Format != export.FormatXLSX {

@@ -9,6 +9,7 @@ import (
 
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/ui"
 )
 
 func args(t *testing.T, v any) json.RawMessage {
@@ -33,12 +34,17 @@ func TestJobRowWords(t *testing.T) {
 		j.Status, j.Attempt, j.CreatedBy = store.StatusSucceeded, 1, "alice"
 		j.StartedAt, j.FinishedAt = now.Add(-50*time.Second), now.Add(-8*time.Second)
 		j.ProgressRows, j.ProgressTotal, j.FileName, j.FileSize = 1200, 1200, "f", 2400
-		r := p.jobRow(j, now)
+		berlin, err := time.LoadLocation("Europe/Berlin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.jobRow(j, now, ui.TimesIn(berlin, now))
 		if r.Title != "orders" || r.Format != "CSV" || r.CreatedBy != "alice" || r.Ran.Text != "42 s" || r.Ran.Live {
 			t.Errorf("row %+v", r)
 		}
-		if r.Created != "2026-12-02 14:02 UTC" || r.CreatedISO != "2026-12-02T14:02:30Z" {
-			t.Errorf("created %q / %q, want UTC and saying so", r.Created, r.CreatedISO)
+		// In the viewer's zone, which the table's heading names (not each row).
+		if r.Created != "2026-12-02 15:02" || r.CreatedISO != "2026-12-02T14:02:30Z" {
+			t.Errorf("created %q / %q, want the viewer's zone without its name", r.Created, r.CreatedISO)
 		}
 		if !strings.HasPrefix(r.ParamFull, "from 2025-03-01, note xxx") || !strings.HasSuffix(r.ParamFull, ", to 2025-03-31") {
 			t.Errorf("params in full %q", r.ParamFull)
@@ -53,14 +59,14 @@ func TestJobRowWords(t *testing.T) {
 	t.Run("zero rows", func(t *testing.T) {
 		j := base
 		j.Status, j.Attempt, j.ProgressRows, j.ProgressTotal = store.StatusSucceeded, 1, 0, 0
-		if r := p.jobRow(j, now); !r.ZeroRows() {
+		if r := p.jobRow(j, now, ui.TimesIn(time.UTC, now)); !r.ZeroRows() {
 			t.Errorf("0 rows not said: %+v", r)
 		}
 	})
 	t.Run("running", func(t *testing.T) {
 		j := base
 		j.Status, j.Attempt, j.StartedAt, j.ProgressRows, j.ProgressTotal = store.StatusProcessing, 1, now.Add(-4*time.Second), 300, 1000
-		r := p.jobRow(j, now)
+		r := p.jobRow(j, now, ui.TimesIn(time.UTC, now))
 		if !r.Ran.Live || r.Ran.MS != 4000 || r.Ran.Text != "4 s so far" {
 			t.Errorf("ran %+v, want live from 4 s", r.Ran)
 		}
@@ -70,7 +76,7 @@ func TestJobRowWords(t *testing.T) {
 		j := base
 		j.Status, j.Attempt, j.RunAt = store.StatusPending, 1, now.Add(-time.Minute)
 		j.StartedAt, j.ProgressRows, j.ProgressTotal = now.Add(-2*time.Minute), 62503, 100000
-		r := p.jobRow(j, now)
+		r := p.jobRow(j, now, ui.TimesIn(time.UTC, now))
 		if r.Rows != 0 || r.TotalRows != -1 || r.Ran.Text != "" {
 			t.Errorf("a waiting export shows leftovers: rows %d/%d, ran %q", r.Rows, r.TotalRows, r.Ran.Text)
 		}

@@ -27,11 +27,12 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := ui.QueueView{Range: rng, WorkersBusy: st.Workers.Busy, WorkersTotal: st.Workers.Total,
+	tz := p.times(r)
+	q := ui.QueueView{Range: rng, Zone: tz.Zone, WorkersBusy: st.Workers.Busy, WorkersTotal: st.Workers.Total,
 		LateHeartbeats: st.LateHeartbeats, StalledCount: st.Stalled.Count,
 		LateAfter:   ui.Duration(time.Duration(st.Stalled.LateHeartbeatSeconds * float64(time.Second))),
 		NoRowsAfter: ui.Duration(time.Duration(st.Stalled.NoRowsSeconds * float64(time.Second))),
-		Generated:   ui.Clock(st.GeneratedAt), GeneratedISO: ui.ISO(st.GeneratedAt)}
+		Generated:   tz.ClockNamed(st.GeneratedAt), GeneratedISO: ui.ISO(st.GeneratedAt)}
 	q.AbandonedAlive, q.AbandonedTotal = p.engine.Abandoned()
 	for _, l := range st.Queues {
 		q.Lanes = append(q.Lanes, ui.LaneView{Name: l.Name, Workers: l.Workers, Busy: l.Busy, Pending: l.Pending})
@@ -61,9 +62,9 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 		buckets = append(buckets, ui.Bucket{Start: b.Start, Succeeded: b.Succeeded, Failed: b.Failed, Canceled: b.Canceled})
 	}
 	width := time.Duration(through.BucketSeconds) * time.Second
-	q.Throughput = ui.ThroughputChart(buckets, width)
+	q.Throughput = ui.ThroughputChart(buckets, width, tz)
 	q.Wait, q.Run = ui.PercentileCharts(dur.Wait.Count, dur.Wait.P50, dur.Wait.P95, dur.Run.Count, dur.Run.P50, dur.Run.P95)
-	q.Depth, q.DepthNote = p.depthChart(st.GeneratedAt, width, len(through.Buckets))
+	q.Depth, q.DepthNote = p.depthChart(st.GeneratedAt, width, len(through.Buckets), tz)
 	if err := p.jobsNow(ctx, &q, st.GeneratedAt, st.Counts, st.Queues); err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 
 // depthChart is the queue depth over the range's buckets, and the note that says since
 // when this server has sampled it.
-func (p *Pages) depthChart(now time.Time, width time.Duration, n int) (ui.Chart, string) {
+func (p *Pages) depthChart(now time.Time, width time.Duration, n int, tz ui.Times) (ui.Chart, string) {
 	// The sampler is the metrics' (app/metrics/depth.go); without them (a tool's app)
 	// the chart has no samples.
 	var slots []ui.DepthSlot
@@ -85,10 +86,10 @@ func (p *Pages) depthChart(now time.Time, width time.Duration, n int) (ui.Chart,
 		}
 		if !since.IsZero() {
 			note = "The most jobs waiting (every queue) in each slot, sampled every " + ui.Duration(metrics.DepthEvery) +
-				" since this server started, " + ui.Clock(since) + "."
+				" since this server started, " + tz.ClockNamed(since) + "."
 		}
 	}
-	return ui.DepthChart(slots, width), note
+	return ui.DepthChart(slots, width, tz), note
 }
 
 // jobsNowListed is how many running and waiting exports the queue page lists; it says

@@ -10,12 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"sheetq/app/schedules"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
-	"sheetq/jobs/schedule"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -27,9 +25,10 @@ func (p *Pages) schedulesPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l := ui.ScheduleList{Deleted: r.URL.Query().Get("deleted")}
+	tz := p.times(r)
+	l := ui.ScheduleList{Deleted: r.URL.Query().Get("deleted"), Zone: tz.Zone}
 	for _, sc := range list {
-		l.Rows = append(l.Rows, p.scheduleRow(sc))
+		l.Rows = append(l.Rows, p.scheduleRow(sc, tz, false))
 	}
 	p.render(w, r, http.StatusOK, ui.SchedulesPage(p.meta(ctx, "schedules", ""), l))
 	return nil
@@ -42,7 +41,8 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := ui.ScheduleDetail{Row: p.scheduleRow(sc), Format: sc.Format}
+	tz := p.times(r)
+	d := ui.ScheduleDetail{Row: p.scheduleRow(sc, tz, true), Format: sc.Format, Zone: tz.Zone}
 	if sc.BOM {
 		d.Format += " with a byte order mark"
 	}
@@ -55,7 +55,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			d.RunsError = "The next runs cannot be worked out: " + err.Error() + ". Edit the schedule to fix it."
 		}
-		d.Runs = previewRuns(runs, sc.TimeZone)
+		d.Runs = previewRuns(runs, tz)
 	}
 	firings, err := p.cfg.Schedules.Firings(r.Context(), sc)
 	if err != nil {
@@ -70,7 +70,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 		d.DeliveriesOf = firings[0].ID
 		for _, st := range deliver.Statuses(evs) {
 			ds := ui.DeliveryStatus{Type: st.Type, Target: st.Target, State: st.State, Error: st.Error,
-				AtISO: ui.ISO(st.At), At: ui.Minute(st.At)}
+				AtISO: ui.ISO(st.At), At: tz.MinuteNamed(st.At)}
 			if st.Attempt > 0 {
 				ds.Attempt = strconv.Itoa(st.Attempt)
 			}
@@ -80,9 +80,9 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 	for _, j := range firings {
 		jj := export.JobJSON(j, "")
 		f := ui.ScheduleFiring{ID: j.ID, Status: string(j.Status),
-			CreatedISO: ui.ISO(j.CreatedAt), Created: ui.Minute(j.CreatedAt)}
+			CreatedISO: ui.ISO(j.CreatedAt), Created: tz.Minute(j.CreatedAt)}
 		if jj.ScheduledFor != nil {
-			f.ForISO, f.For = ui.ISO(*jj.ScheduledFor), ui.Minute(*jj.ScheduledFor)
+			f.ForISO, f.For = ui.ISO(*jj.ScheduledFor), tz.Minute(*jj.ScheduledFor)
 		}
 		if j.Status == store.StatusSucceeded {
 			f.Rows = ui.Count(j.ProgressRows) + " rows"
@@ -112,12 +112,18 @@ func (p *Pages) loadSchedule(r *http.Request) (store.Schedule, error) {
 	return sc, err
 }
 
-// scheduleRow is a schedule as the list and its page show it.
-func (p *Pages) scheduleRow(sc store.Schedule) ui.ScheduleRow {
+// scheduleRow is a schedule as the list and its page show it, its times written by tz:
+// named on the schedule's page (fields of their own), not in the list (which names the
+// zone once).
+func (p *Pages) scheduleRow(sc store.Schedule, tz ui.Times, named bool) ui.ScheduleRow {
+	minute := tz.Minute
+	if named {
+		minute = tz.MinuteNamed
+	}
 	return ui.ScheduleRow{ID: sc.ID, Report: sc.Report, Title: p.reportTitle(sc.Report), Cron: sc.Cron,
 		CronWords: cronWords(sc.Cron), TimeZone: sc.TimeZone, Paused: sc.Paused, Owner: sc.Owner,
-		NextISO: ui.ISO(sc.NextRunAt), Next: ui.Minute(sc.NextRunAt),
-		LastISO: ui.ISO(sc.LastFiredFor), Last: ui.Minute(sc.LastFiredFor),
+		NextISO: ui.ISO(sc.NextRunAt), Next: minute(sc.NextRunAt),
+		LastISO: ui.ISO(sc.LastFiredFor), Last: minute(sc.LastFiredFor),
 		Deliveries: deliveriesText(sc.Deliver), Declared: sc.Owner == schedules.ConfigOwner}
 }
 
@@ -187,30 +193,18 @@ func (p *Pages) deleteScheduleForm(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// previewRuns are firings as the pages show them: at the schedule's own wall time.
-func previewRuns(runs []schedules.Firing, zone string) []ui.ScheduleRun {
-	loc, err := schedule.LoadZone(zone)
-	if err != nil {
-		loc = time.UTC
-	}
+// previewRuns are firings as the pages show them: in the viewer's zone (tz), which
+// the list of them names once.
+func previewRuns(runs []schedules.Firing, tz ui.Times) []ui.ScheduleRun {
 	out := make([]ui.ScheduleRun, 0, len(runs))
 	for _, f := range runs {
-		run := ui.ScheduleRun{ISO: ui.ISO(f.At), At: f.At.In(loc).Format("Mon 2006-01-02 15:04") + " " + zoneLabel(f.At.In(loc))}
+		run := ui.ScheduleRun{ISO: ui.ISO(f.At), At: tz.Day(f.At)}
 		for _, k := range slices.Sorted(maps.Keys(f.Params)) {
 			run.Params = append(run.Params, ui.KV{Name: k, Value: paramText(f.Params[k])})
 		}
 		out = append(out, run)
 	}
 	return out
-}
-
-// zoneLabel is the zone's abbreviation where it has a name ("CET"), else its offset.
-func zoneLabel(t time.Time) string {
-	name, _ := t.Zone()
-	if name == "" || name[0] == '+' || name[0] == '-' {
-		return t.Format("-07:00")
-	}
-	return name
 }
 
 // deliveriesText sums up where a schedule's files go: "email to ann@example.com; webhook

@@ -46,7 +46,7 @@ func (p *Pages) newSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	in := schedules.Input{Report: r.URL.Query().Get("report"), Cron: "0 6 * * *", TimeZone: "UTC"}
 	f := p.scheduleForm("", in, nil, nil)
 	f.Fresh = true
-	p.withPreview(&f, in)
+	p.withPreview(&f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
 	return nil
 }
@@ -64,7 +64,7 @@ func (p *Pages) editSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	in := schedules.InputOf(sc)
 	f := p.scheduleForm(sc.ID, in, nil, nil)
-	p.withPreview(&f, in)
+	p.withPreview(&f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
 	return nil
 }
@@ -100,7 +100,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		// select): its parameters, with their defaults, and the rest as given.
 		in.Params = nil
 		f := p.scheduleForm(id, in, nil, nil)
-		p.withPreview(&f, in)
+		p.withPreview(&f, in, p.times(r))
 		p.render(w, r, http.StatusOK, ui.ScheduleFormPage(m, f))
 		return nil
 	case actionPreview:
@@ -114,7 +114,8 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 			status = http.StatusUnprocessableEntity
 		}
 		f := p.scheduleForm(id, in, r.PostForm, errs)
-		f.Previewed, f.Preview = true, previewRuns(runs, in.TimeZone)
+		tz := p.times(r)
+		f.Previewed, f.Preview, f.PreviewZone = true, previewRuns(runs, tz), tz.Zone
 		if errs != nil {
 			f.PreviewError = previewError(errs)
 		}
@@ -166,7 +167,8 @@ func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	in, order := p.scheduleInput(r.PostForm)
-	box := ui.SchedulePreview{Previewed: true}
+	tz := p.times(r)
+	box := ui.SchedulePreview{Previewed: true, Zone: tz.Zone}
 	runs, err := p.cfg.Schedules.Preview(in)
 	if err != nil {
 		errs, err := p.scheduleErrors(in, err, order)
@@ -175,7 +177,7 @@ func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) 
 		}
 		box.Error = previewError(errs)
 	}
-	box.Runs = previewRuns(runs, in.TimeZone)
+	box.Runs = previewRuns(runs, tz)
 	p.render(w, r, http.StatusOK, ui.SchedulePreviewBox(box))
 	return nil
 }
@@ -212,7 +214,7 @@ func readForm(w http.ResponseWriter, r *http.Request) error {
 
 // withPreview adds the next runs of in to a form just drawn; when in cannot run yet (a
 // required parameter is empty) the box says what is missing instead.
-func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input) {
+func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input, tz ui.Times) {
 	if in.Report == "" {
 		return
 	}
@@ -226,7 +228,7 @@ func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input) {
 		}
 		return
 	}
-	f.Preview = previewRuns(runs, in.TimeZone)
+	f.Preview, f.PreviewZone = previewRuns(runs, tz), tz.Zone
 }
 
 // previewError is the one line the preview box shows for a form's errors.

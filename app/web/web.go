@@ -215,7 +215,9 @@ func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, c tem
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	if err := c.Render(r.Context(), w); err != nil {
+	_, zone := viewerZone(r)
+	ctx := ui.WithViewerZone(r.Context(), zone, r.Method == http.MethodGet)
+	if err := c.Render(ctx, w); err != nil {
 		p.cfg.Log.ErrorContext(r.Context(), "render page", "path", r.URL.Path, "err", err)
 	}
 }

@@ -238,47 +238,27 @@
       var ms = Number(el.getAttribute("data-tick-ms")) + (now - Number(el.getAttribute("data-t0")));
       el.textContent = duration(ms) + (el.getAttribute("data-tick-suffix") || "");
     });
-    localize(document);
   }
 
   // ---- times in the viewer's zone ----
 
-  // localize rewrites the server's UTC times (<time datetime data-local>) in the
-  // browser's time zone, naming it: "2026-12-02 15:03 CET"; the title keeps the UTC.
-  function localize(root) {
+  // The server writes every time in the zone of the "tz" cookie (UTC without one), by
+  // the zone's short name, once per place (issue 37). viewerZone keeps that cookie at
+  // the browser's zone; when the page was written in another zone and may be loaded
+  // again (a GET), it is, once, so that a browser's first page is in its zone too.
+  function viewerZone() {
     if (!window.Intl || !Intl.DateTimeFormat) return;
-    root.querySelectorAll("time[data-local]:not([data-localized])").forEach(function (el) {
-      var d = new Date(el.getAttribute("datetime"));
-      if (isNaN(d.getTime())) return;
-      var seconds = /\d:\d\d:\d\d/.test(el.textContent);
-      var opts = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
-        hourCycle: "h23", timeZoneName: "short" };
-      if (seconds) opts.second = "2-digit";
-      var parts = {};
-      try {
-        new Intl.DateTimeFormat("en-US", opts).formatToParts(d).forEach(function (p) { parts[p.type] = p.value; });
-      } catch (err) { return; }
-      var zone = zoneName(d);
-      var text = parts.year + "-" + parts.month + "-" + parts.day + " " + parts.hour + ":" + parts.minute +
-        (seconds ? ":" + parts.second : "") + " " + zone;
-      if (!el.hasAttribute("title")) el.setAttribute("title", el.textContent.trim());
-      el.textContent = text;
-      el.setAttribute("data-localized", "");
-    });
-  }
-
-  // zoneName is the browser's zone as people know it: the short name where the locale
-  // has one ("CET", "EST"), else the zone's own name ("Asia/Tokyo") rather than "GMT+9".
-  function zoneName(d) {
-    var tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
-    var short = "";
-    try {
-      new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(d).forEach(function (p) {
-        if (p.type === "timeZoneName") short = p.value;
-      });
-    } catch (err) { /* no names: the zone's id below */ }
-    if (short && !/^(GMT|UTC)[+\-\u2212]/.test(short)) return short;
-    return tz || short || "local time";
+    var tz = "";
+    try { tz = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (err) { return; }
+    if (!/^[A-Za-z0-9_+\-\/]+$/.test(tz)) return;
+    if (/^(Etc\/)?(UTC|UCT|GMT|Universal|Zulu)$/.test(tz)) tz = "UTC";
+    var has = function () {
+      return document.cookie.split(/;\s*/).indexOf("tz=" + tz) >= 0;
+    };
+    if (has()) return;
+    document.cookie = "tz=" + tz + "; path=/; max-age=31536000; SameSite=Lax";
+    var body = document.body;
+    if (has() && body.getAttribute("data-zone") !== tz && body.hasAttribute("data-reloadable")) location.reload();
   }
 
   // ---- notifications ----
@@ -332,7 +312,6 @@
   // ---- the exports list: filters, selection, load more ----
 
   function decorate(root) {
-    localize(root);
     notifyButtons(root);
     var all = document.querySelector('[data-testid="select-all"]');
     if (all) all.hidden = false;
@@ -534,6 +513,7 @@
   watchReports();
   watchQueue();
   guardForms();
+  viewerZone();
   decorate(document);
   tick();
   setInterval(tick, 1000);
