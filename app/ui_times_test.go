@@ -205,3 +205,33 @@ func checkPageTimes(t *testing.T, name string, doc *goquery.Document, loc *time.
 
 // squeeze collapses runs of white space, as a browser shows them.
 func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// A datetime parameter's field on the export form is in the viewer's zone too (issue 37,
+// item 1): its default shows as Berlin's wall time for a Berlin viewer, the hint names
+// the zone, and the time typed there is taken in it, so the export runs for the instant
+// the viewer meant. A client of the API still sends RFC 3339, or a zoneless time as UTC.
+func TestUIDatetimeFieldInTheViewersZone(t *testing.T) {
+	ts := newTestServer(t, testOpts{Idle: true})
+	writeReport(t, ts, "since.sql", "-- title: Since\n-- source: demo\n-- param: since datetime \"Since\" = 2025-03-01T05:00:00Z\n-- param: rows int \"Rows\" = 1\nSELECT :since, :rows;\n")
+	ts.waitReport("since")
+	h := http.Header{"Cookie": {"tz=Europe/Berlin"}, "Origin": {ts.url}, "Sec-Fetch-Site": {"same-origin"}}
+	doc := page(t, ts.request("GET", "/exports/new?report=since", nil, h), http.StatusOK)
+	field := doc.Find(`input[name="since"]`)
+	if v, _ := field.Attr("value"); v != "2025-03-01T06:00" {
+		t.Errorf("the default shows as %q to a Berlin viewer, want 2025-03-01T06:00", v)
+	}
+	if hint := doc.Find(`[data-testid="export-form"]`).Text(); !strings.Contains(hint, "In CE") {
+		t.Errorf("the form does not say the field's zone: %q", squeeze(hint))
+	}
+	form := formOf(t, doc)
+	form.Set("since", "2025-07-01T08:30")
+	res := ts.postForm("/exports", form, h)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("submit: %d: %s", res.StatusCode, res.body)
+	}
+	id := strings.TrimPrefix(res.Header.Get("Location"), "/exports/")
+	j, _ := ts.job(id)
+	if got := j.Params["since"]; got != "2025-07-01T06:30:00Z" {
+		t.Errorf("08:30 typed by a Berlin viewer in July ran as %v, want 2025-07-01T06:30:00Z", got)
+	}
+}

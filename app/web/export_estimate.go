@@ -30,7 +30,8 @@ func (p *Pages) estimateFragment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return reportUnusable(id, err)
 	}
-	e, err := p.estimate(r.Context(), rep, formParams(rep.Params, byParam(rep, q)), q.Get(formatField))
+	loc, _ := viewerZone(r)
+	e, err := p.estimate(r.Context(), rep, formParams(rep.Params, byParam(rep, q), loc), q.Get(formatField))
 	if err != nil {
 		return err
 	}

@@ -39,24 +39,25 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return reportUnusable(id, err)
 	}
+	loc, _ := viewerZone(r)
 	var form map[string][]string
 	if q := r.URL.Query(); len(q) > 1 {
-		form = prefill(rep, q)
+		form = prefill(rep, q, loc)
 	}
-	f := exportForm(rep, form, nil, newFormKey())
-	p.withEstimate(ctx, &f, rep, form)
+	f := exportForm(rep, form, nil, newFormKey(), loc)
+	p.withEstimate(ctx, &f, rep, form, loc)
 	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), f))
 	return nil
 }
 
 // withEstimate adds the estimate of the values a form shows: form's, or rep's defaults
-// when form is nil. The estimate is a help, not the form: when it cannot be read the
-// form is shown without it.
-func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.Report, form map[string][]string) {
+// when form is nil, its times read in loc. The estimate is a help, not the form: when it
+// cannot be read the form is shown without it.
+func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.Report, form map[string][]string, loc *time.Location) {
 	if form == nil {
-		form = prefill(rep, nil)
+		form = prefill(rep, nil, loc)
 	}
-	e, err := p.estimate(ctx, rep, formParams(rep.Params, form), f.Format)
+	e, err := p.estimate(ctx, rep, formParams(rep.Params, form, loc), f.Format)
 	if err != nil {
 		p.cfg.Log.WarnContext(ctx, "estimate an export", "report", rep.ID, "err", err)
 		return
@@ -68,8 +69,9 @@ func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.R
 // export page's "Run again with changes") into the form's values: a parameter named in
 // the query (under its queryField) takes its value as given, even a wrong one (Start export marks it), the
 // others keep their defaults; keys that name no parameter are ignored. A value given
-// twice counts as the posted form counts it: the first, and a box's last (formBool).
-func prefill(rep export.Report, q map[string][]string) map[string][]string {
+// twice counts as the posted form counts it: the first, and a box's last (formBool). A
+// datetime is shown in loc, the viewer's zone, as its field takes it.
+func prefill(rep export.Report, q map[string][]string, loc *time.Location) map[string][]string {
 	form := map[string][]string{}
 	for _, p := range rep.Params {
 		vs, sent := q[queryField(p.Name)]
@@ -86,13 +88,13 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 		case sent:
 			v := vs[0]
 			if p.Type == export.TypeDatetime {
-				v = datetimeLocal(v)
+				v = datetimeLocal(v, loc)
 			}
 			form[p.Name] = []string{v}
 		case p.Default != nil:
 			v := fmt.Sprint(p.Default)
 			if p.Type == export.TypeDatetime {
-				v = datetimeLocal(v)
+				v = datetimeLocal(v, loc)
 			}
 			form[p.Name] = []string{v}
 		}
@@ -106,14 +108,15 @@ func prefill(rep export.Report, q map[string][]string) map[string][]string {
 	return form
 }
 
-// datetimeLocal writes an RFC 3339 time as a datetime-local input takes it (UTC, no
-// zone: the form reads a time without a zone as UTC); anything else stays as given.
-func datetimeLocal(v string) string {
+// datetimeLocal writes an RFC 3339 time as a datetime-local input takes it: in loc, the
+// viewer's zone, without the zone (the form reads a time without a zone in that zone,
+// formParams); anything else stays as given.
+func datetimeLocal(v string, loc *time.Location) string {
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
 		return v
 	}
-	t = t.UTC()
+	t = t.In(loc)
 	if t.Second() != 0 {
 		return t.Format("2006-01-02T15:04:05")
 	}
@@ -146,14 +149,15 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		return reportUnusable(id, err)
 	}
 	form := byParam(rep, r.PostForm)
+	loc, _ := viewerZone(r)
 	key, ok := exports.IdempotencyKey(http.Header{"Idempotency-Key": r.PostForm["idempotency_key"]})
 	if !ok || key == "" {
 		// The key is part of the form; a missing one means a form from elsewhere or an
 		// old page: show a fresh form with the values given.
 		key = newFormKey()
-		f := exportForm(rep, form, nil, key)
+		f := exportForm(rep, form, nil, key, loc)
 		f.FormError = "The form was incomplete. Check the values and start the export again."
-		p.withEstimate(ctx, &f, rep, form)
+		p.withEstimate(ctx, &f, rep, form, loc)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -161,7 +165,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	// page is written, as for the API (app/api createExport).
 	endForeground := p.cfg.Gate.Foreground()
 	defer endForeground()
-	params := formParams(rep.Params, form)
+	params := formParams(rep.Params, form, loc)
 	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
 	args, prob := p.exports.Validate(rep.ID, params, format, bom)
 	if prob != nil {
@@ -175,11 +179,11 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		endForeground()
-		f := exportForm(rep, form, fieldErrs, key)
+		f := exportForm(rep, form, fieldErrs, key, loc)
 		if len(fieldErrs) == 0 {
 			f.FormError = prob.Detail
 		}
-		p.withEstimate(ctx, &f, rep, form)
+		p.withEstimate(ctx, &f, rep, form, loc)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -188,10 +192,10 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	if prob, ok := problem.As(err); ok && prob.Code == "idempotency_key_reused" {
 		// The key was used for other values: this form was submitted before and then
 		// changed. A fresh key lets the user start the changed export deliberately.
-		f := exportForm(rep, form, nil, newFormKey())
+		f := exportForm(rep, form, nil, newFormKey(), loc)
 		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
 			"). Check the values and press Start export again to start another one."
-		p.withEstimate(ctx, &f, rep, form)
+		p.withEstimate(ctx, &f, rep, form, loc)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
 		return nil
 	}
@@ -254,19 +258,43 @@ func bomChecked(vs []string) bool {
 }
 
 // formParams reads the declared params from a form. An unchecked checkbox sends nothing,
-// which for a bool means false, not "use the default".
-func formParams(decl []export.Param, form map[string][]string) map[string]any {
+// which for a bool means false, not "use the default". A datetime written without a zone,
+// as a datetime-local field sends it, is a time in loc, the zone the form showed it in
+// (issue 37: the viewer's), and is passed on in RFC 3339; any other value as sent.
+func formParams(decl []export.Param, form map[string][]string, loc *time.Location) map[string]any {
 	out := map[string]any{}
 	for _, p := range decl {
 		vs, ok := form[p.Name]
 		switch {
 		case p.Type == export.TypeBool:
 			out[p.Name] = formBool(vs)
+		case ok && len(vs) > 0 && p.Type == export.TypeDatetime:
+			out[p.Name] = zonedDatetime(vs[0], loc)
 		case ok && len(vs) > 0:
 			out[p.Name] = vs[0]
 		}
 	}
 	return out
+}
+
+// datetimeHint says which zone a datetime field's value is in.
+func datetimeHint(loc *time.Location) string {
+	if loc == time.UTC {
+		return "In UTC."
+	}
+	return "In " + ui.TimesIn(loc, time.Now()).Zone + ", your time zone."
+}
+
+// zonedDatetime is v, a datetime-local field's value ("2025-03-01T06:00", seconds
+// optional), as the RFC 3339 time it names in loc; a value with a zone, or not of that
+// shape, is returned as given for the report's check.
+func zonedDatetime(v string, loc *time.Location) string {
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, strings.TrimSpace(v), loc); err == nil {
+			return t.UTC().Format(time.RFC3339)
+		}
+	}
+	return v
 }
 
 // formBool reads a bool parameter's field as the form starts it and shows it again: the
@@ -367,7 +395,7 @@ func sentence(msg string) string {
 
 // exportForm builds the form of rep: defaults, or the values sent (form, when not nil),
 // with the errors by field.
-func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string) ui.ExportForm {
+func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string, loc *time.Location) ui.ExportForm {
 	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key,
 		Format: export.FormatXLSX, FormatError: errs[formatField]}
 	if form != nil {
@@ -390,7 +418,7 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 		case export.TypeDate:
 			fd.Input = "date"
 		case export.TypeDatetime:
-			fd.Input, fd.Hint = "datetime-local", "Times without a zone are taken as UTC."
+			fd.Input, fd.Hint = "datetime-local", datetimeHint(loc)
 		case export.TypeBool:
 			fd.Input = "checkbox"
 			fd.Checked = def == "true"
@@ -425,8 +453,8 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 				fd.Value = vs[0]
 			}
 		}
-		if p.Type == export.TypeDatetime && len(fd.Value) > 16 && fd.Value[10] == 'T' && form == nil {
-			fd.Value = fd.Value[:16] // datetime-local takes no zone or seconds
+		if p.Type == export.TypeDatetime && form == nil {
+			fd.Value = datetimeLocal(fd.Value, loc) // a default, shown in the viewer's zone
 		}
 		f.Fields = append(f.Fields, fd)
 	}

@@ -112,14 +112,14 @@ func TestPrefillRepeatedValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	form := prefill(rep, q)
+	form := prefill(rep, q, time.UTC)
 	for k, want := range map[string]string{"limit": "5", "all": "true", formatField: "csv", bomField: "true"} {
 		if got := form[k]; len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
 	// The box's words are read as the posted form reads them (bomChecked): "no" is off.
-	if form := prefill(rep, url.Values{"bom": {"no"}}); form[bomField] != nil {
+	if form := prefill(rep, url.Values{"bom": {"no"}}, time.UTC); form[bomField] != nil {
 		t.Errorf("bom=no prefilled the box: %q", form[bomField])
 	}
 }

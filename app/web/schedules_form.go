@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"sheetq/app/exports"
@@ -314,7 +315,7 @@ func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []stri
 		}
 		// The service keeps an int or number given as text as the number it reads as
 		// (3, not "3"), as it does the API's and the command line's.
-		in.Params = formParams(rep.Params, named)
+		in.Params = formParams(rep.Params, named, time.UTC)
 		for _, prm := range rep.Params {
 			if s, ok := in.Params[prm.Name].(string); ok && strings.TrimSpace(s) == "" {
 				delete(in.Params, prm.Name) // empty: the report's default, or "required"
@@ -490,7 +491,7 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 	} else if len(in.Params) == 0 {
 		values = nil // defaults
 	}
-	for i, fd := range exportForm(rep, values, nil, "").Fields {
+	for i, fd := range exportForm(rep, values, nil, "", time.UTC).Fields {
 		sf := ui.ScheduleField{Field: fd}
 		sf.Name = paramPrefix + rep.Params[i].Name
 		sf.Error = errs[sf.Name]
