@@ -16,7 +16,7 @@ import (
 // browser's zone (a cookie), loading the first page again once if it was written in
 // another; then every time is in that zone, by its short name, said once per place: the
 // exports table in its heading, the timeline above its items, the queue's "as of" and
-// its charts' legend. No time is shown in UTC, or as RFC 3339.
+// its charts' legend. No time is shown in UTC, or as RFC 3339; at 1280 and 390 px.
 func TestBrowserTimesInViewerZone(t *testing.T) {
 	p := startBinary(t, t.TempDir(), nil)
 	id := submitMany(t, p, 1)[0]
@@ -42,7 +42,15 @@ func TestBrowserTimesInViewerZone(t *testing.T) {
 		if !eventually(b, stepTimeout, `document.body.dataset.zone === `+js(tc.zone)+` && document.readyState === "complete"`) {
 			t.Errorf("%s: the first page was not written in the browser's zone", tc.zone)
 		}
-		for _, path := range []string{"/", "/exports/" + id, "/queue"} {
+		for _, w := range []struct {
+			width int64
+			path  string
+		}{
+			{1280, "/"}, {1280, "/exports/" + id}, {1280, "/queue"},
+			{390, "/"}, {390, "/exports/" + id}, {390, "/queue"},
+		} {
+			path := w.path
+			b.do("width", stepTimeout, chromedp.EmulateViewport(w.width, 800))
 			b.open(path)
 			times := mustEval[[][]string](b, `[...document.querySelectorAll("time[datetime]")].map(e => [e.getAttribute("datetime"), e.textContent.trim()])`)
 			if len(times) == 0 {
@@ -67,6 +75,7 @@ func TestBrowserTimesInViewerZone(t *testing.T) {
 			}
 		}
 		// Once per place: not on the table's rows, nor on the timeline's items.
+		b.do("width", stepTimeout, chromedp.EmulateViewport(1280, 800))
 		b.open("/")
 		if got := b.text(tid("list-zone")); got != "("+short+")" {
 			t.Errorf("%s: the Created heading says %q", tc.zone, got)
