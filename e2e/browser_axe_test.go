@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sheetq/internal/client"
-	"sheetq/store"
 )
 
 // axe-core, the accessibility engine, checks every page state at both widths (issue 37:
@@ -142,23 +141,7 @@ func TestBrowserAxe(t *testing.T) {
 	b.axeCheck(src, "schedules, empty")
 
 	// An export in each status.
-	ok := p.submit(t, `{"report":"demo","params":{"rows":2500}}`)
-	p.waitJob(t, ok.ID, "SUCCEEDED", status("SUCCEEDED"))
-	failed := p.submit(t, `{"report":"demo","params":{"rows":100,"fail_first":5}}`)
-	p.waitJob(t, failed.ID, "FAILED", status("FAILED"))
-	canceled := p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
-	p.waitJob(t, canceled.ID, "PROCESSING", status("PROCESSING"))
-	resp, err := http.Post(p.url+"/api/v1/exports/"+canceled.ID+"/cancel", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("cancel: %s", resp.Status)
-	}
-	p.waitJob(t, canceled.ID, "CANCELED", status("CANCELED"))
-	running := p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
-	p.waitJob(t, running.ID, "PROCESSING with progress", func(j client.Job) bool { return j.Status == "PROCESSING" && j.Progress.Rows > 0 })
+	ok, failed, canceled, running := p.exportInEachStatus(t)
 
 	b.open("/")
 	b.waitFor("four rows", stepTimeout, `document.querySelectorAll(`+js(tid("export-row"))+`).length === 4`, nil)
@@ -225,23 +208,14 @@ func TestBrowserAxe(t *testing.T) {
 
 	// The schedule's page with an export it made: due a minute ago, the restarted node
 	// fires it at once (the long export canceled first, so that the one worker is free).
-	resp, err = http.Post(p.url+"/api/v1/exports/"+running.ID+"/cancel", "", nil)
+	resp, err := http.Post(p.url+"/api/v1/exports/"+running.ID+"/cancel", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	p.waitJob(t, running.ID, "CANCELED", status("CANCELED"))
 	p.stop(t)
-	withStore(t, data, func(st *store.Store) {
-		s, err := st.GetSchedule(t.Context(), sc.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.NextRunAt = time.Now().Add(-time.Minute).Truncate(time.Minute)
-		if _, err := st.UpdateSchedule(t.Context(), s); err != nil {
-			t.Fatal(err)
-		}
-	})
+	makeDue(t, data, sc.ID)
 	p = startBinary(t, data, nil, "--workers", "1", "--max-attempts", "2")
 	b = newTab(t, p.url)
 	b.open("/schedules/" + sc.ID)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,9 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"sheetq/internal/client"
+	"sheetq/store"
 )
 
 // The browser tests drive the real binary's pages with headless Chromium, through the
@@ -427,4 +431,45 @@ func jobIDFromURL(u string) (string, error) {
 		return "", errNoJobID
 	}
 	return id, nil
+}
+
+// exportInEachStatus makes one export of each status the pages show, in order: one that
+// succeeded, one that failed (out of attempts), one canceled while it ran, and one still
+// running with progress (a 600 s demo: cancel it when done with it).
+func (p *proc) exportInEachStatus(t *testing.T) (ok, failed, canceled, running client.Job) {
+	t.Helper()
+	ok = p.submit(t, `{"report":"demo","params":{"rows":2500}}`)
+	p.waitJob(t, ok.ID, "SUCCEEDED", status("SUCCEEDED"))
+	failed = p.submit(t, `{"report":"demo","params":{"rows":100,"fail_first":5}}`)
+	p.waitJob(t, failed.ID, "FAILED", status("FAILED"))
+	canceled = p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
+	p.waitJob(t, canceled.ID, "PROCESSING", status("PROCESSING"))
+	resp, err := http.Post(p.url+"/api/v1/exports/"+canceled.ID+"/cancel", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %s", resp.Status)
+	}
+	p.waitJob(t, canceled.ID, "CANCELED", status("CANCELED"))
+	running = p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
+	p.waitJob(t, running.ID, "PROCESSING with progress", func(j client.Job) bool { return j.Status == "PROCESSING" && j.Progress.Rows > 0 })
+	return ok, failed, canceled, running
+}
+
+// makeDue sets schedule id of the stopped server's data directory due a minute ago, so
+// that the server started next fires it at once.
+func makeDue(t *testing.T, data, id string) {
+	t.Helper()
+	withStore(t, data, func(st *store.Store) {
+		s, err := st.GetSchedule(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.NextRunAt = time.Now().Add(-time.Minute).Truncate(time.Minute)
+		if _, err := st.UpdateSchedule(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sheetq/internal/client"
-	"sheetq/store"
 )
 
 // What a newcomer meets on the pages (issue 37): each test drives one item at desktop and
@@ -65,16 +64,7 @@ func TestBrowserNewcomerSchedulePage(t *testing.T) {
 	}
 	// Due a minute ago: the restarted node fires it at once.
 	p.stop(t)
-	withStore(t, data, func(st *store.Store) {
-		s, err := st.GetSchedule(t.Context(), sc.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.NextRunAt = time.Now().Add(-time.Minute).Truncate(time.Minute)
-		if _, err := st.UpdateSchedule(t.Context(), s); err != nil {
-			t.Fatal(err)
-		}
-	})
+	makeDue(t, data, sc.ID)
 	p = startBinary(t, data, nil)
 	b := newTab(t, p.url)
 	firing := tid("schedule-firing") + `:has(.s-SUCCEEDED)`

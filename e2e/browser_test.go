@@ -12,8 +12,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"sheetq/internal/client"
 )
 
 // End-to-end flows through the pages in headless Chromium, against the real binary.
@@ -326,23 +324,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	p := startBinary(t, data, nil, "--workers", "1", "--max-attempts", "2")
 	dir := screenshotDir(t)
 
-	ok := p.submit(t, `{"report":"demo","params":{"rows":2500}}`)
-	p.waitJob(t, ok.ID, "SUCCEEDED", status("SUCCEEDED"))
-	failed := p.submit(t, `{"report":"demo","params":{"rows":100,"fail_first":5}}`)
-	p.waitJob(t, failed.ID, "FAILED", status("FAILED"))
-	canceled := p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
-	p.waitJob(t, canceled.ID, "PROCESSING", status("PROCESSING"))
-	resp, err := http.Post(p.url+"/api/v1/exports/"+canceled.ID+"/cancel", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("cancel: %s", resp.Status)
-	}
-	p.waitJob(t, canceled.ID, "CANCELED", status("CANCELED"))
-	running := p.submit(t, `{"report":"demo","params":{"rows":50000,"seconds":600}}`)
-	p.waitJob(t, running.ID, "PROCESSING with progress", func(j client.Job) bool { return j.Status == "PROCESSING" && j.Progress.Rows > 0 })
+	ok, failed, _, running := p.exportInEachStatus(t)
 	p.submit(t, `{"report":"orders","params":{"from":"2025-01-01","to":"2025-02-01"}}`) // waits behind the running one: PENDING
 	if err := os.WriteFile(filepath.Join(data, "reports", "broken.sql"), []byte("-- title: Broken\n-- source: shop\nSELECT id FROM orders\nWHERE id = :missing;\n"), 0o644); err != nil {
 		t.Fatal(err)
