@@ -51,9 +51,8 @@ type clockGuard struct {
 type clockReading struct {
 	// Now is the time that decides what is due.
 	Now time.Time
-	// Follows is set when the guard begins to follow the store's clock again (a step
-	// settled or went away); Settled when that was a step that held.
-	Follows, Settled bool
+	// Settled is set when a step held and the guard follows the store's clock again.
+	Settled bool
 	// Step is set at the first reading of a new step, of Drift.
 	Step  bool
 	Drift time.Duration
@@ -77,7 +76,7 @@ func (g *clockGuard) read(storeNow, local time.Time) clockReading {
 		was := g.stepping
 		g.stepping, g.base, g.baseLocal = false, storeNow, local
 		g.repark = g.repark || was
-		return clockReading{Now: storeNow, Follows: was, Drift: drift}
+		return clockReading{Now: storeNow, Drift: drift}
 	case !g.stepping || (drift-g.stepDrift).Abs() > ClockTolerance:
 		// A new step, or the clock stepped again: it has to hold from now on.
 		g.stepping, g.stepDrift, g.stepSince = true, drift, local
@@ -85,7 +84,7 @@ func (g *clockGuard) read(storeNow, local time.Time) clockReading {
 	case local.Sub(g.stepSince) >= ClockSettle:
 		// The step held: it is the clock now.
 		g.stepping, g.base, g.baseLocal, g.repark = false, storeNow, local, true
-		return clockReading{Now: storeNow, Follows: true, Settled: true, Drift: drift}
+		return clockReading{Now: storeNow, Settled: true, Drift: drift}
 	}
 	return clockReading{Now: expected, Drift: drift}
 }

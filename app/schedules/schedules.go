@@ -405,12 +405,6 @@ func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Sch
 	return s.Store.CreateSchedule(ctx, sc)
 }
 
-// Update replaces schedule id with in, as a whole (the form's edit): Edit with a
-// change that sets every field.
-func (s *Service) Update(ctx context.Context, id string, in Input) (store.Schedule, error) {
-	return s.Edit(ctx, id, func(cur *Input) { *cur = in })
-}
-
 // Edit changes schedule id by change, applied to the schedule as it is stored, checks
 // the result and keeps it only if the row is still the one change was applied to
 // (compare-and-set in one store transaction, store EditSchedule): a field that change
