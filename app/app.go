@@ -27,7 +27,7 @@ import (
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/jobs/webhook"
-	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // Config is everything `sheetq serve` needs.
@@ -75,8 +75,8 @@ type Config struct {
 	// Ready, if set, is called with the base URL once the server accepts connections.
 	Ready func(url string)
 	// CheckDB is how much of the database file is checked at start (default
-	// store.CheckQuick); a damaged file is refused.
-	CheckDB store.CheckMode
+	// sqlite.CheckQuick); a damaged file is refused.
+	CheckDB sqlite.CheckMode
 	// Force, once closed while Run shuts down (a second Ctrl-C), stops the running jobs
 	// at once and puts them back in the queue instead of waiting out the grace period.
 	Force <-chan struct{}

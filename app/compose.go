@@ -28,7 +28,6 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
-	"sheetq/store/pg"
 )
 
 // App is one sheetq server over one data directory: everything New built, which Start
@@ -40,10 +39,9 @@ type App struct {
 	log *slog.Logger
 
 	lock     *datadir.Lock
-	store    backend
+	store    *store.Store
 	files    jobs.Files
-	dsn      string       // the PostgreSQL store's, for the LISTEN connection; "" on SQLite
-	sqlite   *store.Store // the same store when it is the data directory's SQLite file; nil on PostgreSQL
+	shared   bool // other nodes may use the store at the same time (store.Shared)
 	kind     exportKind
 	hub      *events.Hub
 	metrics  *metrics.Metrics
@@ -93,18 +91,23 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.closers = append(a.closers, func() { a.lock.Unlock() })
 
-	st, sqlite, err := a.openStore(ctx)
+	st, err := a.openStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a.store, a.sqlite = st, sqlite
+	a.store = st
+	drv := st.Driver()
+	if sh, ok := drv.(store.Shared); ok {
+		a.shared = sh.Shared()
+	}
 	a.closers = append(a.closers, func() {
 		if err := st.Close(); err != nil {
 			log.Warn("close store", "err", err)
 		}
 	})
-	if sqlite != nil {
-		if err := sqlite.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
+	health, _ := drv.(store.WriteHealth)
+	if health != nil {
+		if err := health.WriteHealth(); errors.Is(err, store.ErrDiskFull) {
 			log.WarnContext(ctx, "the disk that holds the database is full: new exports and other changes fail with disk_full, and GET /readyz answers 503, until space is freed",
 				"data", dir.Root, "err", err)
 		}
@@ -118,12 +121,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.closers = append(a.closers, cleanup)
 
 	problems := problem.Reporter{Log: log}
-	if sqlite != nil {
+	if health != nil {
 		// Readiness follows the faults requests meet on the file (a full disk).
-		problems.Store = sqlite
+		problems.Store = health
 	}
 	hubCfg := cfg.Events
-	if sqlite == nil && cfg.PollOnly {
+	if a.shared && cfg.PollOnly {
 		// No NOTIFY tells this node of other nodes' events: its streams read the log
 		// four times a second instead of once.
 		hubCfg.Poll = cmp.Or(hubCfg.Poll, 250*time.Millisecond)
@@ -148,17 +151,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		fmt.Fprintf(os.Stderr, "sheetq: test clock offset %s\n", d)
 		ecfg.Now = func() time.Time { return time.Now().Add(d) }
 	}
-	// Other nodes run jobs from a PostgreSQL store: a PROCESSING job at start may be theirs.
-	ecfg.Shared = sqlite == nil
+	// Other nodes run jobs from a shared store: a PROCESSING job at start may be theirs.
+	ecfg.Shared = a.shared
 	if ecfg.Shared && cfg.PollOnly {
 		// Polling is the only way this node learns of other nodes' jobs
 		// (docs/several-nodes.md): a tenth of a second is a tiny indexed query per lane.
 		ecfg.PollInterval = cmp.Or(ecfg.PollInterval, 100*time.Millisecond)
 	}
 	ecfg.OnChange = onChangeAll(ecfg.OnChange, a.metrics.OnChange)
-	if p, ok := st.(*pg.Store); ok {
-		// Other nodes' event streams read this node's events when told (pg.Listener).
-		ecfg.OnChange = onChangeAll(ecfg.OnChange, p.AnnounceEvents)
+	if an, ok := drv.(store.Announcer); ok {
+		// Other nodes' event streams read this node's events when told (store.Listener).
+		ecfg.OnChange = onChangeAll(ecfg.OnChange, an.AnnounceEvents)
 	}
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
@@ -169,8 +172,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.metrics.WatchQueue(a.engine)
 	a.metrics.WatchGroupCommit()
-	if sq, ok := st.(*store.Store); ok { // PostgreSQL has no one writer to time
-		sq.ObserveWrites(a.metrics.WatchWrites())
+	if wo, ok := drv.(store.WriteObserver); ok { // a server has no one writer to time
+		wo.ObserveWrites(a.metrics.WatchWrites())
 	}
 	a.metrics.WatchBatches(a.engine.BatchStats)
 	a.metrics.WatchStreams(func() (int, int64) { s := a.hub.Stats(); return s.Clients, s.Dropped })
@@ -261,8 +264,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 			a.stop()
 		}
 	}()
-	if a.sqlite != nil {
-		a.stops = append(a.stops, checkInBackground(ctx, a.sqlite, a.dir, a.log))
+	if sc, ok := a.store.Driver().(store.StartChecker); ok {
+		a.stops = append(a.stops, checkInBackground(ctx, sc, a.dir, a.log))
 	}
 	if err := a.declareSchedules(ctx, a.kind.config); err != nil {
 		return err

@@ -86,7 +86,7 @@ func (a *App) declaredFile() string { return filepath.Join(a.dir.Root, "declared
 func (a *App) declaredBefore() (func(id string) bool, error) {
 	b, err := os.ReadFile(a.declaredFile())
 	if errors.Is(err, fs.ErrNotExist) {
-		single := a.sqlite != nil
+		single := !a.shared
 		return func(string) bool { return single }, nil
 	}
 	if err != nil {

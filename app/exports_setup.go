@@ -13,6 +13,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/export/sample"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // exportKind is the export job kind with the catalog it reads reports from.
@@ -35,7 +36,7 @@ func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, 
 		var err error
 		installed, err = sample.Install(ctx, sample.Layout{DataDir: dir.Root})
 		switch {
-		case store.IsDiskFull(err):
+		case sqlite.IsDiskFull(err):
 			// The sample's database is about 19 MB. Without room for it, a first start
 			// used to exit, and so did every start after it; sheetq works without it.
 			log.WarnContext(ctx, fmt.Sprintf("first run: no room on the disk for the sample shop database (about 19 MB), so sheetq starts without the sample; "+

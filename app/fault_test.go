@@ -20,6 +20,7 @@ import (
 	"sheetq/app/problem"
 	"sheetq/internal/apiv1"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -73,7 +74,7 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	if got := ts.jobCount(); got != n+1 {
 		t.Errorf("%d jobs after the retry, want %d", got, n+1)
 	}
-	if err := ts.sqlite.Check(context.Background()); err != nil {
+	if err := ts.store.Driver().(*sqlite.Store).Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 	if l := logs.String(); strings.Count(l, "claims wait") != 1 || strings.Contains(l, "claim failed") {
@@ -230,7 +231,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 			t.Errorf("%s not empty after the failure: %v", d, left)
 		}
 	}
-	if err := ts.sqlite.Check(context.Background()); err != nil {
+	if err := ts.store.Driver().(*sqlite.Store).Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 

@@ -19,6 +19,7 @@ import (
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // TestQueuesConfig: [queues.NAME] workers = N makes lanes (rule 27). The webhooks and
@@ -175,7 +176,7 @@ func heavyLaneDir(t *testing.T, workers int) datadir.Dir {
 // is not.
 func TestStartWarnsOfAQueueWithoutALane(t *testing.T) {
 	dir := datadir.Dir{Root: t.TempDir()}
-	st, err := store.Open(context.Background(), dir.DB(), store.Options{})
+	st, err := sqlite.Open(context.Background(), dir.DB(), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sheetq/app/middleware"
 	"sheetq/internal/datadir"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // Run serves until ctx is cancelled, then shuts down in order: stop accepting requests,
@@ -108,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 // openStoreError says what is wrong with the database and what to do about it, for the
 // failures a person can fix: a damaged file, a full disk, a file that cannot be written.
 func openStoreError(dir datadir.Dir, err error) error {
-	var ce *store.CorruptError
+	var ce *sqlite.CorruptError
 	switch {
 	case errors.As(err, &ce):
 		return explained{err, fmt.Sprintf("the database %s is damaged (%s), so sheetq will not start on it: %s",
@@ -129,18 +130,17 @@ func repairAdvice(dir datadir.Dir) string {
 }
 
 // checkInBackground finishes the start-up check of a file too large for its time budget
-// (store.CheckResult.Complete false) beside the running server; damage found makes
+// (store.StartChecker) beside the running server; damage found makes
 // readiness fail and is logged with what to do. The returned func stops it and waits.
-func checkInBackground(ctx context.Context, st *store.Store, dir datadir.Dir, log *slog.Logger) (wait func()) {
-	res := st.OpenCheck()
-	if res.Complete {
-		if res.Mode != store.CheckOff && res.Pages > 0 {
-			log.DebugContext(ctx, "database checked", "mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
+func checkInBackground(ctx context.Context, st store.StartChecker, dir datadir.Dir, log *slog.Logger) (wait func()) {
+	complete, attrs := st.CheckedAtStart()
+	if complete {
+		if attrs != nil {
+			log.DebugContext(ctx, "database checked", attrs...)
 		}
 		return func() {}
 	}
-	log.InfoContext(ctx, "the database check goes on after start: the file is too large to check within the start-up budget",
-		"mode", res.Mode, "pages", res.Pages, "took", res.Took.Round(time.Millisecond))
+	log.InfoContext(ctx, "the database check goes on after start: the file is too large to check within the start-up budget", attrs...)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -154,7 +154,7 @@ func checkInBackground(ctx context.Context, st *store.Store, dir datadir.Dir, lo
 		case err != nil:
 			log.WarnContext(ctx, "the database check after start failed", "err", err)
 		default:
-			log.InfoContext(ctx, "database checked", "mode", res.Mode, "took", time.Since(start).Round(time.Millisecond))
+			log.InfoContext(ctx, "database checked", "took", time.Since(start).Round(time.Millisecond))
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -253,9 +253,7 @@ func TestDeclaredScheduleOfAnotherNode(t *testing.T) {
 	}
 	exists := func(ts *testServer) bool {
 		t.Helper()
-		_, err := ts.store.(interface {
-			GetSchedule(context.Context, string) (store.Schedule, error)
-		}).GetSchedule(context.Background(), "a-daily")
+		_, err := ts.store.GetSchedule(context.Background(), "a-daily")
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}

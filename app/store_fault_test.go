@@ -17,6 +17,7 @@ import (
 
 	"sheetq/internal/datadir"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -94,7 +95,7 @@ func TestDiskFullAnswers507(t *testing.T) {
 	if res := ts.request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("retry after space returned: %d %s", res.StatusCode, res.body)
 	}
-	if err := ts.sqlite.Check(context.Background()); err != nil {
+	if err := ts.store.Driver().(*sqlite.Store).Check(context.Background()); err != nil {
 		t.Error(err)
 	}
 }
@@ -141,7 +142,7 @@ func runOnce(t *testing.T, dir string, cfg Config) error {
 func TestRunRefusesCorruptDatabase(t *testing.T) {
 	dir := t.TempDir()
 	db := datadir.Dir{Root: dir}.DB()
-	st, err := store.Open(context.Background(), db, store.Options{})
+	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestRunRefusesCorruptDatabase(t *testing.T) {
 	t.Logf("refusal: %s", msg)
 
 	// --check-db=off starts anyway, for whoever must get data out first.
-	if err := runOnce(t, dir, Config{ReportsDir: reports, CheckDB: store.CheckOff}); err != nil {
+	if err := runOnce(t, dir, Config{ReportsDir: reports, CheckDB: sqlite.CheckOff}); err != nil {
 		t.Fatalf("--check-db=off: %v", err)
 	}
 }

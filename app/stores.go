@@ -18,23 +18,18 @@ import (
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/pg"
+	"sheetq/store/sqlite"
 )
 
-// backend is everything the app does with its job store: the API's and pages'
-// (exports.Store, which includes the engine's jobs.Store and the metrics'), the event
-// hub's log, the webhook deliveries' timeline, and closing it.
-type backend interface {
-	exports.Store
-	events.Log
-	webhook.Recorder
-	schedules.Store
-	Close() error
-}
-
-// Both stores serve every read and write the app makes.
+// The job store is one *store.Store whatever its driver: every consumer (exports.Store,
+// events.Log, webhook.Recorder, schedules.Store, the engine's jobs.Store) asks for the
+// core's operations, and the composition root asks the driver for what else it can do
+// through the capability interfaces of package store (driver.go), never by its type.
 var (
-	_ backend = (*store.Store)(nil)
-	_ backend = (*pg.Store)(nil)
+	_ exports.Store    = (*store.Store)(nil)
+	_ events.Log       = (*store.Store)(nil)
+	_ webhook.Recorder = (*store.Store)(nil)
+	_ schedules.Store  = (*store.Store)(nil)
 )
 
 // storeURL is the job store the node uses: --store, else the config file's [store] url,
@@ -84,24 +79,24 @@ func RedactURL(u string) string {
 	return pu.Redacted()
 }
 
-// openStore opens the job store that cfg names: the data directory's SQLite file (sqlite
-// is then that store too, for what only SQLite has: its file checks, disk health and
-// backup), or a PostgreSQL database shared with other nodes (sqlite is nil).
-func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, err error) {
+// openStore opens the job store that cfg names: the data directory's SQLite file, or a
+// PostgreSQL database shared with other nodes. Only here and in the tool commands does
+// sheetq name a driver.
+func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	cfg := a.cfg
 	// A job's end and the webhook delivery that announces it commit together (rule 19),
 	// and so do a successful export and the deliveries of its file (deliveries.go).
 	followUps := withDeliveries(webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps)
 	dsn, err := cfg.storeURL()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if dsn == "" {
-		s, err := store.Open(ctx, a.dir.DB(), store.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout, FollowUps: followUps})
+		s, err := sqlite.Open(ctx, a.dir.DB(), sqlite.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout, FollowUps: followUps})
 		if err != nil {
-			return nil, nil, openStoreError(a.dir, err)
+			return nil, openStoreError(a.dir, err)
 		}
-		return s, s, nil
+		return s, nil
 	}
 	opts := pg.Options{FollowUps: followUps, TestClock: cfg.Now, PollOnly: cfg.PollOnly}
 	if !strings.Contains(dsn, "pool_max_conns") {
@@ -115,14 +110,13 @@ func (a *App) openStore(ctx context.Context) (st backend, sqlite *store.Store, e
 	}
 	p, err := pg.Open(ctx, dsn, opts)
 	if errors.Is(err, pg.ErrTransactionPooler) {
-		return nil, nil, fmt.Errorf("open the job store %s: %w; start every node behind it with --poll-only", RedactURL(dsn), err)
+		return nil, fmt.Errorf("open the job store %s: %w; start every node behind it with --poll-only", RedactURL(dsn), err)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
+		return nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 	}
 	a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn))
-	a.dsn = dsn
-	return p, nil, nil
+	return p, nil
 }
 
 // openFiles opens the file store that cfg names: the data directory's exports/ folder, or
@@ -132,7 +126,7 @@ func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
 	fc := a.cfg.File.Files
 	u := cmp.Or(a.cfg.FilesURL, fc.URL)
 	if u == "" {
-		if a.sqlite == nil {
+		if a.shared {
 			a.log.WarnContext(ctx, "the job store is shared but the files are in this node's data directory: other nodes cannot serve this node's files, nor this node theirs; give every node the same --files s3://... bucket")
 		}
 		return jobs.OpenFiles("", a.dir.Exports(), "", "", a.log)
@@ -184,22 +178,24 @@ func (a *App) checkBucket(ctx context.Context, f jobs.Files, u string) error {
 	return fmt.Errorf("file store %s: %w", RedactURL(u), err)
 }
 
-// listen starts the LISTEN connection of a PostgreSQL node (not under --poll-only): other
-// nodes' new jobs wake this node's lanes, their cancels reach the jobs running here at
-// once, and their events wake this node's event streams and metrics. Before the engine
-// and the hub start, so the Listener's first re-read is waiting for them.
+// listen starts the store's listener (store.Listener: PostgreSQL's LISTEN connection),
+// unless --poll-only: other nodes' new jobs wake this node's lanes, their cancels reach
+// the jobs running here at once, and their events wake this node's event streams and
+// metrics. Before the engine and the hub start, so the listener's first re-read is
+// waiting for them.
 func (a *App) listen(ctx context.Context) error {
-	if a.sqlite != nil || a.cfg.PollOnly {
+	l, ok := a.store.Driver().(store.Listener)
+	if !ok || a.cfg.PollOnly {
 		return nil
 	}
-	l, err := pg.Listen(ctx, a.dsn, a.log, pg.Callbacks{
+	stop, err := l.Listen(ctx, a.log, store.ListenCallbacks{
 		Ready:  a.engine.WakeQueue,
 		Cancel: a.engine.CheckCancel,
 		Events: func() { a.hub.Notify(); a.metrics.OnChange() },
 	})
 	if err != nil {
-		return fmt.Errorf("listen on the job store %s: %w", RedactURL(a.dsn), err)
+		return fmt.Errorf("listen on the job store: %w", err)
 	}
-	a.closers = append(a.closers, l.Stop)
+	a.closers = append(a.closers, stop)
 	return nil
 }

@@ -51,7 +51,7 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ts.sqlite.AppendEvent(ctx, j.ID, typ, b); err != nil {
+		if err := ts.store.AppendEvent(ctx, j.ID, typ, b); err != nil {
 			t.Fatalf("append %s: %v", typ, err)
 		}
 	}

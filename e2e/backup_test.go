@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // `sheetq backup FILE` copies the database of a running server without stopping it; the
@@ -33,7 +33,7 @@ func TestBackupWhileServing(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	st, err := store.Open(ctx, out, store.Options{})
+	st, err := sqlite.OpenDriver(ctx, out, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

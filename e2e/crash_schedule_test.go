@@ -15,6 +15,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/schedule"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // A node SIGKILLed while it fires a schedule loses no firing and makes none twice: the
@@ -192,7 +193,7 @@ params = { rows = 20, seconds = 0 }
 // withStore opens the data directory's database while no node runs.
 func withStore(t *testing.T, data string, fn func(*store.Store)) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(data, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(context.Background(), filepath.Join(data, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

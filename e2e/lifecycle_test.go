@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -101,7 +102,7 @@ func TestSecondLaunchWaitsForStartingInstance(t *testing.T) {
 	}
 	data := t.TempDir()
 	db := filepath.Join(data, "sheetq.db")
-	st, err := store.Open(context.Background(), db, store.Options{})
+	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestSecondLaunchWaitsForStartingInstance(t *testing.T) {
 func TestServeRefusesDamagedDatabase(t *testing.T) {
 	data := t.TempDir()
 	db := filepath.Join(data, "sheetq.db")
-	st, err := store.Open(context.Background(), db, store.Options{})
+	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"sheetq/internal/client"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // proc is one run of the binary.
@@ -166,7 +167,7 @@ func status(s string) func(client.Job) bool { return func(j client.Job) bool { r
 // inspect opens the data directory's database directly (the process is gone).
 func inspect(t *testing.T, data, id string) (store.Job, []store.Event) {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(data, "sheetq.db"), store.Options{})
+	st, err := sqlite.OpenDriver(context.Background(), filepath.Join(data, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

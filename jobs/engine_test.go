@@ -18,6 +18,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -587,7 +588,7 @@ func TestWakeStartsJobPromptly(t *testing.T) {
 	// the sleep is as good: the wake-up waits in its channel.
 	enqueueStore(t, h.st, "test", store.NewJob{RunAt: time.Now().Add(24 * time.Hour)})
 	idle := make(chan struct{}, 1)
-	h.st = h.openStoreWith(t, store.Options{Now: func() time.Time {
+	h.st = h.openStoreWith(t, sqlite.Options{Now: func() time.Time {
 		select {
 		case idle <- struct{}{}:
 		default:

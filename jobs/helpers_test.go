@@ -14,6 +14,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -45,14 +46,14 @@ func newHarness(t testing.TB) *harness {
 // openStore opens another store on the harness's file, as another process would.
 func (h *harness) openStore(t testing.TB) *store.Store {
 	t.Helper()
-	return h.openStoreWith(t, store.Options{})
+	return h.openStoreWith(t, sqlite.Options{})
 }
 
 // openStoreWith is openStore with options, such as a clock the test moves: staleness,
 // backoff and retention are measured by the store's clock.
-func (h *harness) openStoreWith(t testing.TB, opts store.Options) *store.Store {
+func (h *harness) openStoreWith(t testing.TB, opts sqlite.Options) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), h.dbPath, opts)
+	st, err := sqlite.Open(context.Background(), h.dbPath, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

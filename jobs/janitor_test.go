@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -46,7 +47,7 @@ func TestJanitorExpiresFilesThenDeletesJobs(t *testing.T) {
 	// Retention is measured by the store's clock: the janitor's store, on the same file,
 	// reads a clock the test moves.
 	clock := storetest.ClockAt(time.Now())
-	jan := jobs.NewJanitor(h.openStoreWith(t, store.Options{Now: clock.Now}), jobs.JanitorConfig{Retention: time.Hour, ExportsDir: h.exports, Logger: testLogger()})
+	jan := jobs.NewJanitor(h.openStoreWith(t, sqlite.Options{Now: clock.Now}), jobs.JanitorConfig{Retention: time.Hour, ExportsDir: h.exports, Logger: testLogger()})
 
 	if res, err := jan.Sweep(ctx); err != nil || res != (jobs.SweepResult{}) {
 		t.Fatalf("fresh jobs: sweep = %+v, %v; want nothing removed", res, err)

@@ -11,6 +11,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -32,7 +33,7 @@ func TestPausedEngineKeepsItsJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			clk := storetest.ClockAt(time.Now())
-			h.st = h.openStoreWith(t, store.Options{Now: clk.Now})
+			h.st = h.openStoreWith(t, sqlite.Options{Now: clk.Now})
 			cfg := h.config()
 			cfg.Now = clk.Now
 			cfg.Heartbeat = tc.heartbeat

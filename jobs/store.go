@@ -17,7 +17,7 @@ import (
 // Every method that changes a job appends its event in the same transaction (rule 10).
 //
 // Follow-ups (rule 19): a store is made with an optional hook (store.FollowUpFunc;
-// store.Options.FollowUps for SQLite) that a job kind supplies, such as jobs/webhook's
+// store.Config.FollowUps) that a job kind supplies, such as jobs/webhook's
 // Announcer. Every method that makes a job SUCCEEDED, FAILED or CANCELED calls it with
 // the job as committed and, in the same transaction, inserts the jobs it returns
 // (store.FollowUp: PENDING in the queue it names, linked to the job as their parent,

@@ -61,6 +61,8 @@ func (e Event) Decode(v any) error {
 	return json.Unmarshal(e.Data, v)
 }
 
-func fileData(res FileResult) FileData {
+// FileDataOf is the data of the event that publishes res (succeeded, completed_from_file):
+// every driver writes the same payload.
+func FileDataOf(res FileResult) FileData {
 	return FileData{File: res.Name, Size: res.Size, SHA256: res.SHA256, Rows: res.Rows, Warnings: res.Warnings}
 }

@@ -27,6 +27,7 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // Downloads from the file store (jobs.Files): streamed from a bucket with the headers a
@@ -49,7 +50,7 @@ func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

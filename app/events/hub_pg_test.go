@@ -25,7 +25,7 @@ import (
 // Both job stores serve the hub.
 var (
 	_ Log = (*store.Store)(nil)
-	_ Log = (*pg.Store)(nil)
+	_ Log = (*store.Store)(nil)
 )
 
 // wait bounds every wait in these tests; reaching it is a failure, never a result.
@@ -161,7 +161,7 @@ func TestHubOnPostgreSQLAnswersOldAndBadIDs(t *testing.T) {
 	}
 }
 
-func openPG(t *testing.T, dsn string) *pg.Store {
+func openPG(t *testing.T, dsn string) *store.Store {
 	t.Helper()
 	st, err := pg.Open(context.Background(), dsn, pg.Options{})
 	if err != nil {
@@ -185,7 +185,7 @@ func startHub(t *testing.T, st Log, poll time.Duration) (*Hub, string) {
 	return h, srv.URL
 }
 
-func enqueueExport(t *testing.T, st *pg.Store) store.Job {
+func enqueueExport(t *testing.T, st *store.Store) store.Job {
 	t.Helper()
 	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: export.Name,
 		Args: json.RawMessage(`{"report":"demo","params":{}}`)})

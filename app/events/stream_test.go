@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"sheetq/app/problem"
-	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // gatedWriter is a stream's ResponseWriter that counts flushes and, once closed, holds
@@ -62,7 +62,7 @@ func (w *gatedWriter) state() (string, int) {
 func TestStreamFlushesWhatWasPublishedTogether(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"sheetq/app/metrics"
-	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -17,7 +17,7 @@ import (
 // WaitGroup gaining work while it is waited for is a race the detector reports), and a
 // change after Stop schedules nothing.
 func TestOnChangeDuringAndAfterStop(t *testing.T) {
-	st := storetest.Open(t, filepath.Join(t.TempDir(), "sheetq.db"), store.Options{})
+	st := storetest.Open(t, filepath.Join(t.TempDir(), "sheetq.db"), sqlite.Options{})
 	for range 20 {
 		m := metrics.New(st, slog.New(slog.DiscardHandler))
 		if err := m.Start(context.Background()); err != nil {

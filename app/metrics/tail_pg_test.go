@@ -20,7 +20,7 @@ import (
 // Both job stores serve the metrics.
 var (
 	_ metrics.Store = (*store.Store)(nil)
-	_ metrics.Store = (*pg.Store)(nil)
+	_ metrics.Store = (*store.Store)(nil)
 )
 
 // TestMetricsCountATransitionCommittedLate: on PostgreSQL, a transition whose
@@ -71,7 +71,7 @@ func TestMetricsCountATransitionCommittedLate(t *testing.T) {
 	}
 }
 
-func enqueue(t *testing.T, st *pg.Store) store.Job {
+func enqueue(t *testing.T, st *store.Store) store.Job {
 	t.Helper()
 	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: export.Name,
 		Args: json.RawMessage(`{"report":"demo","params":{}}`)})

@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"sheetq/store"
-	"sheetq/store/pg"
 )
 
 // Fault is the answer to a failure of the database file or its disk: a client error it
@@ -30,8 +29,9 @@ func (f Fault) Problem() *Problem {
 	return p
 }
 
-// FaultOf returns the answer for err if it is a failure of the database file or its disk
-// (store.ErrDiskFull, ErrReadOnly, ErrCorrupt, ErrIO).
+// FaultOf returns the answer for err if it is a failure of the database or its disk, by
+// the kinds every store driver maps its errors to (store.ErrDiskFull, ErrReadOnly,
+// ErrCorrupt, ErrIO, ErrUnavailable): no driver is named here.
 func FaultOf(err error) (Fault, bool) {
 	switch {
 	case errors.Is(err, store.ErrDiskFull):
@@ -56,8 +56,8 @@ func FaultOf(err error) (Fault, bool) {
 			Detail:  "the operating system failed a read or write of the database; nothing was saved; retry shortly",
 			Title:   "The database could not be read or written",
 			Message: "The operating system failed a read or write of the database, so nothing was saved. Try again in a moment; if this repeats, the server log says why."}, true
-	case pg.IsUnavailable(err):
-		// Several nodes on PostgreSQL: the database server is down, restarting or out of
+	case errors.Is(err, store.ErrUnavailable):
+		// Several nodes on a database server: it is down, restarting or out of
 		// connections. The request is not at fault and may work in a moment.
 		return Fault{Status: http.StatusServiceUnavailable, Code: "store_unavailable", RetryAfter: "5",
 			Detail:  "the database server does not answer, so the request may not have completed; retry shortly, with the same Idempotency-Key if it had one (GET /readyz answers 200 again once the server is back)",
@@ -80,7 +80,7 @@ func Unstorable(err error) (*Problem, bool) {
 }
 
 // Noter is told of each database fault a request met, so that readiness reflects it
-// (*store.Store).
+// (a store.WriteHealth driver).
 type Noter interface{ NoteError(err error) }
 
 // StatusClientClosed is the status logged for a request its client abandoned.
@@ -124,7 +124,7 @@ func (rp Reporter) ClientGone(r *http.Request, err error) bool {
 // logs it: not a server bug, so it answers 503 with Retry-After and clients (and their
 // Idempotency-Key retries) come back instead of giving up.
 func (rp Reporter) Busy(r *http.Request, err error) bool {
-	if !store.IsBusy(err) && !pg.IsBusy(err) {
+	if !errors.Is(err, store.ErrBusy) {
 		return false
 	}
 	rp.Log.WarnContext(r.Context(), "database busy", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -11,7 +11,7 @@
 // Three variants, each on a fresh SQLite file (WAL, synchronous=FULL) in a temp dir, each
 // with the same number of workers (-workers; 2 by default, as BenchmarkLifecycle):
 //
-//   - sheetq: the real jobs.Engine over store.Open with the server's store settings, the
+//   - sheetq: the real jobs.Engine over sqlite.Open with the server's store settings, the
 //     engine's defaults and a no-op handler.
 //   - river-default: River's defaults (FetchCooldown 100 ms, FetchPollInterval 1 s) with
 //     MaxWorkers set to the worker count.

@@ -14,9 +14,10 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
-// sheetqVariant is the real engine through its public API: store.Open with the zero
+// sheetqVariant is the real engine through its public API: sqlite.Open with the zero
 // Options (the server's production setting: WAL, synchronous=FULL, one writer) and
 // jobs.New with the server's defaults, the given number of workers and a no-op handler.
 type sheetqVariant struct{ workers int }
@@ -38,7 +39,7 @@ type sheetqRig struct {
 }
 
 func newSheetqRig(ctx context.Context, dir string, workers int, track bool) (*sheetqRig, error) {
-	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		return nil, err
 	}

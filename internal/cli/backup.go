@@ -10,7 +10,7 @@ import (
 
 	"sheetq/app"
 	"sheetq/internal/datadir"
-	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // backupCmd runs `sheetq backup FILE [--data DIR]`: a consistent copy of the database,
@@ -56,7 +56,7 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(files) != 1 {
 		return usageError{errors.New("usage: sheetq backup FILE [--data DIR]")}
 	}
-	st, err := store.Open(ctx, datadir.Dir{Root: root}.DB(), store.Options{ReadOnly: true})
+	st, err := sqlite.OpenDriver(ctx, datadir.Dir{Root: root}.DB(), sqlite.Options{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

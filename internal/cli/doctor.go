@@ -19,6 +19,7 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/ui"
 )
 
@@ -171,7 +172,7 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 		rep.Store = app.RedactURL(dsn)
 		jobFiles, jobsRead = diagnosePostgres(ctx, dsn, add)
 	} else {
-		st, err := store.Open(ctx, dir.DB(), store.Options{ReadOnly: true})
+		st, err := sqlite.OpenDriver(ctx, dir.DB(), sqlite.Options{ReadOnly: true})
 		if err != nil {
 			return rep, fmt.Errorf("doctor: %w", err)
 		}

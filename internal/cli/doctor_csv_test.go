@@ -14,6 +14,7 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // doctor checks a csv export's file, exports/<id>.csv, as it checks an xlsx one's: a
@@ -21,7 +22,7 @@ import (
 func TestDoctorChecksCSVFiles(t *testing.T) {
 	ctx := context.Background()
 	dir, _ := doctorDir(t, 1)
-	st, err := store.Open(ctx, dir.DB(), store.Options{})
+	st, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

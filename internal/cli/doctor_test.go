@@ -18,6 +18,7 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // doctorDir is a data directory with n SUCCEEDED exports whose files are published as
@@ -31,7 +32,7 @@ func doctorDir(t *testing.T, n int) (datadir.Dir, []string) {
 			t.Fatal(err)
 		}
 	}
-	st, err := store.Open(ctx, dir.DB(), store.Options{})
+	st, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // ShutdownSignals are the signals that end the server gracefully, for main's
@@ -113,7 +114,7 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		return err
 	}
 	cfg.File = &fc
-	if cfg.CheckDB, err = store.ParseCheckMode(checkDB); err != nil {
+	if cfg.CheckDB, err = sqlite.ParseCheckMode(checkDB); err != nil {
 		return fromFile.bad("check-db", fmt.Sprintf(": %v", err))
 	}
 	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {

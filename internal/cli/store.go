@@ -12,8 +12,8 @@ import (
 	"sheetq/internal/datadir"
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
-	"sheetq/store"
 	"sheetq/store/pgcopy"
+	"sheetq/store/sqlite"
 )
 
 const storeUsage = "usage: sheetq store copy --to postgres://... [--files s3://...] [--data DIR]"
@@ -99,7 +99,7 @@ Flags:
 	}
 	// Opened for writing, as a server would (the lock is ours): an older file is
 	// migrated to this build's schema, which the copy reads.
-	src, err := store.Open(ctx, dir.DB(), store.Options{})
+	src, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{})
 	if err != nil {
 		return fmt.Errorf("store copy: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // A report's column lines reach the writer: labels, formats and types on the columns
@@ -209,7 +210,7 @@ SELECT id, created_at, unit_price, qty, paid FROM orders WHERE :from <= '2025-03
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

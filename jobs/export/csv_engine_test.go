@@ -15,6 +15,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // diesAfterPublish is a store whose successes are published (the part file renamed into
@@ -53,7 +54,7 @@ func (d diesAfterPublish) FinishBatch(ctx context.Context, ends []store.Finish) 
 func TestCSVExportRecoveredFromItsPublishedFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

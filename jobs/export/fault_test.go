@@ -14,6 +14,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // brokenStream is a source that sends rows and then fails, the way a database
@@ -54,7 +55,7 @@ func TestSourceFailingMidStreamPublishesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tmp, exports := filepath.Join(dir, "tmp"), filepath.Join(dir, "exports")
-			st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+			st, err := sqlite.Open(t.Context(), filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

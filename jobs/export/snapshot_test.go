@@ -12,6 +12,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // TestJobRunsTheReportAsAccepted (ARCHITECTURE.md, rule 26): a job accepted before its
@@ -55,7 +56,7 @@ func TestJobRunsTheReportAsAccepted(t *testing.T) {
 	waitCatalog(t, cat, "items=Notes")
 	after := accept()
 
-	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // oneReport is a Library with a single report.
@@ -36,7 +37,7 @@ func (l oneReport) Report(id string) (Report, error) {
 func TestExportJobPublishesFileAndWarnings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st, err := store.Open(t.Context(), filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

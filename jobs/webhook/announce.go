@@ -105,7 +105,7 @@ type Payload struct {
 }
 
 // Announcer creates the delivery that announces a job's final state: its FollowUps is
-// the store's follow-up hook (store.Options.FollowUps), so a delivery commits with the
+// the store's follow-up hook (store.Config.FollowUps), so a delivery commits with the
 // state it announces (rule 19).
 type Announcer struct {
 	// BaseURL, when set (scheme://host), is the server's public URL: Describe makes the

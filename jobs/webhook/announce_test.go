@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // deliveries returns the webhook delivery jobs in the store, oldest first.
@@ -111,7 +112,7 @@ func TestFinalTransitionsEnqueueOneWebhook(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
-			st, _ := openStore(t, store.Options{Now: clk.Now})
+			st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 			quiet := enqueue(t, st, store.NewJob{Args: json.RawMessage(`{"report":"quiet"}`), MaxAttempts: tc.maxAttempts})
 			claim(t, st, "w")
 			tc.end(t, st, quiet.ID)
@@ -222,7 +223,7 @@ func check(t *testing.T, err error) {
 // The delivery job is part of the final transaction: if it cannot be written, the job
 // does not become final either (so a crash can never leave a final job unannounced).
 func TestWebhookEnqueueIsAtomicWithFinalState(t *testing.T) {
-	st, path := openStore(t, store.Options{})
+	st, path := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{NotifyURL: "https://example.com/hook"})
 	claim(t, st, "w")
@@ -253,7 +254,7 @@ func TestWebhookEnqueueIsAtomicWithFinalState(t *testing.T) {
 // Recorder a Handler writes through) with its status and attempt; an export removed
 // meanwhile is skipped without an error.
 func TestRecordWebhookAttempt(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{NotifyURL: "https://example.com/hook"})
 	claim(t, st, "w")
@@ -290,7 +291,7 @@ func TestRecordWebhookAttempt(t *testing.T) {
 
 // Listings and counts can leave webhook deliveries out.
 func TestListByKindAndCountsLeaveDeliveriesOut(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{Kind: "export", NotifyURL: "https://example.com/hook"})
 	if _, err := st.Cancel(ctx, j.ID); err != nil {
@@ -315,7 +316,7 @@ func TestListByKindAndCountsLeaveDeliveriesOut(t *testing.T) {
 // ends CANCELED instead of retrying, and a finished one stays as a record.
 func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 
 	// Five SUCCEEDED exports, each with its delivery; then every delivery is claimed and
@@ -398,7 +399,7 @@ func TestDeleteExportStopsItsDeliveries(t *testing.T) {
 func TestWebhookPayloadLinkUsesBaseURL(t *testing.T) {
 	ctx := context.Background()
 	for _, base := range []string{"", "https://sheetq.example.com"} {
-		st, _ := openStore(t, store.Options{FollowUps: announcer(base)})
+		st, _ := openStore(t, sqlite.Options{FollowUps: announcer(base)})
 		j := enqueue(t, st, store.NewJob{Kind: "export", Args: json.RawMessage(`{"report":"demo"}`),
 			NotifyURL: "https://hooks.example.com/x"})
 		claim(t, st, "w")

@@ -8,6 +8,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -21,7 +22,7 @@ func announcer(base string) store.FollowUpFunc {
 
 // openStore opens a migrated store on a fresh file in t.TempDir, announcing final
 // states to webhooks unless opts names another hook, and closes it at cleanup.
-func openStore(t testing.TB, opts store.Options) (*store.Store, string) {
+func openStore(t testing.TB, opts sqlite.Options) (*store.Store, string) {
 	t.Helper()
 	if opts.FollowUps == nil {
 		opts.FollowUps = announcer("")

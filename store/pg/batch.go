@@ -1,26 +1,20 @@
 package pg
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"sheetq/internal/groupcommit"
 	"sheetq/store"
 )
 
-// Group commit for Enqueue on PostgreSQL (ARCHITECTURE.md, rule 17 and "PostgreSQL").
-//
-// Enqueues that arrive while an insert is in flight wait for it and then go together
-// into the next one: one multi-row INSERT, with the "accepted" events in the same
-// statement, that commits on its own. One statement is one round trip and one WAL
-// flush for the whole group, where a transaction per job paid both per job.
+// EnqueueBatch on PostgreSQL: the core's group commit (store/batch.go) hands a group
+// of Enqueues over, and they go in as one multi-row INSERT, with the "accepted" events
+// in the same statement, that commits on its own. One statement is one round trip and
+// one WAL flush for the whole group, where a transaction per job paid both per job.
 //
 // No SAVEPOINT per job: past 64 subtransactions in one transaction a backend's
 // subtransaction cache overflows, and every session that checks row visibility slows
@@ -34,90 +28,44 @@ import (
 // and the second meets the first's row); two with the same id never share a statement:
 // the second waits for the next one, so that a returned row names one call.
 //
-// A statement the server refuses (bad data in one job that checkNewJob let pass, such as
+// A statement the server refuses (bad data in one job that the checks let pass, such as
 // arguments that are not JSON; a deadlock with another node's group over the same keys)
 // commits nothing; its calls then go again one statement each, so that the bad one
 // fails alone and the others commit.
-//
-// Durability (rule 1): a caller is answered only after the statement that holds its
-// row has committed. Nothing is answered early, so a crash loses only calls that were
-// never answered. There is no timer: an Enqueue on an idle store goes at once, and
-// groups form only while an insert is in flight.
 
-// enqueueCall is one waiting Enqueue.
+// enqueueCall is one job of a group and its answer.
 type enqueueCall struct {
-	ctx   context.Context
 	nj    store.NewJob
-	done  chan struct{} // closed once answered
-	tries int           // lookups that found neither its key's job nor its id's
+	tries int // lookups that found neither its key's job nor its id's
 
 	answered bool
-	job      store.Job
-	existed  bool
-	err      error
+	res      store.Enqueued
 }
 
-// answer sets c's result and wakes its caller.
+// answer sets c's result.
 func (c *enqueueCall) answer(job store.Job, existed bool, err error) {
-	c.job, c.existed, c.err, c.answered = job, existed, err, true
-	close(c.done)
+	c.res, c.answered = store.Enqueued{Job: job, Existed: existed, Err: err}, true
 }
 
-// batcher inserts concurrent Enqueue calls in groups (internal/groupcommit), one
-// statement each.
-type batcher struct {
-	q *groupcommit.Queue[enqueueCall]
-
-	// Counters for tests and benchmarks: insert statements run and the calls taken.
-	commits, calls atomic.Int64
-}
-
-// maxBatch bounds the calls in one statement: 128 jobs are 13 arrays of 128 values,
-// far below any protocol limit, and a bigger group gains little once the round trip
-// and the flush are shared.
-const maxBatch = 128
-
-// batchTimeout bounds one group's statements. A caller waits for its group's outcome
-// even when its own context ends, so that an error never hides a committed job; only
-// a database that stops answering for this long leaves that outcome unknown, as any
-// statement on a lost connection does (the client retries with its idempotency key).
-const batchTimeout = 30 * time.Second
-
-// start makes the queue of s's Enqueues.
-func (b *batcher) start(s *Store) {
-	b.q = groupcommit.New(maxBatch, store.ErrClosed, func(group []*enqueueCall) { b.commit(s, group) })
-}
-
-// enqueue queues nj and waits for the statement that holds it. If ctx ends while nj is
-// still queued it is dropped and ctx's error returned; once taken, the caller waits for
-// the real outcome.
-func (b *batcher) enqueue(ctx context.Context, nj store.NewJob) (store.Job, bool, error) {
-	c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
-	if err := b.q.Do(ctx, c, c.done); err != nil {
-		return store.Job{}, false, err
+// EnqueueBatch inserts njs and answers each (store.Driver), in as few statements as the
+// calls allow: one, unless two calls share an id, a key's job vanished between the
+// insert and the lookup, or the server refused the statement. A job PostgreSQL cannot
+// store (a NUL, nul.go) is refused alone before the statement.
+func (s *Store) EnqueueBatch(ctx context.Context, njs []store.NewJob) ([]store.Enqueued, error) {
+	calls := make([]enqueueCall, len(njs))
+	for i, nj := range njs {
+		calls[i].nj = nj
+		if err := checkNewJobText(nj); err != nil {
+			calls[i].answer(store.Job{}, false, err)
+		}
 	}
-	return c.job, c.existed, c.err
-}
-
-// commit inserts group and answers every call, in as few statements as the calls allow:
-// one, unless two calls share an id, a key's job vanished between the insert and the
-// lookup, or the server refused the statement.
-func (b *batcher) commit(s *Store, group []*enqueueCall) {
-	b.calls.Add(int64(len(group)))
-	// The statements outlive any one caller: a caller that gives up must not cancel the
-	// others' rows, so they run on a context no caller can cancel.
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	defer cancel()
 	for {
 		var round []*enqueueCall
 		ids := map[string]bool{}
-		for _, c := range group {
+		for i := range calls {
+			c := &calls[i]
 			switch {
 			case c.answered:
-			case c.ctx.Err() != nil:
-				// Gave up before its turn: skip it rather than commit a job nobody
-				// will be told about.
-				c.answer(store.Job{}, false, c.ctx.Err())
 			case ids[c.nj.ID]:
 				// Same id as a call in this round: it goes in the next one, where it
 				// meets the committed row and is answered by its key or ErrConflict.
@@ -127,11 +75,16 @@ func (b *batcher) commit(s *Store, group []*enqueueCall) {
 			}
 		}
 		if len(round) == 0 {
-			return
+			break
 		}
-		b.commits.Add(1)
+		s.inserts.Add(1)
 		s.insertRound(ctx, round)
 	}
+	out := make([]store.Enqueued, len(calls))
+	for i := range calls {
+		out[i] = calls[i].res
+	}
+	return out, nil
 }
 
 // insertRound inserts calls (distinct ids) in one statement and answers each one it can
@@ -150,7 +103,7 @@ func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
 			return
 		}
 		for _, c := range calls {
-			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", unstorable(err)))
+			c.answer(store.Job{}, false, unstorable(err))
 		}
 		return
 	}
@@ -168,7 +121,7 @@ func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
 	byKey, byID, err := s.conflicting(ctx, missed)
 	if err != nil {
 		for _, c := range missed {
-			c.answer(store.Job{}, false, fmt.Errorf("enqueue: %w", err))
+			c.answer(store.Job{}, false, err)
 		}
 		return
 	}
@@ -183,13 +136,13 @@ func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
 			continue
 		}
 		if _, ok := byID[c.nj.ID]; ok {
-			c.answer(store.Job{}, false, fmt.Errorf("enqueue: job %s: %w", c.nj.ID, store.ErrConflict))
+			c.answer(store.Job{}, false, fmt.Errorf("job %s: %w", c.nj.ID, store.ErrConflict))
 			continue
 		}
 		// The row that stopped the insert was deleted before the lookup: insert again,
 		// a bounded number of times.
 		if c.tries++; c.tries >= 3 {
-			c.answer(store.Job{}, false, fmt.Errorf("enqueue: idempotency key %q: %w", key, store.ErrConflict))
+			c.answer(store.Job{}, false, fmt.Errorf("idempotency key %q: %w", key, store.ErrConflict))
 		}
 	}
 }
@@ -230,8 +183,8 @@ func (s *Store) insertJobs(ctx context.Context, calls []*enqueueCall) (map[strin
 	)
 	for i, c := range calls {
 		nj := c.nj
-		ids[i], kinds[i], args[i], queues[i] = nj.ID, nj.Kind, string(nj.Args), cmp.Or(nj.Queue, store.DefaultQueue)
-		prios[i], maxAttempts[i] = int32(nj.Priority), int32(nj.MaxAttempts) // checked by checkNewJob
+		ids[i], kinds[i], args[i], queues[i] = nj.ID, nj.Kind, string(nj.Args), nj.Queue
+		prios[i], maxAttempts[i] = int32(nj.Priority), int32(nj.MaxAttempts) // in range: the core checked it
 		if !nj.RunAt.IsZero() {
 			runAts[i] = &nj.RunAt
 		}
@@ -272,21 +225,4 @@ func (s *Store) conflicting(ctx context.Context, calls []*enqueueCall) (byKey, b
 		byID[j.ID] = j
 	}
 	return byKey, byID, nil
-}
-
-// checkNewJob refuses a job the insert could not take, before it joins a group.
-func checkNewJob(nj store.NewJob) error {
-	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
-		return errors.New("enqueue: id, kind and args are required")
-	}
-	if nj.Priority < math.MinInt32 || nj.Priority > math.MaxInt32 || nj.MaxAttempts > math.MaxInt32 {
-		return fmt.Errorf("enqueue: priority %d or max attempts %d out of range", nj.Priority, nj.MaxAttempts)
-	}
-	return checkNewJobText(nj)
-}
-
-// BatchStats reports how Enqueue calls have been grouped into statements (Commits: insert
-// statements run; Calls: the Enqueue calls they took; Waiting: calls queued for the next).
-func (s *Store) BatchStats() store.BatchStats {
-	return store.BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: s.batch.q.Waiting()}
 }

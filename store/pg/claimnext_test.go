@@ -16,7 +16,7 @@ import (
 
 // The engine's dispatcher takes its next wake-up from the claim itself on PostgreSQL
 // (jobs.ClaimNexter): the store must satisfy it.
-var _ jobs.ClaimNexter = (*pg.Store)(nil)
+var _ jobs.ClaimNexter = (*store.Store)(nil)
 
 // TestClaimBatchNextAnswersWhatNextRunInWould: the read sent with the claim does not count
 // the jobs the claim just took, counts a due job it left (limit reached) as due now, and a
@@ -121,7 +121,7 @@ func TestDispatcherSleepsUntilTheDelayedJobFromTheClaim(t *testing.T) {
 
 // countNextRunIn is the PostgreSQL store, counting NextRunIn calls.
 type countNextRunIn struct {
-	*pg.Store
+	*store.Store
 	calls atomic.Int64
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"sheetq/jobs"
+	"sheetq/store"
 	"sheetq/store/pg"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/conformance"
@@ -18,7 +19,7 @@ import (
 )
 
 // The PostgreSQL store is an engine's store.
-var _ jobs.Store = (*pg.Store)(nil)
+var _ jobs.Store = (*store.Store)(nil)
 
 // testDSN and freshSchema are pgtest's: the test server's DSN (skip without it, fail in
 // CI) and a schema of the test's own, dropped when it ends.
@@ -32,7 +33,7 @@ func newClock() *storetest.Clock {
 }
 
 // The PostgreSQL store serves the app's reads.
-var _ conformance.Reads = (*pg.Store)(nil)
+var _ conformance.Reads = (*store.Store)(nil)
 
 // TestConformance runs the store suite, which every implementation must pass, against
 // PostgreSQL: each case on a migrated schema of its own, on a clock the suite moves.
@@ -53,7 +54,7 @@ func TestConformanceReads(t *testing.T) {
 func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness {
 	clk := newClock()
 	dsn := freshSchema(t)
-	open := func(t *testing.T) *pg.Store {
+	open := func(t *testing.T) *store.Store {
 		st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps})
 		if err != nil {
 			t.Fatalf("open store: %v", err)
@@ -71,7 +72,7 @@ func TestNodesStartingTogetherMigrateOnce(t *testing.T) {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
-		stores []*pg.Store
+		stores []*store.Store
 		errs   []error
 	)
 	start := make(chan struct{})

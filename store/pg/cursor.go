@@ -30,7 +30,7 @@ import (
 // first and then waited on a row lock writes its events after the other's yet sorts
 // before them.
 
-// EventsSince returns up to limit events after cursor (limit <= 0: 500, at most 10,000)
+// EventsSince returns up to limit events after cursor (the core bounds the limit)
 // in a commit-safe order, each with its own cursor, and the cursor after the last one
 // (cursor itself when there is none yet). An empty cursor reads from the start; one that
 // the store did not hand out is store.ErrBadCursor. Unlike EventsAfter, an event whose
@@ -54,10 +54,6 @@ func (s *Store) eventsSince(ctx context.Context, jobID, cursor string, limit int
 	if err != nil {
 		return nil, "", err
 	}
-	if limit <= 0 {
-		limit = 500
-	}
-	limit = min(limit, 10_000)
 	// One statement, so pg_current_snapshot() is the snapshot the rows are read with: a
 	// transaction that commits while it runs is above that xmin and waits for the next read.
 	// ORDER BY names the table's columns: a bare "xid" would be the text output column
@@ -104,10 +100,6 @@ func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) 
 	if err != nil {
 		return nil, "", err
 	}
-	if limit <= 0 {
-		limit = 500
-	}
-	limit = min(limit, 10_000)
 	rows, err := s.pool.Query(ctx, `SELECT e.id, e.job_id, e.type, e.status, e.attempt, e.at, e.data::text,
 			j.kind, j.created_at, j.started_at, e.xid::text
 		FROM job_events e JOIN jobs j ON j.id = e.job_id

@@ -56,12 +56,8 @@ func eventPayload(data any) (*string, error) {
 }
 
 // EventsAfter returns up to limit events with an id greater than afterID, in id order
-// (limit <= 0: 500, at most 10,000). Ids may commit out of order (see above).
+// (the core bounds the limit). Ids may commit out of order (see above).
 func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error) {
-	if limit <= 0 {
-		limit = 500
-	}
-	limit = min(limit, 10_000)
 	return s.queryEvents(ctx, `SELECT `+eventColumns+` FROM job_events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 }
 

@@ -19,7 +19,7 @@ import (
 // process's transaction (autovacuum, another package's test) may hold that horizon back
 // for a moment: the read is repeated until the condition holds, and no time is asserted.
 // Reading more than want is a failure.
-func tail(t *testing.T, st *pg.Store, cursor string, want, limit int) ([]store.CursorEvent, string) {
+func tail(t *testing.T, st *store.Store, cursor string, want, limit int) ([]store.CursorEvent, string) {
 	t.Helper()
 	var got []store.CursorEvent
 	tick := time.NewTicker(10 * time.Millisecond)

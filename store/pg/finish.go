@@ -273,7 +273,7 @@ func (s *Store) succeedPiped(ctx context.Context, tx pgx.Tx, fs []store.Finish, 
 			ws := string(w)
 			warnings = &ws
 		}
-		data, err := eventPayload(fileData(res))
+		data, err := eventPayload(store.FileDataOf(res))
 		if err != nil {
 			return i, err
 		}
@@ -374,7 +374,7 @@ func (s *Store) succeedTx(ctx context.Context, tx pgx.Tx, id string, attempt int
 			return store.Job{}, fmt.Errorf("publish: %w", err)
 		}
 	}
-	if err := s.addEvent(ctx, tx, id, store.EventSucceeded, store.StatusSucceeded, attempt, fileData(res)); err != nil {
+	if err := s.addEvent(ctx, tx, id, store.EventSucceeded, store.StatusSucceeded, attempt, store.FileDataOf(res)); err != nil {
 		return store.Job{}, err
 	}
 	return job, s.followUpsTx(ctx, tx, job)

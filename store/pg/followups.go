@@ -1,7 +1,6 @@
 package pg
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,30 +18,19 @@ func (s *Store) followUpsTx(ctx context.Context, tx pgx.Tx, job store.Job) error
 	if s.followUps == nil {
 		return nil
 	}
-	switch job.Status {
-	case store.StatusSucceeded, store.StatusFailed, store.StatusCanceled:
-	default:
-		return nil
-	}
-	fus, err := s.followUps(job)
+	fus, err := s.followUps(job) // the core's hook: checked, defaults filled
 	if err != nil {
-		return fmt.Errorf("follow-ups of %s: %w", job.ID, err)
+		return err
 	}
 	for _, f := range fus {
-		if f.ID == "" || f.Kind == "" || len(f.Args) == 0 {
-			return fmt.Errorf("follow-up of %s: id, kind and args are required", job.ID)
-		}
 		if hasNUL(f.ID, f.Kind, f.Queue) || unreadableJSON(f.Args) {
 			// Such a follow-up could never end (nul.go): its parent's end fails instead.
 			return fmt.Errorf("follow-up %s of %s: %w", f.Kind, job.ID, store.ErrUnstorable)
 		}
-		if f.MaxAttempts <= 0 {
-			f.MaxAttempts = store.DefaultMaxAttempts
-		}
 		if _, err := tx.Exec(ctx, `INSERT INTO jobs (id, kind, args, status, priority, run_at, max_attempts, created_at, parent_id, queue)
 			VALUES ($2, $3, $4::json, 'PENDING', $5, `+nowSQL+` + $6 * interval '1 microsecond', $7, `+nowSQL+`, $8, $9)`,
-			s.now(), f.ID, f.Kind, string(f.Args), f.Priority, micros(max(f.RunIn, 0)), f.MaxAttempts, job.ID,
-			cmp.Or(f.Queue, store.DefaultQueue)); err != nil {
+			s.now(), f.ID, f.Kind, string(f.Args), f.Priority, micros(f.RunIn), f.MaxAttempts, job.ID,
+			f.Queue); err != nil {
 			if isUnique(err) {
 				err = fmt.Errorf("%w: %w", store.ErrConflict, err)
 			}

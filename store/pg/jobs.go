@@ -11,27 +11,6 @@ import (
 	"sheetq/store"
 )
 
-// Enqueue durably inserts a PENDING job with its "accepted" event (rule 1). Concurrent
-// calls share one statement (batch.go). A known idempotency key returns its job with
-// existed=true, or store.ErrIdempotencyMismatch (and the job) when the request hash
-// differs; an id in use is store.ErrConflict.
-func (s *Store) Enqueue(ctx context.Context, nj store.NewJob) (job store.Job, existed bool, err error) {
-	if err := checkNewJob(nj); err != nil {
-		return store.Job{}, false, err
-	}
-	if nj.MaxAttempts <= 0 {
-		nj.MaxAttempts = store.DefaultMaxAttempts
-	}
-	if s.unbatched {
-		c := &enqueueCall{ctx: ctx, nj: nj, done: make(chan struct{})}
-		for !c.answered {
-			s.insertRound(ctx, []*enqueueCall{c})
-		}
-		return c.job, c.existed, c.err
-	}
-	return s.batch.enqueue(ctx, nj)
-}
-
 // fence is the condition every update of a running execution carries (rule 3), with
 // the id and the attempt as $2 and $3 (the clock is $1).
 const fence = ` WHERE id = $2 AND attempt = $3 AND status = 'PROCESSING'`
@@ -85,7 +64,7 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 		if job, err = s.finishTx(ctx, tx, id, attempt, res); err != nil {
 			return err
 		}
-		if err := s.addEvent(ctx, tx, id, store.EventCompletedFromFile, store.StatusSucceeded, attempt, fileData(res)); err != nil {
+		if err := s.addEvent(ctx, tx, id, store.EventCompletedFromFile, store.StatusSucceeded, attempt, store.FileDataOf(res)); err != nil {
 			return err
 		}
 		return s.followUpsTx(ctx, tx, job)
@@ -176,13 +155,10 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 }
 
 // Retry puts a FAILED or CANCELED job back to PENDING to run now with a fresh budget
-// (0: store.DefaultMaxAttempts). attempt is the fencing token, so it is not reset:
+// (the core gives it, store.Store.Retry). attempt is the fencing token, so it is not reset:
 // max_attempts becomes attempt + budget (rule 20). Another state is
 // store.ErrNotRetryable, with the job as it is.
 func (s *Store) Retry(ctx context.Context, id string, budget int) (store.Job, error) {
-	if budget <= 0 {
-		budget = store.DefaultMaxAttempts
-	}
 	var job store.Job
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := getForUpdate(ctx, tx, id)
@@ -317,8 +293,4 @@ func (s *Store) FinishedOlderThan(ctx context.Context, statuses []store.Status, 
 		return nil, fmt.Errorf("finished jobs: %w", err)
 	}
 	return jobs, nil
-}
-
-func fileData(res store.FileResult) store.FileData {
-	return store.FileData{File: res.Name, Size: res.Size, SHA256: res.SHA256, Rows: res.Rows, Warnings: res.Warnings}
 }

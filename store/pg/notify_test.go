@@ -209,7 +209,7 @@ func TestTriggersNotifyEveryWayAJobBecomesRunnable(t *testing.T) {
 // node is one sheetq process on the shared database: its own store (pool), engine and,
 // unless poll-only, Listener.
 type node struct {
-	st   *pg.Store
+	st   *store.Store
 	eng  *jobs.Engine
 	idle chan struct{} // the test queue's dispatcher found nothing and is about to sleep
 }
@@ -291,7 +291,7 @@ func recv[T any](t *testing.T, what string, ch <-chan T) T {
 }
 
 // waitStatus waits until the job has status, read through st.
-func waitStatus(t *testing.T, st *pg.Store, id string, status store.Status) {
+func waitStatus(t *testing.T, st *store.Store, id string, status store.Status) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
@@ -309,7 +309,7 @@ func waitStatus(t *testing.T, st *pg.Store, id string, status store.Status) {
 	}
 }
 
-func enqueueIn(t *testing.T, st *pg.Store, q string) store.Job {
+func enqueueIn(t *testing.T, st *store.Store, q string) store.Job {
 	t.Helper()
 	j, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "test", Args: json.RawMessage(`{}`), Queue: q})
 	if err != nil {
@@ -414,7 +414,7 @@ func TestPollOnlyNodeFindsJobsByPolling(t *testing.T) {
 	a := openStore(t, dsn, pg.Options{})
 	ran := make(chan string, 1)
 	b, _ := newNode(t, dsn, q, pg.Options{PollOnly: true, MaxConns: pg.PoolSize(3)}, 20*time.Millisecond, false, ranHandler(ran), nil)
-	if conns, mode := b.st.PoolSettings(); conns != 9 || mode != pgx.QueryExecModeExec {
+	if conns, mode := b.st.Driver().(*pg.Store).PoolSettings(); conns != 9 || mode != pgx.QueryExecModeExec {
 		t.Fatalf("pool: %d connections in mode %v, want 9 in exec mode", conns, mode)
 	}
 	b.waitIdle(t, 1)
@@ -442,7 +442,7 @@ func TestConformancePollOnly(t *testing.T) {
 	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
 		clk := newClock()
 		dsn := freshSchema(t)
-		open := func(t *testing.T) *pg.Store {
+		open := func(t *testing.T) *store.Store {
 			st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps, PollOnly: true})
 			if err != nil {
 				t.Fatalf("open store: %v", err)
@@ -463,7 +463,7 @@ func TestAnnounceEventsReachesListenersFolded(t *testing.T) {
 	const burst = 1000
 	got := n.countEvents(t, func() {
 		for range burst {
-			st.AnnounceEvents()
+			st.Driver().(store.Announcer).AnnounceEvents()
 		}
 	})
 	if got == 0 || got > burst/10 {

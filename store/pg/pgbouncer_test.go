@@ -28,7 +28,7 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
 		pgtest.ResetBouncerSchema(t, direct)
 		clk := newClock()
-		open := func(t *testing.T) *pg.Store {
+		open := func(t *testing.T) *store.Store {
 			st, err := pg.Open(context.Background(), via, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps, PollOnly: true})
 			if err != nil {
 				t.Fatalf("open store through PgBouncer: %v", err)

@@ -46,10 +46,6 @@ func listQuery(o store.ListOptions) (q string, args []any, ok bool) {
 		return "", nil, false
 	}
 	limit := o.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 1000)
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))

@@ -72,24 +72,29 @@ func (s *Store) ProbeWrite(ctx context.Context) error {
 // store's, while errors.As still finds the *pgconn.PgError. Other errors come back as
 // they are.
 func storeFault(err error) error {
+	if k := faultKind(err); k != nil {
+		return fmt.Errorf("%w: %w", k, err)
+	}
+	return err
+}
+
+// faultKind is the core's kind of a lasting fault of the server that err reports, or nil.
+func faultKind(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		return err
+		return nil
 	}
-	var k error
 	switch pe.Code {
 	case "25006": // read_only_sql_transaction: a standby, or a read-only default
-		k = store.ErrReadOnly
+		return store.ErrReadOnly
 	case "53100": // disk_full
-		k = store.ErrDiskFull
+		return store.ErrDiskFull
 	case "58030": // io_error
-		k = store.ErrIO
+		return store.ErrIO
 	case "XX001", "XX002": // data_corrupted, index_corrupted
-		k = store.ErrCorrupt
-	default:
-		return err
+		return store.ErrCorrupt
 	}
-	return fmt.Errorf("%w: %w", k, err)
+	return nil
 }
 
 // localNow is this node's clock; tests set Store.local to a clock that is off.

@@ -44,7 +44,7 @@ func fillJobs(t *testing.T, conn *pgx.Conn, n int) {
 
 // storeWithConn is a store on a fresh schema and a connection of the test's own to it,
 // closed when the test ends.
-func storeWithConn(t *testing.T) (*pg.Store, *pgx.Conn) {
+func storeWithConn(t *testing.T) (*store.Store, *pgx.Conn) {
 	t.Helper()
 	dsn := freshSchema(t)
 	st := openStore(t, dsn, pg.Options{})
@@ -294,7 +294,7 @@ func TestProbeWriteNamesARefusedWrite(t *testing.T) {
 		t.Fatalf("probe stamped %v, want the store's clock %v", at, clk.Now())
 	}
 	clk.Advance(time.Second - time.Millisecond)
-	for _, s := range []*pg.Store{st, other} {
+	for _, s := range []*store.Store{st, other} {
 		if err := s.ProbeWrite(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -43,10 +43,9 @@ func scanSchedule(row pgx.Row) (store.Schedule, error) {
 	return sc, nil
 }
 
+// checkSchedule refuses a schedule PostgreSQL cannot store; the core checked the rest
+// (store.CheckSchedule).
 func checkSchedule(sc store.Schedule) error {
-	if sc.ID == "" || sc.Report == "" || len(sc.Params) == 0 || sc.Cron == "" || sc.TimeZone == "" {
-		return store.ErrScheduleInvalid
-	}
 	// A value PostgreSQL could not keep, or not read back (nul.go): refused before it is
 	// written, as a job's are, so that no schedule's firing can carry one.
 	if unreadableJSON(sc.Params) || unreadableJSON(sc.Deliver) || hasNUL(sc.ID, sc.Report, sc.Format, sc.Cron, sc.TimeZone, sc.Owner) {
@@ -215,13 +214,10 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 	if f.Job.IdempotencyKey == "" {
 		return store.Job{}, false, errors.New("fire schedule: the job needs an idempotency key")
 	}
-	if err := checkNewJob(f.Job); err != nil {
+	if err := checkNewJobText(f.Job); err != nil {
 		return store.Job{}, false, err
 	}
 	nj := f.Job
-	if nj.MaxAttempts <= 0 {
-		nj.MaxAttempts = store.DefaultMaxAttempts
-	}
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE schedules SET next_run_at = $1, last_fired_for = $2
 			WHERE id = $3 AND next_run_at = $4`, f.Next, f.ScheduledFor, f.ScheduleID, f.Due)
@@ -235,7 +231,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 		jobs, err := s.queryJobs(ctx, tx, insertJobsSQL, s.now(), []string{nj.ID}, []string{nj.Kind}, []string{string(nj.Args)},
 			[]int32{int32(nj.Priority)}, []*time.Time{runAt}, []int32{int32(nj.MaxAttempts)},
 			[]*string{nullString(nj.IdempotencyKey)}, []*string{nullString(nj.RequestHash)}, []*string{nullString(nj.NotifyURL)},
-			[]*string{nullString(nj.CreatedBy)}, []string{cmp.Or(nj.Queue, store.DefaultQueue)})
+			[]*string{nullString(nj.CreatedBy)}, []string{nj.Queue})
 		if err != nil {
 			return err
 		}

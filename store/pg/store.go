@@ -13,6 +13,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -28,9 +29,9 @@ var migrationFS embed.FS
 
 // Options tunes Open. The zero value is the production setting.
 type Options struct {
-	// FollowUps, if set, gives the jobs to create when a job becomes SUCCEEDED, FAILED or
-	// CANCELED, in the same transaction (rule 19), as store.Options.FollowUps does.
+	// FollowUps and Unbatched are Open's store.Config (OpenDriver ignores them).
 	FollowUps store.FollowUpFunc
+	Unbatched bool
 	// TestClock is for tests only: when set, the store reads its time from it instead of
 	// the database's now(), so that a test can stop and move the store's clock (the
 	// conformance suite compares stamps to its clock exactly). Production leaves it nil.
@@ -48,9 +49,6 @@ type Options struct {
 	// poll find other nodes' jobs (jobs.Config.PollInterval). Without PollOnly, Open
 	// refuses such a pooler (ErrTransactionPooler, pooler.go).
 	PollOnly bool
-	// Unbatched sends every Enqueue alone instead of grouping concurrent ones into one
-	// statement (batch.go); benchmarks compare the two.
-	Unbatched bool
 }
 
 // PoolSize is the pool a node needs (Options.MaxConns): one connection per worker slot
@@ -68,16 +66,27 @@ type Store struct {
 	pool      *pgxpool.Pool
 	followUps store.FollowUpFunc
 	testClock func() time.Time
-	batch     batcher // group commit of concurrent Enqueues (batch.go)
-	unbatched bool
 	skew      atomic.Int64     // the database clock minus this node's, in ns (Now)
 	local     func() time.Time // this node's clock; nil is time.Now (tests move it)
 	announce  *announcer       // AnnounceEvents (announce.go)
+	dsn       string           // for the Listener's own connection (Listen)
+	inserts   atomic.Int64     // insert statements EnqueueBatch ran, for tests
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string; search_path picks the
-// schema), applies pending migrations under an advisory lock, and returns the store.
-func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+// schema), applies pending migrations under an advisory lock, and returns the job store
+// over it: OpenDriver's driver under store.New.
+func Open(ctx context.Context, dsn string, opts Options) (*store.Store, error) {
+	d, err := OpenDriver(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	return store.New(d, store.Config{FollowUps: opts.FollowUps, Unbatched: opts.Unbatched}), nil
+}
+
+// OpenDriver connects to dsn and migrates it, as Open does; store.New makes the job
+// store of it.
+func OpenDriver(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -99,8 +108,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}
 	}
-	s := &Store{pool: pool, followUps: opts.FollowUps, testClock: opts.TestClock, unbatched: opts.Unbatched}
-	s.batch.start(s)
+	s := &Store{pool: pool, testClock: opts.TestClock, dsn: dsn}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -115,10 +123,47 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 
 // Close closes the pool, waiting for connections in use to be released.
 func (s *Store) Close() error {
-	s.batch.q.Close() // answers the Enqueues already taken; later ones get store.ErrClosed
 	s.announce.close()
 	s.pool.Close()
 	return nil
+}
+
+// What the composition root may ask of this driver (store.Driver and its capabilities).
+var (
+	_ store.Driver      = (*Store)(nil)
+	_ store.ClaimNexter = (*Store)(nil)
+	_ store.Shared      = (*Store)(nil)
+	_ store.Listener    = (*Store)(nil)
+	_ store.Announcer   = (*Store)(nil)
+)
+
+// SetFollowUps sets the hook the ends call in their transaction (store.Driver).
+func (s *Store) SetFollowUps(fn store.FollowUpFunc) { s.followUps = fn }
+
+// Fault maps err to the core's kind of it (store.Driver): the server not answering,
+// a conflict a retry resolves, or a fault of the server's disk (storeFault).
+func (s *Store) Fault(err error) error {
+	switch {
+	case IsUnavailable(err):
+		return store.ErrUnavailable
+	case IsBusy(err):
+		return store.ErrBusy
+	}
+	return faultKind(err)
+}
+
+// Shared reports that other nodes may use the database at the same time
+// (store.Shared): a PROCESSING job at start may be another node's.
+func (s *Store) Shared() bool { return true }
+
+// Listen starts this node's LISTEN connection (store.Listener): other nodes' new jobs,
+// cancels and events reach cb as they commit.
+func (s *Store) Listen(ctx context.Context, log *slog.Logger, cb store.ListenCallbacks) (stop func(), err error) {
+	l, err := Listen(ctx, s.dsn, log, Callbacks(cb))
+	if err != nil {
+		return nil, err
+	}
+	return l.Stop, nil
 }
 
 // now is the clock parameter every statement takes as $1: NULL in production, so that

@@ -19,7 +19,7 @@ import (
 
 var ctx = context.Background()
 
-func openStore(t *testing.T, dsn string, opts pg.Options) *pg.Store {
+func openStore(t *testing.T, dsn string, opts pg.Options) *store.Store {
 	t.Helper()
 	st, err := pg.Open(ctx, dsn, opts)
 	if err != nil {
@@ -29,7 +29,7 @@ func openStore(t *testing.T, dsn string, opts pg.Options) *pg.Store {
 	return st
 }
 
-func enqueue(t *testing.T, st *pg.Store) store.Job {
+func enqueue(t *testing.T, st *store.Store) store.Job {
 	t.Helper()
 	j, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "test", Args: json.RawMessage(`{}`), NotifyURL: "https://example.com/hook"})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"sheetq/store"
 	"sheetq/store/pg"
 	"sheetq/store/pgcopy"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/pgtest"
 )
@@ -78,7 +79,7 @@ func newSource(t *testing.T) *source {
 		return []store.FollowUp{{ID: store.NewID(), Kind: "webhook", Queue: "webhooks", Args: json.RawMessage(`{"export_id":"` + j.ID + `"}`),
 			AcceptedData: json.RawMessage(`{"for":"` + j.ID + `"}`), ParentEvent: "webhook_queued", ParentData: json.RawMessage(`{"n":1}`)}}, nil
 	}
-	st := storetest.Open(t, filepath.Join(dir, "sheetq.db"), store.Options{Now: clock.Now, FollowUps: hook})
+	st := storetest.Open(t, filepath.Join(dir, "sheetq.db"), sqlite.Options{Now: clock.Now, FollowUps: hook})
 	s := &source{st: st, exports: filepath.Join(dir, "exports")}
 	if err := os.MkdirAll(s.exports, 0o755); err != nil {
 		t.Fatal(err)
@@ -483,7 +484,7 @@ func TestCopyFiles(t *testing.T) {
 // their events into a fresh schema per iteration; jobs/s is the figure to read.
 func BenchmarkCopy(b *testing.B) {
 	const n = 20_000
-	st := storetest.Open(b, filepath.Join(b.TempDir(), "sheetq.db"), store.Options{})
+	st := storetest.Open(b, filepath.Join(b.TempDir(), "sheetq.db"), sqlite.Options{})
 	storetest.FillJobs(b, st, n)
 	b.ResetTimer()
 	for b.Loop() {

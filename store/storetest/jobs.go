@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // seq numbers the ids Enqueue makes up, across tests in one process.
@@ -92,7 +93,7 @@ func EventData(t testing.TB, e store.Event) map[string]any {
 	return m
 }
 
-// Clock is a settable clock for store.Options.Now, safe for concurrent use. It starts at
+// Clock is a settable clock for sqlite.Options.Now, safe for concurrent use. It starts at
 // 2030-01-02 03:04:05 UTC.
 type Clock struct {
 	mu sync.Mutex
@@ -121,9 +122,9 @@ func (c *Clock) Advance(d time.Duration) {
 
 // Open opens (migrating) the store at path and closes it when the test ends, failing
 // the test if either goes wrong.
-func Open(t testing.TB, path string, opts store.Options) *store.Store {
+func Open(t testing.TB, path string, opts sqlite.Options) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), path, opts)
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 // Options is what a case asks of the store it opens.
 type Options struct {
-	// FollowUps is the follow-up hook the store must be made with (store.Options.FollowUps
+	// FollowUps is the follow-up hook the store must be made with (sqlite.Options.FollowUps
 	// for SQLite); nil: none.
 	FollowUps store.FollowUpFunc
 }

@@ -19,6 +19,7 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // benchReport is the report every pipeline run exports.
@@ -42,7 +43,7 @@ func (l library) Report(id string) (export.Report, error) {
 // process collects garbage as the server does by default (gcdefaults, with the default
 // two export workers), so that its peak RSS is the server's as shipped.
 func runPipeline(ctx context.Context, dir, db, query, format string) (result, error) {
-	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "sheetq.db"), sqlite.Options{})
 	if err != nil {
 		return result{}, err
 	}

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // TestEventDataDecodes: the events the store writes decode into their typed data, the
 // shape pages and clients read (docs/api.md, "Live events").
 func TestEventDataDecodes(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{ID: "a", MaxAttempts: 2})
 	claim(t, st, "w1")

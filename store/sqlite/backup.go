@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -27,7 +27,6 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
 	s := &Store{w: r, r: r, now: opts.Now}
-	s.batch.start(s, 0)
 	if err := s.prepare(ctx); err != nil {
 		r.Close()
 		return nil, err

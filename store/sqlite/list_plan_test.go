@@ -1,10 +1,11 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sheetq/store"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ import (
 // else a listing needs must be a partial index that leaves PENDING jobs out.
 func TestAcceptWritesNoListingIndex(t *testing.T) {
 	s := openBench(t)
-	rows, err := s.r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'`)
+	rows, err := driverOf(s).r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestListPlans(t *testing.T) {
 	// Enough rows of each kind and state that a plan reading the wrong index would show.
 	for i := range 400 {
 		args := fmt.Sprintf(`{"report":"r%d","params":{}}`, i%7)
-		if _, _, err := s.Enqueue(ctx, NewJob{ID: fmt.Sprintf("job%04d", i), Kind: "export", Args: []byte(args)}); err != nil {
+		if _, _, err := s.Enqueue(ctx, store.NewJob{ID: fmt.Sprintf("job%04d", i), Kind: "export", Args: []byte(args)}); err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 0 {
@@ -62,27 +63,27 @@ func TestListPlans(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.w.Exec(`ANALYZE`); err != nil {
+	if _, err := driverOf(s).w.Exec(`ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
-		o    ListOptions
+		o    store.ListOptions
 		want []string // each must appear in the plan
 	}{
-		{"newest", ListOptions{Kind: "export"}, []string{"SCAN jobs"}},
-		{"newest, after a cursor", ListOptions{Kind: "export", Before: 100}, []string{"SEARCH jobs USING INTEGER PRIMARY KEY (rowid<?)"}},
-		{"pending", ListOptions{Kind: "export", Status: StatusPending}, []string{"USING INDEX jobs_claim"}},
-		{"canceled", ListOptions{Kind: "export", Status: StatusCanceled}, []string{"USING INDEX jobs_settled_status (kind=? AND status=?)"}},
-		{"canceled, after a cursor", ListOptions{Kind: "export", Status: StatusCanceled, Before: 100}, []string{"USING INDEX jobs_settled_status (kind=? AND status=? AND rowid<?)"}},
-		{"report", ListOptions{Kind: "export", Report: "r3"}, []string{"USING INDEX jobs_claim", "USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
-		{"report and status", ListOptions{Kind: "export", Report: "r3", Status: StatusCanceled}, []string{"USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
-		{"report and pending", ListOptions{Kind: "export", Report: "r3", Status: StatusPending}, []string{"USING INDEX jobs_claim"}},
+		{"newest", store.ListOptions{Kind: "export"}, []string{"SCAN jobs"}},
+		{"newest, after a cursor", store.ListOptions{Kind: "export", Before: 100}, []string{"SEARCH jobs USING INTEGER PRIMARY KEY (rowid<?)"}},
+		{"pending", store.ListOptions{Kind: "export", Status: store.StatusPending}, []string{"USING INDEX jobs_claim"}},
+		{"canceled", store.ListOptions{Kind: "export", Status: store.StatusCanceled}, []string{"USING INDEX jobs_settled_status (kind=? AND status=?)"}},
+		{"canceled, after a cursor", store.ListOptions{Kind: "export", Status: store.StatusCanceled, Before: 100}, []string{"USING INDEX jobs_settled_status (kind=? AND status=? AND rowid<?)"}},
+		{"report", store.ListOptions{Kind: "export", Report: "r3"}, []string{"USING INDEX jobs_claim", "USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
+		{"report and status", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusCanceled}, []string{"USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
+		{"report and pending", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusPending}, []string{"USING INDEX jobs_claim"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q, args := listQuery(tt.o)
-			plan := explain(t, s.r, q, args...)
+			plan := explain(t, driverOf(s).r, q, args...)
 			for _, w := range tt.want {
 				if !strings.Contains(plan, w) {
 					t.Errorf("plan has no %q:\n%s", w, plan)
@@ -90,7 +91,7 @@ func TestListPlans(t *testing.T) {
 			}
 			// Only the PENDING part may sort (it is bounded by the queue); nothing filtered
 			// reads the whole table.
-			if tt.o.Status != StatusPending && tt.o.Report == "" && strings.Contains(plan, "TEMP B-TREE") {
+			if tt.o.Status != store.StatusPending && tt.o.Report == "" && strings.Contains(plan, "TEMP B-TREE") {
 				t.Errorf("plan sorts:\n%s", plan)
 			}
 			if (tt.o.Status != "" || tt.o.Report != "") && strings.Contains(plan, "SCAN jobs\n") {
@@ -107,8 +108,8 @@ func TestListPlans(t *testing.T) {
 // index, read backwards, never a scan of the jobs or a sort.
 func TestScheduleFiringsPlan(t *testing.T) {
 	s := openBench(t)
-	lo, hi := FiringKeyRange("s1")
-	plan := explain(t, s.r, firingsQuery, lo, hi, 10)
+	lo, hi := store.FiringKeyRange("s1")
+	plan := explain(t, driverOf(s).r, firingsQuery, lo, hi, 10)
 	if !strings.Contains(plan, "SEARCH jobs USING INDEX jobs_idempotency_key (idempotency_key>? AND idempotency_key<?)") ||
 		strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("plan:\n%s", plan)
@@ -119,7 +120,7 @@ func TestScheduleFiringsPlan(t *testing.T) {
 // sort, however deep the queue.
 func TestPendingHeadPlan(t *testing.T) {
 	s := openBench(t)
-	plan := explain(t, s.r, pendingHeadQuery, DefaultQueue, "export", 50)
+	plan := explain(t, driverOf(s).r, pendingHeadQuery, store.DefaultQueue, "export", 50)
 	if !strings.Contains(plan, "SEARCH jobs USING INDEX jobs_claim (queue=?)") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("plan:\n%s", plan)
 	}
@@ -158,7 +159,7 @@ func TestMigrationToInsertionOrder(t *testing.T) {
 	}
 	for i := range 6 {
 		id := fmt.Sprintf("job%d", i)
-		if _, _, err := s.Enqueue(ctx, NewJob{ID: id, Kind: "export", Args: []byte(`{"report":"demo"}`)}); err != nil {
+		if _, _, err := s.Enqueue(ctx, store.NewJob{ID: id, Kind: "export", Args: []byte(`{"report":"demo"}`)}); err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 1 {
@@ -177,7 +178,7 @@ func TestMigrationToInsertionOrder(t *testing.T) {
 		`DELETE FROM schema_migrations WHERE version = 6`,
 	)
 	defer s.Close()
-	ids := func(o ListOptions) string {
+	ids := func(o store.ListOptions) string {
 		t.Helper()
 		js, err := s.List(ctx, o)
 		if err != nil {
@@ -190,21 +191,21 @@ func TestMigrationToInsertionOrder(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	for _, tt := range []struct {
-		o    ListOptions
+		o    store.ListOptions
 		want string
 	}{
-		{ListOptions{Kind: "export"}, "job5 job4 job3 job2 job1 job0"},
-		{ListOptions{Kind: "export", Status: StatusCanceled}, "job5 job3 job1"},
-		{ListOptions{Kind: "export", Status: StatusPending, Report: "demo"}, "job4 job2 job0"},
-		{ListOptions{Kind: "export", Report: "demo", Limit: 4}, "job5 job4 job3 job2"},
-		{ListOptions{Kind: "export", Report: "demo", Status: StatusCanceled, Before: 5}, "job3 job1"},
+		{store.ListOptions{Kind: "export"}, "job5 job4 job3 job2 job1 job0"},
+		{store.ListOptions{Kind: "export", Status: store.StatusCanceled}, "job5 job3 job1"},
+		{store.ListOptions{Kind: "export", Status: store.StatusPending, Report: "demo"}, "job4 job2 job0"},
+		{store.ListOptions{Kind: "export", Report: "demo", Limit: 4}, "job5 job4 job3 job2"},
+		{store.ListOptions{Kind: "export", Report: "demo", Status: store.StatusCanceled, Before: 5}, "job3 job1"},
 	} {
 		if got := ids(tt.o); got != tt.want {
 			t.Errorf("List(%+v) = %s, want %s", tt.o, got, tt.want)
 		}
 	}
 	var n int
-	if err := s.r.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_created', 'jobs_status_created', 'jobs_kind_created', 'jobs_report_created')`).Scan(&n); err != nil || n != 0 {
+	if err := driverOf(s).r.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_created', 'jobs_status_created', 'jobs_kind_created', 'jobs_report_created')`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("old listing indexes left: %d (%v)", n, err)
 	}
 }
@@ -220,7 +221,7 @@ func TestMigrationToQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range []struct{ id, kind string }{{"exp", "export"}, {"hook", "webhook"}, {"other", "test"}} {
-		if _, _, err := s.Enqueue(ctx, NewJob{ID: j.id, Kind: j.kind, Args: []byte(`{}`)}); err != nil {
+		if _, _, err := s.Enqueue(ctx, store.NewJob{ID: j.id, Kind: j.kind, Args: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,7 +233,7 @@ func TestMigrationToQueues(t *testing.T) {
 		`DELETE FROM schema_migrations WHERE version = 9`,
 	)
 	defer s.Close()
-	for id, want := range map[string]string{"exp": DefaultQueue, "hook": "webhooks", "other": DefaultQueue} {
+	for id, want := range map[string]string{"exp": store.DefaultQueue, "hook": "webhooks", "other": store.DefaultQueue} {
 		if j, err := s.Get(ctx, id); err != nil || j.Queue != want {
 			t.Errorf("job %s after 0009: queue %q, %v; want %q", id, j.Queue, err, want)
 		}
@@ -241,12 +242,12 @@ func TestMigrationToQueues(t *testing.T) {
 		t.Errorf("claim from webhooks after 0009 = %s, %v; want hook", j.ID, err)
 	}
 	var def string
-	if err := s.r.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'jobs_claim'`).Scan(&def); err != nil ||
+	if err := driverOf(s).r.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'jobs_claim'`).Scan(&def); err != nil ||
 		!strings.Contains(def, "(queue, priority, run_at)") {
 		t.Errorf("jobs_claim after 0009 = %q, %v", def, err)
 	}
-	plan := explain(t, s.r, `SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
-		ORDER BY priority, run_at, rowid LIMIT 1`, DefaultQueue, 0)
+	plan := explain(t, driverOf(s).r, `SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
+		ORDER BY priority, run_at, rowid LIMIT 1`, store.DefaultQueue, 0)
 	if !strings.Contains(plan, "INDEX jobs_claim (queue=?") || strings.Contains(plan, "TEMP B-TREE") {
 		t.Errorf("claim plan does not read jobs_claim in order:\n%s", plan)
 	}
@@ -254,10 +255,10 @@ func TestMigrationToQueues(t *testing.T) {
 
 // reopenAfter runs stmts on s's writer (taking the file back to an older schema), closes
 // s and opens the file again, which migrates it forward.
-func reopenAfter(t *testing.T, s *Store, path string, stmts ...string) *Store {
+func reopenAfter(t *testing.T, s *store.Store, path string, stmts ...string) *store.Store {
 	t.Helper()
 	for _, q := range stmts {
-		if _, err := s.w.Exec(q); err != nil {
+		if _, err := driverOf(s).w.Exec(q); err != nil {
 			t.Fatal(q, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -41,7 +42,7 @@ func summarize(evs []store.Event) []evSummary {
 }
 
 // openStore opens a migrated store on a fresh file in t.TempDir and closes it at cleanup.
-func openStore(t testing.TB, opts store.Options) (*store.Store, string) {
+func openStore(t testing.TB, opts sqlite.Options) (*store.Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
 	return openAt(t, path, opts), path
@@ -50,7 +51,7 @@ func openStore(t testing.TB, opts store.Options) (*store.Store, string) {
 func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
-	st, err := store.Open(ctx, path, store.Options{})
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +65,8 @@ func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 		t.Fatal("no migrations found")
 	}
 	for range 2 { // reopening must not re-run anything, however often
-		st := openAt(t, path, store.Options{})
-		if err := st.Check(ctx); err != nil {
+		st := openAt(t, path, sqlite.Options{})
+		if err := driverOf(st).Check(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(t, st, j.ID); got.ID != j.ID || got.Status != store.StatusPending {
@@ -113,7 +114,7 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "sheetq.db")
-	st := openAt(t, path, store.Options{})
+	st := openAt(t, path, sqlite.Options{})
 	j := enqueue(t, st, store.NewJob{})
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database not created where asked: %v", err)

@@ -1,10 +1,11 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sheetq/store"
 	"slices"
 	"sync"
 	"testing"
@@ -24,27 +25,27 @@ func TestObserveWrites(t *testing.T) {
 		mu   sync.Mutex
 		seen []time.Duration
 	)
-	st.ObserveWrites(func(d time.Duration) { mu.Lock(); seen = append(seen, d); mu.Unlock() })
+	driverOf(st).ObserveWrites(func(d time.Duration) { mu.Lock(); seen = append(seen, d); mu.Unlock() })
 	enqueue := func() {
 		t.Helper()
-		if _, _, err := st.Enqueue(ctx, NewJob{ID: NewID(), Kind: "export", Args: []byte(`{}`)}); err != nil {
+		if _, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "export", Args: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 3 {
 		enqueue()
 	}
-	if _, err := st.List(ctx, ListOptions{}); err != nil {
+	if _, err := st.List(ctx, store.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A transaction that fails still held the writer for its time.
-	if err := st.tx(ctx, func(*sql.Tx) error {
+	if err := driverOf(st).tx(ctx, func(*sql.Tx) error {
 		time.Sleep(2 * time.Millisecond)
 		return errTestRollback
 	}); err != errTestRollback {
 		t.Fatalf("tx = %v, want the function's error", err)
 	}
-	st.ObserveWrites(nil)
+	driverOf(st).ObserveWrites(nil)
 	enqueue()
 
 	mu.Lock()

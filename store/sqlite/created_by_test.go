@@ -1,15 +1,16 @@
-package store_test
+package sqlite_test
 
 import (
 	"testing"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // A job records the name of the token that created it; a job created without one has
 // none. Both survive a fresh read and a claim (every RETURNING scans the column).
 func TestEnqueueRecordsCreatedBy(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	j := enqueue(t, st, store.NewJob{CreatedBy: "ci"})
 	if j.CreatedBy != "ci" {
 		t.Fatalf("enqueued CreatedBy = %q, want ci", j.CreatedBy)

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sheetq/store"
 	"testing"
 	"time"
 )
@@ -51,7 +52,7 @@ func BenchmarkRawCommit(b *testing.B) {
 
 // openBench opens a fresh store in a temporary directory, for benchmarks and for the
 // tests that need the store's insides.
-func openBench(tb testing.TB) *Store {
+func openBench(tb testing.TB) *store.Store {
 	tb.Helper()
 	st, err := Open(context.Background(), filepath.Join(tb.TempDir(), "sheetq.db"), Options{})
 	if err != nil {
@@ -61,6 +62,10 @@ func openBench(tb testing.TB) *Store {
 	return st
 }
 
+// driverOf is st's SQLite driver, for the tests that look behind the core at the file's
+// connections and transactions.
+func driverOf(st *store.Store) *Store { return st.Driver().(*Store) }
+
 var benchArgs = json.RawMessage(`{"report":"orders","params":{"from":"2024-01-01","to":"2024-02-01"}}`)
 
 // BenchmarkEnqueue is durable job acceptance: one job and its event per transaction.
@@ -68,7 +73,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	st := openBench(b)
 	ctx := context.Background()
 	for i := range b.N {
-		if _, _, err := st.Enqueue(ctx, NewJob{ID: fmt.Sprintf("job%09d", i), Kind: "export", Args: benchArgs}); err != nil {
+		if _, _, err := st.Enqueue(ctx, store.NewJob{ID: fmt.Sprintf("job%09d", i), Kind: "export", Args: benchArgs}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,13 +85,13 @@ func BenchmarkClaim(b *testing.B) {
 	st := openBench(b)
 	ctx := context.Background()
 	for i := range b.N {
-		if _, _, err := st.Enqueue(ctx, NewJob{ID: fmt.Sprintf("job%09d", i), Kind: "export", Args: benchArgs}); err != nil {
+		if _, _, err := st.Enqueue(ctx, store.NewJob{ID: fmt.Sprintf("job%09d", i), Kind: "export", Args: benchArgs}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := st.Claim(ctx, "bench", DefaultQueue); err != nil {
+		if _, err := st.Claim(ctx, "bench", store.DefaultQueue); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -101,7 +106,7 @@ func BenchmarkEnqueueWALFrames(b *testing.B) {
 	s := openBench(b)
 	args := json.RawMessage(`{"report":"demo","params":{"rows":2000,"seconds":0},"spec":"0123456789abcdef"}`)
 	enqueue := func(i int) {
-		_, _, err := s.Enqueue(ctx, NewJob{ID: fmt.Sprintf("%026x", uint64(i)*0x9e3779b97f4a7c15), Kind: "export", Args: args,
+		_, _, err := s.Enqueue(ctx, store.NewJob{ID: fmt.Sprintf("%026x", uint64(i)*0x9e3779b97f4a7c15), Kind: "export", Args: args,
 			IdempotencyKey: fmt.Sprintf("bench-%08d", i), RequestHash: fmt.Sprintf("%064d", i)})
 		if err != nil {
 			b.Fatal(err)
@@ -112,11 +117,11 @@ func BenchmarkEnqueueWALFrames(b *testing.B) {
 		enqueue(i)
 	}
 	// No checkpoint may restart the WAL while it is being measured.
-	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
+	if _, err := driverOf(s).w.ExecContext(ctx, `PRAGMA wal_autocheckpoint = 0`); err != nil {
 		b.Fatal(err)
 	}
 	var busy, frames, done int
-	if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
+	if err := driverOf(s).w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
 		b.Fatalf("checkpoint: busy %d, %v", busy, err)
 	}
 	b.ResetTimer()
@@ -125,7 +130,7 @@ func BenchmarkEnqueueWALFrames(b *testing.B) {
 	}
 	b.StopTimer()
 	// PASSIVE copies nothing new that matters here; its second column is the WAL's length.
-	if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &done); err != nil {
+	if err := driverOf(s).w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &done); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(frames)/float64(b.N), "wal-frames/job")

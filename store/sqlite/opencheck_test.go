@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
 )
 
@@ -21,7 +22,7 @@ import (
 func damagedFile(t *testing.T) (path string, pages int64) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "sheetq.db")
-	st, err := store.Open(context.Background(), path, store.Options{})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +40,12 @@ func damagedFile(t *testing.T) (path string, pages int64) {
 // integrityProblems runs SQLite's full check through a read-only store, as doctor does.
 func integrityProblems(t *testing.T, path string) []string {
 	t.Helper()
-	ro, err := store.Open(context.Background(), path, store.Options{ReadOnly: true})
+	ro, err := sqlite.Open(context.Background(), path, sqlite.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	problems, err := ro.IntegrityCheck(context.Background())
+	problems, err := driverOf(ro).IntegrityCheck(context.Background())
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -72,15 +73,15 @@ func TestOpenRefusesZeroedPages(t *testing.T) {
 	}
 	before := fileSum(t, path)
 
-	for _, mode := range []store.CheckMode{store.CheckQuick, store.CheckFull} {
-		st, err := store.Open(context.Background(), path, store.Options{Check: mode})
+	for _, mode := range []sqlite.CheckMode{sqlite.CheckQuick, sqlite.CheckFull} {
+		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Check: mode})
 		if err == nil {
 			st.Close()
 			t.Fatalf("%s: Open accepted a file with zeroed pages", mode)
 		}
-		var ce *store.CorruptError
+		var ce *sqlite.CorruptError
 		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) || ce.Path != path {
-			t.Fatalf("%s: error %v (%T), want a *store.CorruptError for %s", mode, err, err, path)
+			t.Fatalf("%s: error %v (%T), want a *sqlite.CorruptError for %s", mode, err, err, path)
 		}
 		if msg := err.Error(); !strings.Contains(msg, "4 pages in use are all zeros") {
 			t.Errorf("%s: error %q does not say which pages are zeros", mode, msg)
@@ -90,11 +91,11 @@ func TestOpenRefusesZeroedPages(t *testing.T) {
 		t.Error("a refused file was written to")
 	}
 
-	st, err := store.Open(context.Background(), path, store.Options{Check: store.CheckOff})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Check: sqlite.CheckOff})
 	if err != nil {
 		t.Fatalf("--check-db=off: %v", err)
 	}
-	if got := st.OpenCheck(); got.Mode != store.CheckOff {
+	if got := driverOf(st).OpenCheck(); got.Mode != sqlite.CheckOff {
 		t.Errorf("OpenCheck = %+v, want mode off", got)
 	}
 	st.Close()
@@ -105,8 +106,8 @@ func TestOpenRefusesZeroedPages(t *testing.T) {
 func TestOpenRefusesGarbledPages(t *testing.T) {
 	path, pages := damagedFile(t)
 	storetest.GarblePages(t, path, pages/2, 3)
-	for _, mode := range []store.CheckMode{store.CheckQuick, store.CheckFull} {
-		st, err := store.Open(context.Background(), path, store.Options{Check: mode})
+	for _, mode := range []sqlite.CheckMode{sqlite.CheckQuick, sqlite.CheckFull} {
+		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Check: mode})
 		if err == nil {
 			st.Close()
 			t.Fatalf("%s: Open accepted a file with garbled pages", mode)
@@ -154,11 +155,11 @@ func TestOpenAcceptsZeroedFreePages(t *testing.T) {
 	if problems := integrityProblems(t, path); len(problems) > 0 {
 		t.Fatalf("integrity_check: %v", problems)
 	}
-	st, err := store.Open(context.Background(), path, store.Options{})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
 		t.Fatalf("a healthy file with %d zeroed free pages was refused: %v", leaves, err)
 	}
-	if got := st.OpenCheck(); !got.Complete || got.Pages == 0 || got.Took <= 0 {
+	if got := driverOf(st).OpenCheck(); !got.Complete || got.Pages == 0 || got.Took <= 0 {
 		t.Errorf("OpenCheck = %+v, want a complete check of the file", got)
 	}
 	st.Close()
@@ -169,21 +170,21 @@ func TestOpenAcceptsZeroedFreePages(t *testing.T) {
 func TestFinishCheckFindsDamageAfterStart(t *testing.T) {
 	path, pages := damagedFile(t)
 	storetest.GarblePages(t, path, pages/2, 3)
-	st, err := store.Open(context.Background(), path, store.Options{CheckBudget: time.Nanosecond})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{CheckBudget: time.Nanosecond})
 	if err != nil {
 		t.Fatalf("Open with no time to check: %v", err)
 	}
 	defer st.Close()
-	if got := st.OpenCheck(); got.Complete {
+	if got := driverOf(st).OpenCheck(); got.Complete {
 		t.Fatalf("OpenCheck = %+v, want incomplete", got)
 	}
-	if err := st.WriteHealth(); err != nil {
+	if err := driverOf(st).WriteHealth(); err != nil {
 		t.Fatalf("WriteHealth before the check: %v", err)
 	}
-	if err := st.FinishCheck(context.Background()); !errors.Is(err, store.ErrCorrupt) {
+	if err := driverOf(st).FinishCheck(context.Background()); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("FinishCheck = %v, want ErrCorrupt", err)
 	}
-	if err := st.WriteHealth(); !errors.Is(err, store.ErrCorrupt) {
+	if err := driverOf(st).WriteHealth(); !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("WriteHealth after the check = %v, want ErrCorrupt", err)
 	}
 	if err := st.ProbeWrite(context.Background()); !errors.Is(err, store.ErrCorrupt) {
@@ -198,7 +199,7 @@ func TestOpenRefusesWhatIsNoDatabase(t *testing.T) {
 	if err := os.WriteFile(text, []byte(strings.Repeat("not a database\n", 100)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Open(context.Background(), text, store.Options{}); !errors.Is(err, store.ErrCorrupt) ||
+	if _, err := sqlite.Open(context.Background(), text, sqlite.Options{}); !errors.Is(err, store.ErrCorrupt) ||
 		!strings.Contains(err.Error(), "does not begin with the SQLite header") {
 		t.Errorf("a text file: %v", err)
 	}
@@ -208,19 +209,19 @@ func TestOpenRefusesWhatIsNoDatabase(t *testing.T) {
 	if err := os.Truncate(path, (pages/2)*size+100); err != nil {
 		t.Fatal(err)
 	}
-	_, err := store.Open(context.Background(), path, store.Options{})
+	_, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "cut short") {
 		t.Errorf("a file cut short: %v", err)
 	}
 }
 
 func TestParseCheckMode(t *testing.T) {
-	for in, want := range map[string]store.CheckMode{"quick": store.CheckQuick, "FULL": store.CheckFull, " off ": store.CheckOff} {
-		if got, err := store.ParseCheckMode(in); err != nil || got != want {
+	for in, want := range map[string]sqlite.CheckMode{"quick": sqlite.CheckQuick, "FULL": sqlite.CheckFull, " off ": sqlite.CheckOff} {
+		if got, err := sqlite.ParseCheckMode(in); err != nil || got != want {
 			t.Errorf("ParseCheckMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := store.ParseCheckMode("deep"); err == nil {
+	if _, err := sqlite.ParseCheckMode("deep"); err == nil {
 		t.Error("ParseCheckMode(deep) accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 func TestEnqueueCommitsJobAndEvent(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	runAt := clk.Now().Add(time.Minute)
 	j := enqueue(t, st, store.NewJob{Kind: "report", Args: json.RawMessage(`{"a":1}`), Priority: 3, RunAt: runAt, MaxAttempts: 5})
 	if j.Status != store.StatusPending || j.Attempt != 0 || j.MaxAttempts != 5 || j.Priority != 3 ||
@@ -46,7 +47,7 @@ func TestEnqueueCommitsJobAndEvent(t *testing.T) {
 // TestEnqueueAndClaimAreAtomicWithTheirEvents: a job row and its event commit together (rule 10): when the
 // event cannot be written, no job is left behind.
 func TestEnqueueAndClaimAreAtomicWithTheirEvents(t *testing.T) {
-	st, path := openStore(t, store.Options{})
+	st, path := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	pending := enqueue(t, st, store.NewJob{})
 
@@ -69,7 +70,7 @@ func TestEnqueueAndClaimAreAtomicWithTheirEvents(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	first := enqueue(t, st, store.NewJob{ID: "first", IdempotencyKey: "k1", RequestHash: "h1"})
 
@@ -125,7 +126,7 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestClaimOrder(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	t0 := clk.Now()
 	a := enqueue(t, st, store.NewJob{RunAt: t0.Add(2 * time.Second)})
@@ -182,13 +183,13 @@ func TestClaimContention(t *testing.T) {
 		perStore    = 4
 		busyTimeout = 30 * time.Second
 	)
-	first, path := openStore(t, store.Options{BusyTimeout: busyTimeout})
+	first, path := openStore(t, sqlite.Options{BusyTimeout: busyTimeout})
 	for range nJobs {
 		enqueue(t, first, store.NewJob{})
 	}
 	stores := []*store.Store{first}
 	for range nStores - 1 {
-		stores = append(stores, openAt(t, path, store.Options{BusyTimeout: busyTimeout}))
+		stores = append(stores, openAt(t, path, sqlite.Options{BusyTimeout: busyTimeout}))
 	}
 
 	ctx := context.Background()
@@ -255,7 +256,7 @@ func TestClaimContention(t *testing.T) {
 // change and the event it appended (rule 10).
 func TestEventsForEveryTransition(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	type E = evSummary
 
@@ -432,7 +433,7 @@ func TestEventsForEveryTransition(t *testing.T) {
 // TestCancelRequestedWinsOverRetry: a job whose cancel was requested while it ran does
 // not go back to PENDING to run again, whichever way its attempt ends.
 func TestCancelRequestedWinsOverRetry(t *testing.T) {
-	st, _ := openStore(t, store.Options{})
+	st, _ := openStore(t, sqlite.Options{})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -472,7 +473,7 @@ func TestCancelRequestedWinsOverRetry(t *testing.T) {
 // update it tries is refused and changes nothing (rule 3).
 func TestFencing(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{MaxAttempts: 5})
 	claim(t, st, "old")
@@ -544,7 +545,7 @@ func TestFencing(t *testing.T) {
 
 func TestRunningByHeartbeatAge(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	old := enqueue(t, st, store.NewJob{})
 	claim(t, st, "w")

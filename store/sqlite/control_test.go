@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // failed returns a job that ran attempt 1 of max 1 and FAILED permanently.
@@ -68,7 +69,7 @@ func staleCalls(st *store.Store, id string, attempt int, published *bool) map[st
 // it spent, keeps its history, and the old attempt stays fenced out.
 func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	j := failed(t, st, clk)
 	before := events(t, st, j.ID)
@@ -141,7 +142,7 @@ func TestRetryKeepsAttemptMonotonic(t *testing.T) {
 // of zero is the default.
 func TestRetryCanceled(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	j := enqueue(t, st, store.NewJob{MaxAttempts: 5})
 	claim(t, st, "w")
@@ -178,7 +179,7 @@ func TestRetryCanceled(t *testing.T) {
 // TestRetryRefusals: only FAILED and CANCELED jobs are retried; the rest are left alone.
 func TestRetryRefusals(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	// In this order: succeeded claims the oldest PENDING job.
 	done := succeeded(t, st)
@@ -216,7 +217,7 @@ func TestRetryRefusals(t *testing.T) {
 // TestRetryConcurrent: of many simultaneous retries of one job, exactly one wins.
 func TestRetryConcurrent(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	j := failed(t, st, clk)
 	const n = 16
 	errs := make([]error, n)
@@ -252,7 +253,7 @@ func TestRetryConcurrent(t *testing.T) {
 // unfinished one stays.
 func TestDelete(t *testing.T) {
 	clk := newClock()
-	st, path := openStore(t, store.Options{Now: clk.Now})
+	st, path := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 
 	done := succeeded(t, st)
@@ -328,7 +329,7 @@ func TestDelete(t *testing.T) {
 // TestExpire: only a SUCCEEDED job expires; it keeps its file record.
 func TestExpire(t *testing.T) {
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	j := succeeded(t, st)
 	clk.Advance(time.Hour)

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // TestEventsAfterTailsTheLog: EventsAfter pages through every event in id order,
@@ -15,9 +16,9 @@ import (
 // ever assigned, also after pruning.
 func TestEventsAfterTailsTheLog(t *testing.T) {
 	ctx := context.Background()
-	st, path := openStore(t, store.Options{Now: newClock().Now})
+	st, path := openStore(t, sqlite.Options{Now: newClock().Now})
 
-	first, last, err := st.EventRange(ctx)
+	first, last, err := driverOf(st).EventRange(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestEventsAfterTailsTheLog(t *testing.T) {
 		t.Fatalf("b's events after its first: %+v, %q, %v", rest, next, err)
 	}
 
-	first, last, err = st.EventRange(ctx)
+	first, last, err = driverOf(st).EventRange(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +93,13 @@ func TestEventsAfterTailsTheLog(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `DELETE FROM job_events WHERE id <= ?`, all[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if first, last, err = st.EventRange(ctx); err != nil || first != all[2].ID || last != all[3].ID {
+	if first, last, err = driverOf(st).EventRange(ctx); err != nil || first != all[2].ID || last != all[3].ID {
 		t.Fatalf("after pruning two: range %d..%d (%v), want %d..%d", first, last, err, all[2].ID, all[3].ID)
 	}
 	if _, err := db.ExecContext(ctx, `DELETE FROM job_events`); err != nil {
 		t.Fatal(err)
 	}
-	if first, last, err = st.EventRange(ctx); err != nil || first != all[3].ID+1 || last != all[3].ID {
+	if first, last, err = driverOf(st).EventRange(ctx); err != nil || first != all[3].ID+1 || last != all[3].ID {
 		t.Fatalf("after pruning all: range %d..%d (%v), want %d..%d", first, last, err, all[3].ID+1, all[3].ID)
 	}
 	c := enqueue(t, st, store.NewJob{})
@@ -123,7 +124,7 @@ func cursorsOf(evs []store.CursorEvent) []string {
 // is no event id is ErrBadCursor.
 func TestEventCursors(t *testing.T) {
 	ctx := context.Background()
-	st, path := openStore(t, store.Options{Now: newClock().Now})
+	st, path := openStore(t, sqlite.Options{Now: newClock().Now})
 	if head, err := st.EventHead(ctx); err != nil || head != "0" {
 		t.Fatalf("empty log: head %q, %v", head, err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // A read-only store beside a live writer copies a consistent database with Backup, and
 // refuses to overwrite an existing file.
 func TestBackupWhileWriterIsOpen(t *testing.T) {
 	ctx := context.Background()
-	live, path := openStore(t, store.Options{})
+	live, path := openStore(t, sqlite.Options{})
 	// A deleted job leaves a gap in the rowids, which the copy must keep (listings use them).
 	gone := enqueue(t, live, store.NewJob{})
 	j := enqueue(t, live, store.NewJob{})
@@ -25,7 +26,7 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ro := openAt(t, path, store.Options{ReadOnly: true})
+	ro := openAt(t, path, sqlite.Options{ReadOnly: true})
 	// Writes keep going in the live store while the backup runs.
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -41,7 +42,7 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 		}
 	}()
 	out := filepath.Join(t.TempDir(), "backup.db")
-	err := ro.Backup(ctx, out)
+	err := driverOf(ro).Backup(ctx, out)
 	close(stop)
 	<-done
 	if err != nil {
@@ -51,8 +52,8 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 		t.Errorf("temporary file left behind: %v", err)
 	}
 
-	cp := openAt(t, out, store.Options{})
-	if err := cp.Check(ctx); err != nil {
+	cp := openAt(t, out, sqlite.Options{})
+	if err := driverOf(cp).Check(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := cp.Get(ctx, j.ID); err != nil || got.ID != j.ID {
@@ -77,7 +78,7 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 		}
 	}
 
-	if err := ro.Backup(ctx, out); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if err := driverOf(ro).Backup(ctx, out); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("backup over an existing file: err = %v, want already exists", err)
 	}
 	if _, _, err := ro.Enqueue(ctx, store.NewJob{ID: "x", Kind: "test", Args: []byte(`{}`)}); err == nil {
@@ -88,7 +89,7 @@ func TestBackupWhileWriterIsOpen(t *testing.T) {
 // A read-only open needs an existing file: it never creates one.
 func TestOpenReadOnlyMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "none.db")
-	if st, err := store.Open(context.Background(), path, store.Options{ReadOnly: true}); err == nil {
+	if st, err := sqlite.Open(context.Background(), path, sqlite.Options{ReadOnly: true}); err == nil {
 		st.Close()
 		t.Fatal("opened a missing file read-only")
 	}
@@ -101,7 +102,7 @@ func TestOpenReadOnlyMissingFile(t *testing.T) {
 func TestBackupOfClosedDatabase(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
-	live, err := store.Open(ctx, path, store.Options{})
+	live, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,12 +110,12 @@ func TestBackupOfClosedDatabase(t *testing.T) {
 	if err := live.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ro := openAt(t, path, store.Options{ReadOnly: true})
+	ro := openAt(t, path, sqlite.Options{ReadOnly: true})
 	out := filepath.Join(t.TempDir(), "backup.db")
-	if err := ro.Backup(ctx, out); err != nil {
+	if err := driverOf(ro).Backup(ctx, out); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openAt(t, out, store.Options{}).Get(ctx, j.ID); err != nil {
+	if _, err := openAt(t, out, sqlite.Options{}).Get(ctx, j.ID); err != nil {
 		t.Fatalf("job %s in backup: %v", j.ID, err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sheetq/store"
 	"strings"
 	"time"
 )
@@ -61,7 +62,7 @@ func (e *CorruptError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrCorrupt) hold.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+func (e *CorruptError) Is(target error) bool { return target == store.ErrCorrupt }
 
 // maxFindings bounds how many problems a check reports: a file with one bad page can
 // produce hundreds of lines, and the first few say enough to decide.
@@ -294,7 +295,7 @@ func (s *Store) checkOpen(ctx context.Context, path string, mode CheckMode, budg
 	// check below still reads through the WAL.
 	var busy, logFrames, moved int
 	if err := s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logFrames, &moved); err != nil {
-		if !errors.Is(withFault(err), ErrCorrupt) {
+		if !errors.Is(withFault(err), store.ErrCorrupt) {
 			return res, fmt.Errorf("check %s: checkpoint: %w", path, withFault(err))
 		}
 		// Without a WAL the file is the whole database, and the scan can say what SQLite
@@ -334,7 +335,7 @@ func (s *Store) checkOpen(ctx context.Context, path string, mode CheckMode, budg
 	case err != nil && cctx.Err() != nil && ctx.Err() == nil:
 		res.Complete = false // out of budget: FinishCheck does it after start
 		return res, nil
-	case errors.Is(withFault(err), ErrCorrupt):
+	case errors.Is(withFault(err), store.ErrCorrupt):
 		return res, corrupt(path, []string{err.Error()})
 	case err != nil:
 		return res, fmt.Errorf("check %s: %w", path, withFault(err))
@@ -349,7 +350,7 @@ func (s *Store) checkOpen(ctx context.Context, path string, mode CheckMode, budg
 // kept for WriteHealth, so readiness fails until the file is repaired.
 func (s *Store) FinishCheck(ctx context.Context) error {
 	findings, err := s.runCheck(ctx, s.r, `PRAGMA quick_check(20)`)
-	if err != nil && errors.Is(withFault(err), ErrCorrupt) {
+	if err != nil && errors.Is(withFault(err), store.ErrCorrupt) {
 		findings, err = []string{err.Error()}, nil
 	}
 	if err != nil {

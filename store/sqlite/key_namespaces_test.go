@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // Migration 0012 on a store an earlier version wrote (issue 36): a client's key, and
@@ -18,7 +19,7 @@ import (
 func TestMigrationMovesClientKeys(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
-	st := openAt(t, path, store.Options{})
+	st := openAt(t, path, sqlite.Options{})
 	at := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 	firingArgs, _ := json.Marshal(map[string]any{"report": "demo", "schedule_id": "sch1", "scheduled_for": at})
 	firing := enqueue(t, st, store.NewJob{Args: firingArgs, IdempotencyKey: store.FiringKey("sch1", at), RequestHash: "h"})
@@ -34,7 +35,7 @@ func TestMigrationMovesClientKeys(t *testing.T) {
 	if _, err := rawDB(t, path).ExecContext(ctx, `DELETE FROM schema_migrations WHERE version = 12`); err != nil {
 		t.Fatal(err)
 	}
-	st = openAt(t, path, store.Options{})
+	st = openAt(t, path, sqlite.Options{})
 	for id, want := range map[string]string{
 		firing.ID:   store.FiringKey("sch1", at),
 		client.ID:   store.ClientKey("4f1c-client"),

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 	"sheetq/store/storetest/conformance"
 )
 
@@ -33,7 +34,7 @@ func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
 	open := func(t *testing.T) *store.Store {
-		st, err := store.Open(context.Background(), path, store.Options{Now: clk.Now, FollowUps: o.FollowUps})
+		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: clk.Now, FollowUps: o.FollowUps})
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
@@ -46,3 +47,7 @@ func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness
 func TestConformanceSchedules(t *testing.T) {
 	conformance.RunSchedules(t, conformanceHarness)
 }
+
+// driverOf is st's SQLite driver, for the tests that look behind the core at what only
+// the file has.
+func driverOf(st *store.Store) *sqlite.Store { return st.Driver().(*sqlite.Store) }

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // TestTransitionsSince: the metrics' tail reads the events after its cursor with their
@@ -14,7 +15,7 @@ import (
 func TestTransitionsSince(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	st, _ := openStore(t, store.Options{Now: clk.Now})
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	if head, err := st.EventHead(ctx); err != nil || head != "0" {
 		t.Fatalf("head of an empty store = %q, %v", head, err)
 	}

@@ -1,0 +1,369 @@
+// Package store is the job store's core: the job table's types, states and errors, the
+// event cursor, and Store, which holds the rules that do not depend on SQL once, above
+// the drivers that speak each database's SQL (Driver; store/sqlite and store/pg).
+//
+// Store checks and completes what it is given (required fields, defaults, ranges, the
+// follow-up hook's jobs, limits) before a driver sees it, groups concurrent Enqueues into
+// one commit (batch.go), derives the single-attempt ends from FinishBatch, and wraps
+// every driver error with its kind (Fault), so that nothing above it names a driver.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config tunes New. The zero value is the production setting.
+type Config struct {
+	// FollowUps, if set, gives the jobs to create when a job becomes SUCCEEDED, FAILED or
+	// CANCELED, in the same transaction (followups.go, rule 19): a job kind's hook, such
+	// as the webhook deliveries of jobs/webhook.
+	FollowUps FollowUpFunc
+	// Unbatched commits every Enqueue alone instead of grouping concurrent ones
+	// (batch.go); benchmarks compare the two.
+	Unbatched bool
+	// MaxBatch bounds how many Enqueues one group commit holds (default 128).
+	MaxBatch int
+}
+
+// Store is the job store: the core's rules over one Driver. Every method is safe for
+// concurrent use.
+type Store struct {
+	d         Driver
+	followUps FollowUpFunc
+	unbatched bool
+	batch     batcher
+}
+
+// New makes the Store of d, which is open and migrated, and gives d the checked
+// follow-up hook. Close closes d.
+func New(d Driver, cfg Config) *Store {
+	s := &Store{d: d, followUps: cfg.FollowUps, unbatched: cfg.Unbatched}
+	d.SetFollowUps(s.checkedFollowUps)
+	s.batch.start(s, cmpOr(cfg.MaxBatch, 128))
+	return s
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Driver returns the driver, for the composition root to ask what else it can do
+// (the capability interfaces in driver.go).
+func (s *Store) Driver() Driver { return s.d }
+
+// Close stops the group commit (it answers the Enqueues it has taken, and none starts
+// after this), then closes the driver.
+func (s *Store) Close() error {
+	s.batch.q.Close()
+	return s.d.Close()
+}
+
+// Now reads the store's clock: the driver's.
+func (s *Store) Now() time.Time { return s.d.Now() }
+
+// fault wraps a driver's error with its kind (Driver.Fault), once.
+func (s *Store) fault(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, k := range faultKinds {
+		if errors.Is(err, k) {
+			return err
+		}
+	}
+	if k := s.d.Fault(err); k != nil {
+		return &faultError{kind: k, err: err}
+	}
+	return err
+}
+
+// faultError is a driver error with its kind: errors.Is finds both.
+type faultError struct{ kind, err error }
+
+func (e *faultError) Error() string   { return e.err.Error() }
+func (e *faultError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// checkNewJob refuses what no driver may be given: a job without an id, a kind or
+// arguments, and numbers that every database's integer columns cannot hold.
+func checkNewJob(nj NewJob) error {
+	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
+		return errors.New("enqueue: id, kind and args are required")
+	}
+	if nj.Priority < math.MinInt32 || nj.Priority > math.MaxInt32 || nj.MaxAttempts > math.MaxInt32 {
+		return fmt.Errorf("enqueue: priority %d or max attempts %d out of range", nj.Priority, nj.MaxAttempts)
+	}
+	return nil
+}
+
+// withDefaults fills what nj leaves to the store: the attempt budget and the queue.
+// RunAt stays zero for the driver to read its own clock (rule 18).
+func withDefaults(nj NewJob) NewJob {
+	if nj.MaxAttempts <= 0 {
+		nj.MaxAttempts = DefaultMaxAttempts
+	}
+	if nj.Queue == "" {
+		nj.Queue = DefaultQueue
+	}
+	return nj
+}
+
+// Enqueue inserts a PENDING job and its "accepted" event and returns it once committed.
+// With an idempotency key that already has a job, it returns that job and existed=true,
+// or ErrIdempotencyMismatch (with the existing job) when the request hash differs.
+// Concurrent calls share one commit (batch.go); each call still returns only after the
+// commit that holds its row.
+func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, err error) {
+	if err := checkNewJob(nj); err != nil {
+		return Job{}, false, err
+	}
+	nj = withDefaults(nj)
+	if s.unbatched {
+		var rs []Enqueued
+		if rs, err = s.d.EnqueueBatch(ctx, []NewJob{nj}); err == nil {
+			job, existed, err = rs[0].Job, rs[0].Existed, rs[0].Err
+		}
+	} else {
+		job, existed, err = s.batch.enqueue(ctx, nj)
+	}
+	if errors.Is(err, ErrIdempotencyMismatch) {
+		return job, true, err
+	}
+	if err != nil {
+		return Job{}, false, fmt.Errorf("enqueue: %w", s.fault(err))
+	}
+	return job, existed, nil
+}
+
+// ClaimBatch takes up to limit runnable jobs of queue for worker (rules 2, 3): a queue
+// and a limit of at least one are required.
+func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]Job, error) {
+	if queue == "" {
+		return nil, errors.New("claim: a queue is required")
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("claim: limit %d, want at least 1", limit)
+	}
+	js, err := s.d.ClaimBatch(ctx, worker, queue, limit)
+	return js, s.fault(err)
+}
+
+// Claim takes the next runnable job of queue for worker, or ErrNotFound.
+func (s *Store) Claim(ctx context.Context, worker, queue string) (Job, error) {
+	js, err := s.ClaimBatch(ctx, worker, queue, 1)
+	if err != nil {
+		return Job{}, err
+	}
+	if len(js) == 0 {
+		return Job{}, ErrNotFound
+	}
+	return js[0], nil
+}
+
+// ClaimBatchNext is ClaimBatch that also answers how long until queue's next PENDING
+// job is due (pending false: none is left), in the claim's round trip when the driver
+// can (ClaimNexter), else by asking NextRunIn when the claim left slots free.
+func (s *Store) ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []Job, next time.Duration, pending bool, err error) {
+	if cn, ok := s.d.(ClaimNexter); ok {
+		claimed, next, pending, err = cn.ClaimBatchNext(ctx, worker, queue, limit)
+		return claimed, next, pending, s.fault(err)
+	}
+	if claimed, err = s.ClaimBatch(ctx, worker, queue, limit); err != nil || len(claimed) == limit {
+		return claimed, 0, len(claimed) == limit, err
+	}
+	// A failed read leaves pending false: the dispatcher then waits its poll interval.
+	if next, err = s.d.NextRunIn(ctx, queue); err == nil {
+		return claimed, next, true, nil
+	}
+	return claimed, 0, false, nil
+}
+
+// FinishBatch ends running attempts, each fenced by its id and attempt (rule 3), in
+// order; each answer is the job as committed or the error that kept it from ending.
+func (s *Store) FinishBatch(ctx context.Context, fs []Finish) []Finished {
+	out := s.d.FinishBatch(ctx, fs)
+	for i := range out {
+		out[i].Err = s.fault(out[i].Err)
+	}
+	return out
+}
+
+// finishOne is FinishBatch of one Finish.
+func (s *Store) finishOne(ctx context.Context, f Finish) (Job, error) {
+	r := s.FinishBatch(ctx, []Finish{f})[0]
+	return r.Job, r.Err
+}
+
+// Succeed ends a running attempt SUCCEEDED with its file; publish (may be nil) runs
+// inside the transaction once the fence has matched, and its error commits nothing.
+func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileResult, publish func() error) (Job, error) {
+	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Succeeded, Result: res, Publish: publish})
+}
+
+// Fail ends a running attempt: back to PENDING to run retryIn from now while attempts
+// are left and the error is not permanent, else FAILED.
+func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryIn time.Duration) (Job, error) {
+	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Failed, Error: e, RetryIn: retryIn})
+}
+
+// Requeue puts a running attempt back to PENDING without spending it (a shutdown).
+func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason string) (Job, error) {
+	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Requeued, Reason: reason})
+}
+
+// FinishCanceled ends a running attempt whose cancel was requested CANCELED.
+func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job, error) {
+	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Canceled})
+}
+
+// Retry puts a FAILED or CANCELED job back to PENDING with a fresh budget of attempts
+// (zero or less: DefaultMaxAttempts); the attempt counter, the fencing token, goes on
+// (rule 4). It returns ErrNotFound, or ErrNotRetryable with the job as it is.
+func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
+	if budget <= 0 {
+		budget = DefaultMaxAttempts
+	}
+	j, err := s.d.Retry(ctx, id, budget)
+	return j, s.fault(err)
+}
+
+// List returns jobs newest first, in insertion order; the limit is 50 by default and
+// at most 1000.
+func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
+	if o.Limit <= 0 {
+		o.Limit = 50
+	}
+	o.Limit = min(o.Limit, 1000)
+	js, err := s.d.List(ctx, o)
+	return js, s.fault(err)
+}
+
+// eventLimit is the page size of the event reads: 1000 by default, at most 10,000.
+func eventLimit(limit int) int {
+	if limit <= 0 {
+		return 1000
+	}
+	return min(limit, 10_000)
+}
+
+// EventsAfter returns up to limit events with an id greater than afterID, in id order.
+func (s *Store) EventsAfter(ctx context.Context, afterID int64, limit int) ([]Event, error) {
+	evs, err := s.d.EventsAfter(ctx, afterID, eventLimit(limit))
+	return evs, s.fault(err)
+}
+
+// EventsSince returns up to limit events after cursor, in order, each with its own
+// cursor, and the cursor after the last one. "" is the start; a cursor this store did
+// not hand out is ErrBadCursor.
+func (s *Store) EventsSince(ctx context.Context, cursor string, limit int) ([]CursorEvent, string, error) {
+	evs, next, err := s.d.EventsSince(ctx, cursor, eventLimit(limit))
+	return evs, next, s.fault(err)
+}
+
+// JobEventsSince is EventsSince for the events of one job.
+func (s *Store) JobEventsSince(ctx context.Context, jobID, cursor string, limit int) ([]CursorEvent, string, error) {
+	evs, next, err := s.d.JobEventsSince(ctx, jobID, cursor, eventLimit(limit))
+	return evs, next, s.fault(err)
+}
+
+// TransitionsSince returns up to limit state changes after cursor (500 by default, at
+// most 10,000), for the metrics.
+func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) ([]Transition, string, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	ts, next, err := s.d.TransitionsSince(ctx, cursor, min(limit, 10_000))
+	return ts, next, s.fault(err)
+}
+
+// CreateSchedule stores a new schedule, checked (CheckSchedule); ErrConflict for an id
+// in use.
+func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	if err := CheckSchedule(sc); err != nil {
+		return Schedule{}, err
+	}
+	sc, err := s.d.CreateSchedule(ctx, sc)
+	return sc, s.fault(err)
+}
+
+// UpdateSchedule replaces a schedule, checked; ErrNotFound when it is gone.
+func (s *Store) UpdateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	if err := CheckSchedule(sc); err != nil {
+		return Schedule{}, err
+	}
+	sc, err := s.d.UpdateSchedule(ctx, sc)
+	return sc, s.fault(err)
+}
+
+// EditSchedule reads schedule id, applies edit and writes the result in one
+// transaction (compare-and-set): a concurrent change is never lost. The edited
+// schedule is checked like an update.
+func (s *Store) EditSchedule(ctx context.Context, id string, edit func(Schedule) (Schedule, error)) (Schedule, error) {
+	sc, err := s.d.EditSchedule(ctx, id, func(sc Schedule) (Schedule, error) {
+		n, err := edit(sc)
+		if err != nil {
+			return n, err
+		}
+		return n, CheckSchedule(n)
+	})
+	return sc, s.fault(err)
+}
+
+// FireSchedule enqueues a due schedule's export and moves the schedule to its next
+// firing in one transaction, once per (schedule, time) on every node (rule 29).
+func (s *Store) FireSchedule(ctx context.Context, f Firing) (Job, bool, error) {
+	if err := checkNewJob(f.Job); err != nil {
+		return Job{}, false, err
+	}
+	f.Job = withDefaults(f.Job)
+	j, fired, err := s.d.FireSchedule(ctx, f)
+	return j, fired, s.fault(err)
+}
+
+// ScheduleFirings lists a schedule's exports, newest first (FiringsLimit).
+func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]Job, error) {
+	js, err := s.d.ScheduleFirings(ctx, id, FiringsLimit(limit))
+	return js, s.fault(err)
+}
+
+// checkedFollowUps is the hook drivers call inside the transaction that makes job
+// final (Driver.SetFollowUps): the kind's hook (Config.FollowUps), asked only for the
+// ends a follow-up hears of, its jobs checked like an Enqueue's and completed with the
+// defaults, so that a driver inserts them as they are.
+func (s *Store) checkedFollowUps(job Job) ([]FollowUp, error) {
+	if s.followUps == nil {
+		return nil, nil
+	}
+	switch job.Status {
+	case StatusSucceeded, StatusFailed, StatusCanceled:
+	default:
+		return nil, nil
+	}
+	fus, err := s.followUps(job)
+	if err != nil {
+		return nil, fmt.Errorf("follow-ups of %s: %w", job.ID, err)
+	}
+	for i := range fus {
+		f := &fus[i]
+		if f.ID == "" || f.Kind == "" || len(f.Args) == 0 {
+			return nil, fmt.Errorf("follow-up of %s: id, kind and args are required", job.ID)
+		}
+		if f.Priority < math.MinInt32 || f.Priority > math.MaxInt32 || f.MaxAttempts > math.MaxInt32 {
+			return nil, fmt.Errorf("follow-up of %s: priority %d or max attempts %d out of range", job.ID, f.Priority, f.MaxAttempts)
+		}
+		if f.MaxAttempts <= 0 {
+			f.MaxAttempts = DefaultMaxAttempts
+		}
+		if f.Queue == "" {
+			f.Queue = DefaultQueue
+		}
+		f.RunIn = max(f.RunIn, 0)
+	}
+	return fus, nil
+}
