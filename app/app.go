@@ -1,5 +1,6 @@
-// Package app is sheetq's composition root: the configuration of `sheetq serve` and its
-// validation, the one constructor (New) that builds the store, the export and webhook
+// Package app is sheetq's composition root: the configuration of `sheetq serve`, resolved
+// once with the config file into Settings (the rules that the tool commands' stores
+// share: ResolveStores), the one constructor (New) that builds the store, the export and webhook
 // kinds, the event hub, the metrics, the engine, the janitor and the HTTP handler, the
 // start and stop order (App.Start, App.Stop, Run), the config file, and the routes that
 // compose the handlers of app/api, app/web and app/events behind app/middleware
@@ -19,18 +20,15 @@ import (
 	"time"
 	"unicode"
 
-	"sheetq/app/api"
-	"sheetq/app/events"
 	"sheetq/app/middleware"
-	"sheetq/internal/datadir"
 	"sheetq/internal/envref"
-	"sheetq/internal/objstore"
 	"sheetq/jobs"
-	"sheetq/jobs/webhook"
 	"sheetq/store/sqlite"
 )
 
-// Config is everything `sheetq serve` needs.
+// Config is everything `sheetq serve` is given: the command line's values (flags, or
+// their SHEETQ_* variables) and the process's wiring. Resolve completes it with the
+// config file and the defaults into the Settings that the app runs.
 type Config struct {
 	// Addr is the listen address (default 127.0.0.1:8080; port 0 picks a free port).
 	Addr string
@@ -53,7 +51,7 @@ type Config struct {
 	BaseURL string
 	// TrustedProxies are the peers whose X-Forwarded-For, -Proto and -Host are believed.
 	TrustedProxies []netip.Prefix
-	// File is the config file when the caller has read it already; nil: New reads
+	// File is the config file when the caller has read it already; nil: Resolve reads
 	// ConfigFile (or <data>/sheetq.toml).
 	File *FileConfig
 	// Retention is how long finished exports keep their files (rows: twice as long);
@@ -80,9 +78,6 @@ type Config struct {
 	// Force, once closed while Run shuts down (a second Ctrl-C), stops the running jobs
 	// at once and puts them back in the queue instead of waiting out the grace period.
 	Force <-chan struct{}
-	// BodyTimeout is the time a client has to send a request body (default
-	// middleware.RequestBodyTimeout).
-	BodyTimeout time.Duration
 
 	// Several nodes (docs/several-nodes.md). Each falls back to the config file's
 	// [store] and [files] tables; all empty is the single-node install: the data
@@ -106,22 +101,11 @@ type Config struct {
 	// connection, for PgBouncer in transaction mode (--poll-only).
 	PollOnly bool
 
-	// The knobs below are for tests; the command line leaves them zero.
+	// Test holds the knobs of tests; the command line never sets it.
+	Test *TestHooks
 
-	// Now, if set, is the clock of the store and the engine.
-	Now func() time.Time
-	// BusyTimeout is the store's busy_timeout (default the store's).
-	BusyTimeout time.Duration
-	// Events tunes the event hub (buffers, keep-alive, progress interval).
-	Events events.Config
-	// Webhooks, if set, is the webhook delivery config instead of the config file's
-	// [webhooks] table (New sets its Recorder and Logger).
-	Webhooks *webhook.Config
-	// Idle leaves the engine stopped after Start: accepted jobs stay PENDING.
-	Idle bool
-
-	tokens   []Token      // every accepted token, set by validate
-	download api.Download // FilesDownload, parsed by validate
+	tokens []Token // every accepted token, set by validate
+	stores Stores  // StoreURL, FilesURL and FilesDownload over the file's, set by validate
 }
 
 // Token is a named access token.
@@ -134,29 +118,8 @@ const DefaultTokenName = middleware.DefaultTokenName
 // request's id as request_id (middleware.LogHandler).
 func LogHandler(h slog.Handler) slog.Handler { return middleware.LogHandler(h) }
 
-// BadValueError is a setting of the command line or the environment that Run refused
-// before it created anything: the CLI exits 2 for it, as for any bad flag (docs/cli.md,
-// "Command line"). A bad config file's error is not one; it names the file instead.
-type BadValueError struct {
-	Err error
-	// Flag is the refused flag's name without dashes ("store"), for the CLI to name
-	// the SHEETQ_* variable when that set it.
-	Flag string
-}
-
-func (e *BadValueError) Error() string { return e.Err.Error() }
-func (e *BadValueError) Unwrap() error { return e.Err }
-
-// setting names a refused setting by where it came from: a *BadValueError naming the
-// flag when the command line or the environment set it, else the config file and its
-// key.
-func setting(fromFlag bool, flag string, fc *FileConfig, key string, err error) error {
-	if fromFlag {
-		return &BadValueError{fmt.Errorf("%s: %w", flag, err), strings.TrimPrefix(flag, "--")}
-	}
-	return fc.Errorf("%s: %w", key, err)
-}
-
+// validate resolves c in place (Resolve): the defaults, the config file, the lanes, the
+// stores and the tokens. Nothing but Resolve, and tests of its rules, call it.
 func (c *Config) validate() error {
 	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
 	if c.DataDir == "" {
@@ -166,9 +129,8 @@ func (c *Config) validate() error {
 	if err != nil {
 		return &BadValueError{fmt.Errorf("bad --addr %q: %w", c.Addr, err), "addr"}
 	}
-	path := cmp.Or(c.ConfigFile, datadir.Dir{Root: c.DataDir}.Config())
 	if c.File == nil {
-		fc, err := LoadFileConfig(path, c.ConfigFile == "")
+		fc, err := LoadConfigFile(c.DataDir, c.ConfigFile)
 		if err != nil {
 			return err
 		}
@@ -179,19 +141,9 @@ func (c *Config) validate() error {
 	}
 	// The stores' URLs are checked before anything is created, so that a typo refuses
 	// the start with one line and leaves no data directory behind.
-	if _, err := PostgresURL(cmp.Or(c.StoreURL, c.File.Store.URL)); err != nil {
-		return setting(c.StoreURL != "", "--store", c.File, "[store] url", err)
-	}
-	if u := cmp.Or(c.FilesURL, c.File.Files.URL); u != "" {
-		if _, err := objstore.ParseURL(u); err != nil {
-			return setting(c.FilesURL != "", "--files", c.File, "[files] url", err)
-		}
-	}
-	if err := c.File.CheckBucketKeys(c.FilesURL); err != nil {
+	flags := StoreFlags{Store: c.StoreURL, Files: c.FilesURL, FilesDownload: c.FilesDownload}
+	if c.stores, err = ResolveStores(flags, *c.File); err != nil {
 		return err
-	}
-	if c.download, err = api.ParseDownload(cmp.Or(c.FilesDownload, c.File.Files.Download)); err != nil {
-		return setting(c.FilesDownload != "", "--files-download", c.File, "[files] download", err)
 	}
 	if c.tokens, err = c.allTokens(); err != nil {
 		return err

@@ -37,6 +37,8 @@ type App struct {
 	cfg Config
 	dir datadir.Dir
 	log *slog.Logger
+	// test is cfg.Test, or none: the knobs of tests.
+	test TestHooks
 
 	lock     *datadir.Lock
 	store    *store.Store
@@ -69,16 +71,23 @@ type App struct {
 	stopOnce sync.Once
 }
 
-// New validates cfg and builds the app: it takes the data directory's lock, opens the
-// store (a damaged database is refused), prepares the export kind (the first-run sample,
-// the config file's sources, the watched reports folder), and builds the hub, the
-// metrics, the engine with its kinds, the janitor, the middleware and the handlers.
-// Nothing runs jobs until Start. On error, what was built is closed again.
-func New(ctx context.Context, cfg Config) (_ *App, err error) {
-	if err := cfg.validate(); err != nil {
+// New resolves cfg (Resolve) and builds the app from the settings (build).
+func New(ctx context.Context, cfg Config) (*App, error) {
+	s, err := Resolve(cfg)
+	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, dir: datadir.Dir{Root: cfg.DataDir}, log: cfg.Logger,
+	return build(ctx, s)
+}
+
+// build builds the app from resolved settings: it takes the data directory's lock, opens
+// the store (a damaged database is refused), prepares the export kind (the first-run
+// sample, the config file's sources, the watched reports folder), and builds the hub,
+// the metrics, the engine with its kinds, the janitor, the middleware and the handlers.
+// Nothing runs jobs until Start. On error, what was built is closed again.
+func build(ctx context.Context, s *Settings) (_ *App, err error) {
+	cfg := s.cfg
+	a := &App{cfg: cfg, test: cfg.hooks(), dir: datadir.Dir{Root: cfg.DataDir}, log: cfg.Logger,
 		loopback: middleware.IsLoopbackHost(middleware.HostOf(cfg.Addr))}
 	defer func() {
 		if err != nil {
@@ -125,7 +134,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		// Readiness follows the faults requests meet on the file (a full disk).
 		problems.Store = health
 	}
-	hubCfg := cfg.Events
+	hubCfg := a.test.Events
 	if a.shared && cfg.PollOnly {
 		// No NOTIFY tells this node of other nodes' events: its streams read the log
 		// four times a second instead of once.
@@ -139,15 +148,15 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	ecfg.Files = a.files
-	if cfg.Now != nil {
-		ecfg.Now = cfg.Now
+	if a.test.Now != nil {
+		ecfg.Now = a.test.Now
 	}
 	if cfg.Node != "" {
 		ecfg.WorkerID = cfg.Node
 	}
 	if d := jobs.FaultClockOffset(); d != 0 {
 		// A crash test's node whose own clock is off (faultpoints builds only). Not
-		// cfg.Now: that is the store's clock, which on PostgreSQL is the database's.
+		// TestHooks.Now: that is the store's clock, which on PostgreSQL is the database's.
 		fmt.Fprintf(os.Stderr, "sheetq: test clock offset %s\n", d)
 		ecfg.Now = func() time.Time { return time.Now().Add(d) }
 	}
@@ -178,7 +187,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.metrics.WatchBatches(a.engine.BatchStats)
 	a.metrics.WatchStreams(func() (int, int64) { s := a.hub.Stats(); return s.Clients, s.Dropped })
 	a.engine.Register(export.Name, kind.Kind)
-	if a.webhooks, err = openWebhooks(kind.config, cfg.Webhooks, log, st); err != nil {
+	if a.webhooks, err = openWebhooks(kind.config, a.test.Webhooks, log, st); err != nil {
 		return nil, err
 	}
 	a.engine.Register(webhook.Name, a.webhooks)
@@ -198,7 +207,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	a.mw, err = middleware.New(middleware.Config{Tokens: cfg.tokens, SessionKey: key, BaseURL: cfg.BaseURL,
-		TrustedProxies: cfg.TrustedProxies, Loopback: a.loopback, BodyTimeout: cfg.BodyTimeout, Log: log,
+		TrustedProxies: cfg.TrustedProxies, Loopback: a.loopback, BodyTimeout: a.test.BodyTimeout, Log: log,
 		// The pages show the middleware's refusals of browsers (a forged form).
 		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 			a.pages.RenderError(w, r, status, title, message)
@@ -219,7 +228,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// file), not only when its delivery runs: a folder against [deliveries] folders, an
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
 	// [webhooks] secret being set and the address policy of an export request's webhook.
-	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log, Now: cfg.Now,
+	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log, Now: a.test.Now,
 		CheckTarget: func(t deliver.Target) error {
 			if t.Type != deliver.TypeWebhook {
 				return a.deliveries.CheckTarget(t)
@@ -250,13 +259,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,
 		Middleware: a.mw, Metrics: a.metrics, DataDir: dir.Root, ExportsDir: dir.Exports(), Version: cfg.Version, Log: log, Problems: problems,
-		Files: a.files, Download: cfg.download, Schedules: a.sched,
+		Files: a.files, Download: cfg.stores.Download, Schedules: a.sched,
 	})
 	return a, nil
 }
 
 // Start starts the background services in order: the rest of a database check too long
-// for start-up, the event hub, the metrics, the engine (unless Config.Idle) and the
+// for start-up, the event hub, the metrics, the engine (unless TestHooks.Idle) and the
 // janitor. On error, what was started is stopped again.
 func (a *App) Start(ctx context.Context) (err error) {
 	defer func() {
@@ -271,7 +280,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor, a.sched} {
-		if svc == service(a.engine) && a.cfg.Idle {
+		if svc == service(a.engine) && a.test.Idle {
 			continue
 		}
 		if err := svc.Start(ctx); err != nil {

@@ -56,6 +56,10 @@ func (fc FileConfig) Errorf(format string, args ...any) error {
 	return fmt.Errorf("config %s: %w", cmp.Or(fc.path, "file"), fmt.Errorf(format, args...))
 }
 
+// Path is the file the config was read from; "" when there was none (the default file,
+// absent).
+func (fc FileConfig) Path() string { return fc.path }
+
 // CheckBucketKeys refuses [files] access_key or secret_key when no bucket is named, by
 // flagURL (--files or SHEETQ_FILES) or [files] url: the keys would be ignored without a
 // word, and the files kept in the data directory, when the url was most likely meant.

@@ -54,7 +54,7 @@ func (a *App) openDeliveries(fc FileConfig) (*deliver.Handler, error) {
 	}
 	h, err := deliver.New(deliver.Config{
 		SMTP: smtp, Folders: fc.Deliveries.Folders, AttachLimit: fc.Deliveries.AttachLimit, BaseURL: a.cfg.BaseURL,
-		Files: a.files, Recorder: a.store, Observe: a.metrics.Deliveries(), Logger: a.log, Now: a.cfg.Now,
+		Files: a.files, Recorder: a.store, Observe: a.metrics.Deliveries(), Logger: a.log, Now: a.test.Now,
 	})
 	if err != nil {
 		return nil, fc.Errorf("%w", err) // [smtp] or [deliveries]: their errors name the key

@@ -18,11 +18,20 @@ import (
 	"sheetq/store/sqlite"
 )
 
-// Run serves until ctx is cancelled, then shuts down in order: stop accepting requests,
-// stop the engine (grace period), close the store, release the data directory. It builds
-// the app with New, as the tests do.
+// Run resolves cfg (Resolve) and serves it (Serve).
 func Run(ctx context.Context, cfg Config) error {
-	a, err := New(ctx, cfg)
+	s, err := Resolve(cfg)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, s)
+}
+
+// Serve serves the settings until ctx is cancelled, then shuts down in order: stop
+// accepting requests, stop the engine (grace period), close the store, release the data
+// directory. It builds the app as New does, for the tests too.
+func Serve(ctx context.Context, s *Settings) error {
+	a, err := build(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -107,8 +107,7 @@ func testConfig(t testing.TB, opts testOpts) Config {
 		Addr: "127.0.0.1:0", DataDir: dir.Root, ReportsDir: dir.Reports(), Token: opts.Token,
 		MaxAttempts: opts.MaxAttempts, Version: "test", Logger: log,
 		Tokens: opts.Tokens, BaseURL: opts.BaseURL, TrustedProxies: opts.TrustedProxies,
-		Engine: ecfg, BodyTimeout: opts.BodyTimeout,
-		Now: opts.Now, BusyTimeout: opts.BusyTimeout, Events: opts.Hub, Webhooks: &webhooks, Idle: opts.Idle,
+		Engine: ecfg, Test: &TestHooks{BodyTimeout: opts.BodyTimeout, Now: opts.Now, BusyTimeout: opts.BusyTimeout, Events: opts.Hub, Webhooks: &webhooks, Idle: opts.Idle},
 		StoreURL: opts.Store, FilesURL: opts.Files, Node: opts.Node, PollOnly: opts.PollOnly,
 	}
 	if opts.FilesAccessKey != "" {

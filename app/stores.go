@@ -32,16 +32,6 @@ var (
 	_ schedules.Store  = (*store.Store)(nil)
 )
 
-// storeURL is the job store the node uses: --store, else the config file's [store] url,
-// read by PostgresURL; "" is the data directory's SQLite file.
-func (c *Config) storeURL() (string, error) {
-	u, err := PostgresURL(cmp.Or(c.StoreURL, c.File.Store.URL))
-	if err != nil {
-		return "", fmt.Errorf("--store: %w", err)
-	}
-	return u, nil
-}
-
 // PostgresURL reads a job store setting (--store, SHEETQ_STORE, [store] url): a
 // postgres:// URL, or env:NAME naming a variable that holds one; "" stays "" (SQLite).
 // Its errors never echo the value, which may hold a password.
@@ -87,18 +77,15 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	// A job's end and the webhook delivery that announces it commit together (rule 19),
 	// and so do a successful export and the deliveries of its file (deliveries.go).
 	followUps := withDeliveries(webhook.Announcer{BaseURL: cfg.BaseURL, Describe: export.JobJSON}.FollowUps)
-	dsn, err := cfg.storeURL()
-	if err != nil {
-		return nil, err
-	}
+	dsn := cfg.stores.DSN
 	if dsn == "" {
-		s, err := sqlite.Open(ctx, a.dir.DB(), sqlite.Options{Check: cfg.CheckDB, Now: cfg.Now, BusyTimeout: cfg.BusyTimeout, FollowUps: followUps})
+		s, err := sqlite.Open(ctx, a.dir.DB(), sqlite.Options{Check: cfg.CheckDB, Now: a.test.Now, BusyTimeout: a.test.BusyTimeout, FollowUps: followUps})
 		if err != nil {
 			return nil, openStoreError(a.dir, err)
 		}
 		return s, nil
 	}
-	opts := pg.Options{FollowUps: followUps, TestClock: cfg.Now, PollOnly: cfg.PollOnly}
+	opts := pg.Options{FollowUps: followUps, TestClock: a.test.Now, PollOnly: cfg.PollOnly}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// A connection per worker slot of every lane, and a few for the API; the DSN's
 		// own pool_max_conns wins.
@@ -123,23 +110,14 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 // a bucket shared with other nodes (--files, [files] url, with [files] access_key and
 // secret_key, each may be env:NAME or file:PATH).
 func (a *App) openFiles(ctx context.Context) (jobs.Files, error) {
-	fc := a.cfg.File.Files
-	u := cmp.Or(a.cfg.FilesURL, fc.URL)
-	if u == "" {
+	u, b := a.cfg.stores.FilesURL, a.cfg.stores.Bucket
+	if b == nil {
 		if a.shared {
 			a.log.WarnContext(ctx, "the job store is shared but the files are in this node's data directory: other nodes cannot serve this node's files, nor this node theirs; give every node the same --files s3://... bucket")
 		}
 		return jobs.OpenFiles("", a.dir.Exports(), "", "", a.log)
 	}
-	access, err := ResolveSecret(fc.AccessKey)
-	if err != nil {
-		return nil, a.cfg.File.Errorf("[files] access_key: %w", err)
-	}
-	secret, err := ResolveSecret(fc.SecretKey)
-	if err != nil {
-		return nil, a.cfg.File.Errorf("[files] secret_key: %w", err)
-	}
-	f, err := jobs.OpenFiles(u, a.dir.Exports(), access, secret, a.log)
+	f, err := jobs.OpenFiles(u, a.dir.Exports(), b.AccessKey, b.SecretKey, a.log)
 	if err != nil {
 		return nil, fmt.Errorf("--files: %w", err)
 	}

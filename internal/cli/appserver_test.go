@@ -25,9 +25,9 @@ func startApp(t *testing.T) string {
 	dir := t.TempDir()
 	cfg := app.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
-		File:     &app.FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}},
-		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Webhooks: &webhook.Config{},
+		File:   &app.FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Test:   &app.TestHooks{Webhooks: &webhook.Config{}},
 		Engine: jobs.Config{
 			Workers:       2,
 			Heartbeat:     50 * time.Millisecond,

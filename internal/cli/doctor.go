@@ -150,7 +150,7 @@ type doctorOptions struct {
 	MinFree uint64
 	// Stores are the job store and file store to check in place of the data
 	// directory's SQLite file and exports folder.
-	Stores stores
+	Stores app.Stores
 }
 
 // diagnose runs every check. Only an unreadable directory or database is an error;
@@ -240,10 +240,10 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 	// is about to have) a file.
 	var files []string
 	switch {
-	case opts.Stores.Files != nil:
+	case opts.Stores.Bucket != nil:
 		rep.Files = app.RedactURL(opts.Stores.FilesURL)
 		if jobsRead {
-			rep.Published = checkBucket(ctx, *opts.Stores.Files, opts.Stores.FilesURL, jobFiles, opts.Deep, add)
+			rep.Published = checkBucket(ctx, *opts.Stores.Bucket, opts.Stores.FilesURL, jobFiles, opts.Deep, add)
 		}
 		jobFiles = nil // their files are in the bucket, not in exports/
 	case jobsRead:

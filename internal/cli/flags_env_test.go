@@ -45,7 +45,7 @@ func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 		{"SHEETQ_O", "x.csv", []string{"export", "demo", "--server", srv.URL}, `SHEETQ_O="x.csv": -o needs --wait`},
 		{"SHEETQ_O", dir, []string{"jobs", "download", "j1", "--server", srv.URL}, `SHEETQ_O="` + dir + `": -o ` + dir + `: is a folder`},
 		{"SHEETQ_MIN_FREE_MB", "-1", []string{"doctor", "--data", dir}, `SHEETQ_MIN_FREE_MB="-1": --min-free-mb -1: want 0 to`},
-		{"SHEETQ_FILES", "http://bucket", []string{"doctor", "--data", dir}, `SHEETQ_FILES="http://bucket": file store URL`},
+		{"SHEETQ_FILES", "http://bucket", []string{"doctor", "--data", dir}, `SHEETQ_FILES="http://bucket": --files: file store URL`},
 		{"SHEETQ_WORKERS", "0", serve(), `SHEETQ_WORKERS="0": --workers must be from 1 to 256`},
 		// A value that is no value of the flag's type says what the flag wants, not
 		// the flag package's "parse error" (issue 37).

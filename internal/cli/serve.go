@@ -39,8 +39,69 @@ var (
 )
 
 // serve runs `sheetq serve`: the flags, SHEETQ_* and the config file's [serve] table
-// become app.Config (flags beat the environment, which beats the file), then app.Run.
+// become app.Config (flags beat the environment, which beats the file), which
+// app.Resolve completes with the file's other tables into the settings app.Serve runs.
 func serve(ctx context.Context, version string, args []string, stdout, stderr io.Writer) error {
+	force, unwatch := secondSignal()
+	defer unwatch()
+	sv, err := serveSettings(version, args, stderr, force)
+	if err != nil {
+		return err
+	}
+	settings, log, cpuProf := sv.settings, sv.log, sv.cpuProf
+	lanes := settings.Engine()
+	if lanes.Nice > 0 && jobs.LowerPrioritySupported {
+		// Each running job holds a P on its low-priority thread even while the OS runs
+		// something else in its place; a P per worker of every lane (exports, webhooks,
+		// deliveries, [queues]) on top of the default keeps one free for every core, so
+		// requests never queue behind a job's thread.
+		workers := lanes.Workers
+		for _, n := range lanes.Queues {
+			workers += n
+		}
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
+	}
+	gcdefaults.Apply(exportSlots(lanes))
+	stopProfile, err := cpuprofile.Start(cpuProf)
+	if err != nil {
+		return blameEnv(sv.fs, usageError{fmt.Errorf("--cpuprofile: %w", err)}, "cpuprofile")
+	}
+	err = app.Serve(ctx, settings)
+	if perr := stopProfile(); perr != nil {
+		log.Warn("the CPU profile is incomplete", "file", cpuProf, "err", perr)
+	}
+	if sv.open && errors.Is(err, datadir.ErrInUse) {
+		// A second double-click: show the running instance instead of an error, also
+		// when the first is still starting.
+		waiting := func() {
+			fmt.Fprintf(stderr, "sheetq is starting in another process; waiting for it (up to %s)\n", openWait)
+		}
+		url, oerr := app.OpenRunning(ctx, datadir.Dir{Root: sv.dataDir}, openWait, waiting)
+		if oerr == nil {
+			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
+			return nil
+		}
+		return fmt.Errorf("%w; %v", err, oerr)
+	}
+	return err
+}
+
+// served is what serveSettings makes of serve's command line: the settings the app
+// runs, and what serve does around them.
+type served struct {
+	settings *app.Settings
+	log      *slog.Logger
+	fs       *flag.FlagSet // the parsed flags, whose errors name SHEETQ_* (blameEnv)
+	cpuProf  string        // --cpuprofile
+	open     bool          // --open
+	dataDir  string
+}
+
+// serveSettings parses serve's flags and SHEETQ_*, applies the config file's [serve]
+// table to the flags neither set, checks the values, and resolves them with the rest of
+// the file (app.Resolve): flags beat the environment, which beats the file, which beats
+// the defaults. It starts nothing; force is the second signal's channel (secondSignal).
+func serveSettings(version string, args []string, stderr io.Writer, force <-chan struct{}) (served, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -88,37 +149,34 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 		printFlags(stderr, fs)
 	}
 	if err := parseWithEnv(fs, args); err != nil {
-		return err
+		return served{}, err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+		return served{}, usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
 	}
 	if cfg.DataDir == "" {
 		dir, err := datadir.Default()
 		if err != nil {
-			return err
+			return served{}, err
 		}
 		cfg.DataDir = dir
 	}
-	// The config file fills the flags neither the command line nor the environment set.
-	configPath := cfg.ConfigFile
-	if configPath == "" {
-		configPath = datadir.Dir{Root: cfg.DataDir}.Config()
-	}
-	fc, err := app.LoadFileConfig(configPath, cfg.ConfigFile == "")
+	// The config file fills the flags neither the command line nor the environment set;
+	// app.Resolve reads its other tables from the same value.
+	fc, err := app.LoadConfigFile(cfg.DataDir, cfg.ConfigFile)
 	if err != nil {
-		return err
+		return served{}, err
 	}
-	fromFile, err := applyFileFlags(fs, fc.Serve, configPath)
+	fromFile, err := applyFileFlags(fs, fc.Serve, fc.Path())
 	if err != nil {
-		return err
+		return served{}, err
 	}
 	cfg.File = &fc
 	if cfg.CheckDB, err = sqlite.ParseCheckMode(checkDB); err != nil {
-		return fromFile.bad("check-db", fmt.Sprintf(": %v", err))
+		return served{}, fromFile.bad("check-db", fmt.Sprintf(": %v", err))
 	}
 	if cfg.TrustedProxies, err = app.ParseTrustedProxies(proxies); err != nil {
-		return fromFile.bad("trusted-proxies", fmt.Sprintf(": %v", err))
+		return served{}, fromFile.bad("trusted-proxies", fmt.Sprintf(": %v", err))
 	}
 	// A double-click on a machine where something else holds the default port should
 	// still start: only an address the user chose (--addr or SHEETQ_ADDR, which
@@ -129,47 +187,31 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	fs.Visit(func(f *flag.Flag) { cfg.WorkersSet = cfg.WorkersSet || f.Name == "workers" })
 	switch {
 	case !workersRange.holds(eng.Workers):
-		return fromFile.bad("workers", workersRange.rule())
+		return served{}, fromFile.bad("workers", workersRange.rule())
 	case eng.Heartbeat <= 0:
-		return fromFile.bad("heartbeat", "must be positive")
+		return served{}, fromFile.bad("heartbeat", "must be positive")
 	case eng.StallAfter < 0:
-		return fromFile.bad("stall-after", "cannot be negative")
+		return served{}, fromFile.bad("stall-after", "cannot be negative")
 	case eng.ShutdownGrace < 0:
-		return fromFile.bad("shutdown-grace", "cannot be negative")
+		return served{}, fromFile.bad("shutdown-grace", "cannot be negative")
 	case cfg.Retention < 0:
-		return fromFile.bad("retention", "cannot be negative")
+		return served{}, fromFile.bad("retention", "cannot be negative")
 	case cfg.MaxAttempts < 1:
-		return fromFile.bad("max-attempts", "must be at least 1")
+		return served{}, fromFile.bad("max-attempts", "must be at least 1")
 	case !niceRange.holds(eng.Nice):
-		return fromFile.bad("worker-nice", niceRange.rule())
+		return served{}, fromFile.bad("worker-nice", niceRange.rule())
 	}
 	// The engine's own rules, such as stale-after at least twice the heartbeat, are
 	// checked once, by the engine, before anything starts.
 	if err := eng.Validate(); err != nil {
-		return fromFile.blameAny(err, "stale-after", "heartbeat")
+		return served{}, fromFile.blameAny(err, "stale-after", "heartbeat")
 	}
-	lanes, err := fc.Lanes(eng, cfg.WorkersSet)
-	if err != nil {
-		return err
-	}
-	if eng.Nice > 0 && jobs.LowerPrioritySupported {
-		// Each running job holds a P on its low-priority thread even while the OS runs
-		// something else in its place; a P per worker of every lane (exports, webhooks,
-		// deliveries, [queues]) on top of the default keeps one free for every core, so
-		// requests never queue behind a job's thread.
-		workers := lanes.Workers
-		for _, n := range lanes.Queues {
-			workers += n
-		}
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
-	}
-	gcdefaults.Apply(exportSlots(lanes))
 	if eng.ShutdownGrace == 0 {
 		eng.ShutdownGrace = time.Nanosecond // "no grace": stop running jobs at once
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return blameEnv(fs, usageError{fmt.Errorf("--log-level: %w", err)}, "log-level")
+		return served{}, blameEnv(fs, usageError{fmt.Errorf("--log-level: %w", err)}, "log-level")
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
@@ -185,34 +227,15 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 			}
 		}
 	}
-	force, unwatch := secondSignal()
-	defer unwatch()
 	cfg.Force = force
-	stopProfile, err := cpuprofile.Start(cpuProf)
+	// Resolved once, before anything is created: a bad --base-url, --store, --node...
+	// exits 2 like the flags checked above, and the process is sized by the same lanes
+	// that the app runs.
+	settings, err := app.Resolve(cfg)
 	if err != nil {
-		return blameEnv(fs, usageError{fmt.Errorf("--cpuprofile: %w", err)}, "cpuprofile")
+		return served{}, settingError(fs, err)
 	}
-	err = app.Run(ctx, cfg)
-	if perr := stopProfile(); perr != nil {
-		log.Warn("the CPU profile is incomplete", "file", cpuProf, "err", perr)
-	}
-	if open && errors.Is(err, datadir.ErrInUse) {
-		// A second double-click: show the running instance instead of an error, also
-		// when the first is still starting.
-		waiting := func() {
-			fmt.Fprintf(stderr, "sheetq is starting in another process; waiting for it (up to %s)\n", openWait)
-		}
-		url, oerr := app.OpenRunning(ctx, datadir.Dir{Root: cfg.DataDir}, openWait, waiting)
-		if oerr == nil {
-			fmt.Fprintf(stderr, "sheetq is already running at %s; opened it in the browser\n", url)
-			return nil
-		}
-		return fmt.Errorf("%w; %v", err, oerr)
-	}
-	if bad := (*app.BadValueError)(nil); errors.As(err, &bad) {
-		return blameEnv(fs, usageError{err}, bad.Flag) // a bad --base-url, --store, --node...: exit 2 like the flags checked above
-	}
-	return err
+	return served{settings: settings, log: log, fs: fs, cpuProf: cpuProf, open: open, dataDir: cfg.DataDir}, nil
 }
 
 // openWait bounds how long a second launch waits for the first to answer.

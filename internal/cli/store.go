@@ -92,8 +92,8 @@ Flags:
 	defer lock.Unlock()
 
 	opts := pgcopy.Options{ExportsDir: dir.Exports(), Key: jobs.ObjectKey}
-	if st.Files != nil {
-		if opts.Bucket, err = objstore.New(*st.Files); err != nil {
+	if st.Bucket != nil {
+		if opts.Bucket, err = objstore.New(*st.Bucket); err != nil {
 			return fmt.Errorf("store copy: %w", err)
 		}
 	}
