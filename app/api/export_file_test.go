@@ -49,11 +49,7 @@ func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, filepath.Join(dir, "sheetq.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, filepath.Join(dir, "sheetq.db"), nil)
 	exportsDir := filepath.Join(dir, "exports")
 	f := files(exportsDir)
 	data := make([]byte, 300<<10)
