@@ -18,6 +18,7 @@ import (
 // A handler that does not stop when its export is cancelled is abandoned by the engine;
 // /metrics and the Queue page show it while it still runs, and the count of all so far.
 func TestAbandonedHandlerIsShown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	started, unblock := make(chan struct{}), make(chan struct{})
 	ts := newTestServer(t, testOpts{

@@ -19,6 +19,7 @@ import (
 
 // TestRunRefusesBadConfig: validation comes first, so nothing is created.
 func TestRunRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -61,6 +62,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 // TestRunServesAndStops runs the whole server on a free port: it answers, a second
 // process on the same data directory is refused, and cancelling ctx stops it cleanly.
 func TestRunServesAndStops(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// An explicit reports folder skips the first-run sample, which takes a minute to
 	// generate under -race; the binary's crash tests cover the first run.

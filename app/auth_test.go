@@ -43,6 +43,7 @@ func withCookie(c *http.Cookie, h http.Header) http.Header {
 // Every named token works on the API, its name (never its secret) is recorded on the
 // jobs it creates, and no token, a wrong one or a near miss is refused.
 func TestNamedTokens(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Token: "default-secret-0123", Tokens: []Token{
 		{Name: "ci", Secret: "ci-secret-0123456789"}, {Name: "alice", Secret: "alice-secret-0123"},
 	}})
@@ -142,6 +143,7 @@ func TestTokenConfigErrors(t *testing.T) {
 // HttpOnly, SameSite, path-wide cookie (not the token) that then opens pages, the API's
 // GET routes including the event stream, and same-origin changes; sign-out ends it.
 func TestLoginFlow(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", Tokens: []Token{{Name: "ci", Secret: "ci-secret-0123456"}}})
 	noRedirects(ts)
 	html := http.Header{"Accept": {"text/html,application/xhtml+xml"}}
@@ -227,6 +229,7 @@ func TestLoginFlow(t *testing.T) {
 // A session is worth no more than its token: a cookie for a removed token, for a token
 // whose secret changed, a forged or expired one, or one signed with another key fails.
 func TestSessionCookieRejected(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	key, err := os.ReadFile(ts.dir.SessionKey())
 	if err != nil {
@@ -267,6 +270,7 @@ func TestSessionCookieRejected(t *testing.T) {
 // Behind a trusted proxy the client address, scheme and host come from X-Forwarded-*;
 // from anyone else those headers are ignored.
 func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", TrustedProxies: loopback,
@@ -305,6 +309,7 @@ func TestTrustedProxies(t *testing.T) {
 
 // Every line logged while serving a request carries its id, not only the access line.
 func TestRequestIDOnEveryLogLine(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", Log: &logs})
 	res := ts.postForm("/login", url.Values{"token": {"wrong"}}, http.Header{"X-Request-Id": {"req-42"}})

@@ -86,6 +86,7 @@ var bodyPosts = []struct {
 // workers' Yield is not held back by the client's pace. Only once the body is in does
 // accepting it take the foreground, and it gives it back when answered.
 func TestTricklingBodyHoldsNoForeground(t *testing.T) {
+	t.Parallel()
 	for _, p := range bodyPosts {
 		t.Run(p.name, func(t *testing.T) {
 			ts := newTestServer(t, testOpts{Idle: true})
@@ -117,6 +118,7 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 // A body that does not arrive within the body deadline gets 408 and creates no job, on
 // the API (problem+json) and the form alike; the connection is closed.
 func TestSlowBodyTimesOut(t *testing.T) {
+	t.Parallel()
 	for _, p := range bodyPosts {
 		t.Run(p.name, func(t *testing.T) {
 			ts := newTestServer(t, testOpts{Idle: true, BodyTimeout: 300 * time.Millisecond})
@@ -140,6 +142,7 @@ func TestSlowBodyTimesOut(t *testing.T) {
 // the deadline (here: queued behind a commit that waits for a database lock held by
 // another program) and still succeeds, and an event stream, which has no body, outlives it.
 func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	ts := newTestServer(t, testOpts{Idle: true, BodyTimeout: timeout, BusyTimeout: 30 * time.Second})
 	events := openEvents(t, ts, "", "")

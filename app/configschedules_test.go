@@ -13,6 +13,7 @@ import (
 // [[schedules]] in the config file: read as written (params and deliveries too), made at
 // start with the file as its owner; a wrong one refuses the start, naming it.
 func TestConfigFileSchedules(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sheetq.toml")
 	write := func(text string) FileConfig {

@@ -307,6 +307,7 @@ func TestDeliverByEmailLinksAboveTheLimit(t *testing.T) {
 // its download name, with no temporary file left; a folder outside the roots fails at
 // once with a clear error.
 func TestDeliverToFolder(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	target := filepath.Join(root, "monthly")
 	if err := os.Mkdir(target, 0o755); err != nil {
@@ -357,6 +358,7 @@ func TestDeliverToFolder(t *testing.T) {
 // delivery retry on its schedule until its attempts are spent; each attempt is on the
 // export's timeline and in sheetq_deliveries_total, and the delivery job ends FAILED.
 func TestDeliveryRetriesWhenSMTPIsDown(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -413,6 +415,7 @@ func TestDeliveryRetriesWhenSMTPIsDown(t *testing.T) {
 // export.succeeded webhook of any export, queued beside the other targets' deliveries,
 // and each delivery shows in deliver.Statuses.
 func TestDeliverToAWebhookAndAFolderTogether(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}},

@@ -80,6 +80,7 @@ func (ts *testServer) laneWorkers(queue string) int {
 // an unrelated export's webhook is still delivered meanwhile, because deliveries have a
 // lane of their own (deliver.Queue) and webhooks keep theirs.
 func TestStalledRelayDoesNotDelayWebhooks(t *testing.T) {
+	t.Parallel()
 	relay := newSilentRelay(t)
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	fc := FileConfig{SMTP: deliver.SMTP{Host: "127.0.0.1", Port: relay.port(), From: "reports@sheetq.test"}}
@@ -123,6 +124,7 @@ func TestStalledRelayDoesNotDelayWebhooks(t *testing.T) {
 // the webhooks lane, before deliveries had a lane of their own, still runs: a lane
 // claims its queue's jobs whatever their kind.
 func TestDeliveryQueuedInWebhooksStillRuns(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}}, testOpts{}, nil)
 	id := ts.scheduledExport(5)

@@ -253,6 +253,7 @@ const slowJob = `{"report":"demo","params":{"rows":100000,"seconds":600}}`
 // middle of a job and comes back with Last-Event-ID receives exactly the three changes it
 // missed, in order, without duplicates, and then live events.
 func TestEventsReplayAfterReconnect(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ctx := context.Background()
 
@@ -326,6 +327,7 @@ func TestEventsReplayAfterReconnect(t *testing.T) {
 // TestEventsSnapshotAfterPruning: when the events a client missed are gone, the stream
 // starts with a snapshot of the unfinished jobs, and goes on live after it.
 func TestEventsSnapshotAfterPruning(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ctx := context.Background()
 	a := ts.create(slowJob)
@@ -407,6 +409,7 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 // TestEventsStalledClientIsDropped: a client that never reads does not hold up the
 // engine; its buffer overflows, the hub drops it, and its connection is closed.
 func TestEventsStalledClientIsDropped(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Hub: events.Config{Buffer: 4}})
 	ctx := context.Background()
 
@@ -474,6 +477,7 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 // TestEventsJobFilter: ?job= delivers that job's events only, live and replayed, and an
 // unknown job is a 404.
 func TestEventsJobFilter(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Hub: events.Config{ProgressEvery: 10 * time.Millisecond}})
 	ctx := context.Background()
 	a := ts.create(slowJob)
@@ -520,6 +524,7 @@ func TestEventsJobFilter(t *testing.T) {
 // TestEventsProgressCoalesced: a running job's progress arrives as progress events without
 // ids, far fewer than its rows, with the latest figures.
 func TestEventsProgressCoalesced(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	s := openEvents(t, ts, "", "")
 	const rows = 5000
@@ -564,6 +569,7 @@ func TestEventsProgressCoalesced(t *testing.T) {
 // TestEventsStreamHeaders: the stream's headers, the retry hint first with the current
 // position, keep-alive comments, and a refused malformed Last-Event-ID.
 func TestEventsStreamHeaders(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Hub: events.Config{KeepAlive: 10 * time.Millisecond}})
 	j := ts.create(`{"report":"demo","params":{"rows":1}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -619,6 +625,7 @@ func TestEventsStreamHeaders(t *testing.T) {
 
 // TestEventsEndWhenHubStops: stopping the hub ends open streams, and refuses new ones.
 func TestEventsEndWhenHubStops(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	s := openEvents(t, ts, "", "")
 	ts.hub.Stop()
@@ -628,6 +635,7 @@ func TestEventsEndWhenHubStops(t *testing.T) {
 
 // TestRunEndsEventStreams: a graceful shutdown is not held up by open event streams.
 func TestRunEndsEventStreams(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	url, stop := startRun(t, Config{
 		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: t.TempDir(), Version: "test",
@@ -646,6 +654,7 @@ func TestRunEndsEventStreams(t *testing.T) {
 // Deleting an export tells the open streams, so pages drop it without a reload; the
 // message has no id (the job's stored events are gone with it) and only concerns the job.
 func TestEventsStreamTellsOfDeletion(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -679,6 +688,7 @@ func TestEventsStreamTellsOfDeletion(t *testing.T) {
 // drops a HEAD answer's body without an error, so a stream that went on would hold the
 // connection, which the client reuses for its next request, for good.
 func TestEventsHeadEndsAtOnce(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	for _, path := range []string{"/api/v1/events", "/reports/events"} {
 		res := ts.request(http.MethodHead, path, nil, nil)
@@ -703,6 +713,7 @@ func TestEventsHeadEndsAtOnce(t *testing.T) {
 // twice, is refused before the stream starts, instead of dropping what it cannot read
 // (a replay from ?last_event_id= lost) or keeping the first value without a word.
 func TestEventsBadQuery(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.hc = &http.Client{Timeout: 5 * time.Second} // a stream started by mistake fails the test, not hangs it
 	for _, q := range []string{"?a;last_event_id=1", "?last_event_id=1%zz", "?last_event_id=1&last_event_id=2", "?job=a&job=b"} {

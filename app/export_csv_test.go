@@ -19,6 +19,7 @@ import (
 // <id>.csv and downloaded as text/csv with a .csv name, starts with the BOM asked for,
 // and holds a header and one CRLF-ended record per row. An xlsx export stays as it was.
 func TestCSVExportDownload(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, tc := range []struct {
 		body string
@@ -79,6 +80,7 @@ func TestCSVExportDownload(t *testing.T) {
 // A format the server does not write, or a BOM without csv, is a 422 invalid_format that
 // says what to send; a format of the wrong JSON type is a malformed body. None makes a job.
 func TestCSVBadFormat(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	for _, tc := range []struct {
 		body, code, detail string
@@ -105,6 +107,7 @@ func TestCSVBadFormat(t *testing.T) {
 // for another format is a 422 naming the first job; naming the default, xlsx, is the
 // same request as naming none.
 func TestCSVIdempotencyCoversFormat(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	first := decodeJob(t, ts.post(`{"report":"demo","params":{"rows":3}}`, "key-x"))
 	same := ts.post(`{"report":"demo","params":{"rows":3},"format":"xlsx"}`, "key-x")
@@ -130,6 +133,7 @@ func TestCSVIdempotencyCoversFormat(t *testing.T) {
 // The New export form offers the format (xlsx chosen) and the BOM; csv chosen makes a
 // csv export, and a BOM with xlsx shows the form again with an error beside the format.
 func TestUINewExportFormFormat(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	doc := page(t, ts.get("/exports/new?report=demo"), http.StatusOK)
 	if sel := tid(doc, "file-format").Find("option[selected]"); sel.AttrOr("value", "") != "xlsx" {

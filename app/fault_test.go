@@ -31,6 +31,7 @@ import (
 // 503 problem+json with Retry-After (not 500, not a hang), reads keep working, nothing
 // is created or lost, and once the lock is released the same request goes through.
 func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{BusyTimeout: 100 * time.Millisecond, Log: &logs})
 	before := ts.create(`{"report":"demo","params":{"rows":10}}`)
@@ -86,6 +87,7 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 // the stall guard fails the attempt with a clear "stalled" error, the attempt is
 // retried, and the worker is freed for other jobs meanwhile.
 func TestHangingSourceIsStoppedByStallGuard(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{StallAfter: 300 * time.Millisecond, MaxAttempts: 2})
 	// Two rows spread over an hour: the first is due after half an hour.
 	hung := ts.create(`{"report":"demo","params":{"rows":2,"seconds":3600}}`)
@@ -143,6 +145,7 @@ func openFDs(t *testing.T, path string) int {
 // handle leak), the file is intact, later downloads work, and the export can still be
 // deleted.
 func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("counts file handles through /proc")
 	}
@@ -195,6 +198,7 @@ func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
 // intact; the server keeps answering and small exports still succeed; once space is
 // back, a retry of the failed export succeeds.
 func TestDiskFullFailsCleanly(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	files := filepath.Join(root, "files")
 	if err := os.Mkdir(files, 0o755); err != nil {
@@ -273,6 +277,7 @@ func waitSlow(ts *testServer, id string, want store.Status) apiv1.Job {
 // overload) is not a server error: its job is dropped before any write, the log says so
 // at INFO, and the status is 499, not a 500 with an ERROR line.
 func TestClientGoneDuringEnqueue(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{BusyTimeout: 30 * time.Second, Idle: true, Log: &logs})
 	n := ts.jobCount()

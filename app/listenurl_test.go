@@ -16,6 +16,7 @@ import (
 // The URL logged and recorded for a listener is one a person can open: loopback stands in
 // for an unspecified address, in the family it was given in.
 func TestLocalURL(t *testing.T) {
+	t.Parallel()
 	tcp := func(ip string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 8080} }
 	for _, tt := range []struct {
 		host string
@@ -42,6 +43,7 @@ func TestLocalURL(t *testing.T) {
 // Listening on every address, the server logs and records (for a second launch, which
 // opens it in the browser) a URL that answers, and names this machine for others.
 func TestRunOnEveryAddressGivesAUsableURL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var logs syncBuffer
 	url, _ := startRun(t, Config{

@@ -144,6 +144,7 @@ func (ts *testServer) runDemoExports() []string {
 }
 
 func TestMetricsCountTheJobsThatRan(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 
 	before := ts.scrape()
@@ -230,6 +231,7 @@ func TestMetricsCountTheJobsThatRan(t *testing.T) {
 }
 
 func TestMetricsCountCancels(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	slow := ts.create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)
 	ts.waitStatus(slow.ID, store.StatusProcessing)
@@ -252,6 +254,7 @@ func TestMetricsCountCancels(t *testing.T) {
 // TestMetricsCountOnlyThisProcess: events already in the store when the server starts
 // are not counted again.
 func TestMetricsCountOnlyThisProcess(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ts.runDemoExports()
 	m := metrics.New(ts.store, ts.log)
@@ -286,6 +289,7 @@ func counterValue(t *testing.T, fams metricFamilies, name string) float64 {
 }
 
 func TestStatsAfterExports(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ts.runDemoExports()
 
@@ -355,6 +359,7 @@ func TestStatsAfterExports(t *testing.T) {
 // TestMetricsGroupCommitAndStreams: the group commit's figures and the event streams'
 // count are exported (store.BatchStats and events.Hub.Stats, read at scrape time).
 func TestMetricsGroupCommitAndStreams(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	before := ts.scrape()
 	before.want(t, []metricCheck{
@@ -394,6 +399,7 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 // they carried (jobs.BatchStats, rule 28). Three exports, one failing its first attempt,
 // are four attempts: four claimed, four ends, in at most four transactions of each.
 func TestBatchMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ts.runDemoExports()
 	fams := ts.scrape()

@@ -8,6 +8,7 @@ import (
 )
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	bearer := func(v string) http.Header { return http.Header{"Authorization": {v}} }
 	// The right token first: the wrong ones below use up the sign-in limit of this
@@ -58,6 +59,7 @@ func TestToken(t *testing.T) {
 }
 
 func TestHostCheck(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, host := range []string{"evil.example", "evil.example:8080", "127.0.0.1.nip.io", "10.0.0.1"} {
 		res := ts.request(http.MethodGet, "/api/v1/exports", nil, http.Header{"Host": {host}})
@@ -77,6 +79,7 @@ func TestHostCheck(t *testing.T) {
 }
 
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	res := ts.get("/healthz")
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
@@ -98,6 +101,7 @@ func TestHealthz(t *testing.T) {
 // 405 problem with an Allow header, not the pages' HTML one. With tokens, /metrics asks
 // for the token first, as its GET does.
 func TestProbesRefuseOtherMethodsAsProblems(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
@@ -114,6 +118,7 @@ func TestProbesRefuseOtherMethodsAsProblems(t *testing.T) {
 }
 
 func TestReports(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	res := ts.get("/api/v1/reports")
 	if res.StatusCode != http.StatusOK {
@@ -136,6 +141,7 @@ func TestReports(t *testing.T) {
 }
 
 func TestHomePage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	res := ts.get("/")
 	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {

@@ -80,6 +80,7 @@ func TestNULIsRefusedWhereValuesComeIn(t *testing.T) {
 // A [[schedules]] entry of the config file whose parameter holds a NUL (TOML's "\u0000")
 // refuses the start, naming the schedule, the parameter and the character.
 func TestConfigScheduleWithNULRefusesTheStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sheetq.toml")
 	if err := os.WriteFile(path, []byte(`

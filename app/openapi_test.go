@@ -167,6 +167,7 @@ func (c *contract) validate(op string, req *http.Request, res response, checkReq
 // served document; then it checks that every operation was exercised and that every
 // route registered on the mux is documented.
 func TestOpenAPIMatchesTheServer(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	c := newContract(t, ts)
 	jsonHeader := http.Header{"Content-Type": {"application/json"}}
@@ -331,6 +332,7 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 
 // TestOpenAPIUnauthorized checks the 401 answers of a server with an access token.
 func TestOpenAPIUnauthorized(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	c := newContractAuthorized(t, ts, "s3cret-token-0123")
 	c.do(exchange{op: "GET /api/v1/exports", status: 401, code: "unauthorized"})
@@ -411,6 +413,7 @@ var routePattern = regexp.MustCompile(`mux\.Handle(?:Func)?\(\s*"([A-Z]+) (/[^"]
 // is in the document, and every documented operation is registered. Routes outside
 // /api/, /healthz and /metrics are pages and static files, not the API.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, dir := range []string{".", "api", "web"} { // the packages whose handlers routes.go composes
 		more, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -476,6 +479,7 @@ func openAPIPath(p string) string {
 // TestOpenAPIValidationCatchesMismatches guards the contract test against passing
 // vacuously: documents that each get one detail wrong must fail on real answers.
 func TestOpenAPIValidationCatchesMismatches(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	body := []byte(`{"report":"demo","params":{"rows":5}}`)
 	accepted := ts.post(string(body), "") // the job as committed: PENDING, not started

@@ -20,6 +20,7 @@ SELECT :from, :to;
 // 422 naming "to", the form marks the To field and keeps the values, and no job is
 // created either way. A later end is accepted.
 func TestParamAfterRefusesAnEndBeforeTheStart(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	writeReport(t, ts, "period.sql", rangeReport)
 	waitFor(t, 10*time.Second, func() (bool, string) {

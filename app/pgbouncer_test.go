@@ -70,3 +70,12 @@ func TestNodeWithoutPollOnlyRefusesPgBouncer(t *testing.T) {
 		t.Fatalf("error %q shows the password", err)
 	}
 }
+
+// never is a demo export that runs until it is canceled: one row, due after a day.
+const never = `{"report":"demo","params":{"rows":1,"seconds":86400}}`
+
+// action sends POST /api/v1/exports/{id}/{verb} without a body.
+func (ts *testServer) action(id, verb string) response {
+	ts.t.Helper()
+	return ts.request(http.MethodPost, "/api/v1/exports/"+id+"/"+verb, nil, nil)
+}

@@ -27,6 +27,7 @@ import (
 // sizes the exports lane unless --workers was given, and bad names or sizes stop the
 // start.
 func TestQueuesConfig(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "sheetq.toml")
 	for _, tc := range []struct {
 		name       string
@@ -79,6 +80,7 @@ func TestQueuesConfig(t *testing.T) {
 // heavy lane that [queues.heavy] defines, and the engine runs that lane with its own
 // workers beside the exports, webhooks and deliveries lanes.
 func TestReportQueue(t *testing.T) {
+	t.Parallel()
 	dir := heavyLaneDir(t, 1)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
 	j := ts.create(`{"report":"big"}`)
@@ -106,6 +108,7 @@ func TestReportQueue(t *testing.T) {
 // its workers, busy workers and waiting jobs (rule 27), and a queue that has jobs but no
 // lane (removed from the config since) with 0 workers, so that its stuck jobs show.
 func TestLanesAreShown(t *testing.T) {
+	t.Parallel()
 	dir := heavyLaneDir(t, 3)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
 	ts.create(`{"report":"big"}`)
@@ -175,6 +178,7 @@ func heavyLaneDir(t *testing.T, workers int) datadir.Dir {
 // config file are named in the log at start, with how to run them; a queue with a lane
 // is not.
 func TestStartWarnsOfAQueueWithoutALane(t *testing.T) {
+	t.Parallel()
 	dir := datadir.Dir{Root: t.TempDir()}
 	st, err := sqlite.Open(context.Background(), dir.DB(), sqlite.Options{})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // the right one too, logged once; other addresses, and a session cookie got earlier, are
 // not held back.
 func TestSignInLimit(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-token-0123"
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{Token: secret, Log: &logs,

@@ -34,6 +34,7 @@ SELECT :from;
 // filename pattern and its description, in the shape the OpenAPI document declares;
 // a report without column lines has an empty list.
 func TestAPIReportsShowColumns(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "labelled.sql", columnsReport)
 	var list struct {
@@ -88,6 +89,7 @@ func TestAPIReportsShowColumns(t *testing.T) {
 
 // The Reports page lists a report's columns and its download name pattern.
 func TestUIReportsPageShowsColumns(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "labelled.sql", columnsReport)
 	var doc *goquery.Document
@@ -122,6 +124,7 @@ func TestUIReportsPageShowsColumns(t *testing.T) {
 // file's Content-Disposition carry the parameters, made safe (the / in a text param
 // becomes -), with the format's extension.
 func TestDownloadNamedByPattern(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "named.sql", `-- title: Named
 -- source: demo

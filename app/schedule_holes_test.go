@@ -31,6 +31,7 @@ func onBothStores(t *testing.T, fn func(t *testing.T, storeURL string)) {
 // Idempotency-Key gets an export of its own, and the firing still happens: the two
 // namespaces are apart (issue 36, item 2).
 func TestFiringKeyIsNoClientsKey(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, storeURL string) {
 		clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
 		ts := newTestServer(t, testOpts{Store: storeURL, Now: clock.Now, Idle: true})
@@ -64,6 +65,7 @@ func TestFiringKeyIsNoClientsKey(t *testing.T) {
 // The slow PATCH is held with its body half sent until the server's handler is
 // reading it, which is after today's handler had read the schedule.
 func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, storeURL string) {
 		ts := newTestServer(t, testOpts{Store: storeURL, Idle: true})
 		ts.sched.Stop()
@@ -146,6 +148,7 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 // when it steps back, the next runs it parked a day ahead are moved back. The store's
 // clock (the database's) and this node's clock are separate test clocks.
 func TestScheduleClockSteps(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, storeURL string) {
 		start := time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC)
 		db, node := storetest.ClockAt(start), storetest.ClockAt(start)
@@ -300,6 +303,7 @@ func TestDeclaredScheduleOfAnotherNode(t *testing.T) {
 // The edit form, open while someone pauses the schedule elsewhere, saves its fields
 // without undoing the pause; ticking or clearing the box still pauses or resumes.
 func TestFormEditKeepsAPauseMadeMeanwhile(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.sched.Stop()
 	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
@@ -338,6 +342,7 @@ func TestFormEditKeepsAPauseMadeMeanwhile(t *testing.T) {
 // the schedule fires and its export's row can end; and a schedule whose firing the
 // store refuses does not hold back the schedules due after it (issue 36, item 1).
 func TestScheduleWithAnUnreadableEscapeFires(t *testing.T) {
+	t.Parallel()
 	onBothStores(t, func(t *testing.T, storeURL string) {
 		clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
 		ts := newTestServer(t, testOpts{Store: storeURL, Now: clock.Now, Idle: true,

@@ -15,6 +15,7 @@ import (
 // invalid_schedule naming deliver[0], as an export request's webhook is refused; a
 // public address is saved, and [webhooks] allow_private lets a private one through.
 func TestScheduleWebhookTargetCheckedLikeARequests(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true, Webhooks: webhook.Config{Secret: testWebhookSecret}})
 	body := func(url string) string {
 		target, err := json.Marshal(map[string]string{"type": "webhook", "url": url})

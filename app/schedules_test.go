@@ -92,6 +92,7 @@ func (ts *testServer) waitReport(id string) {
 // export of 1 November to 1 December that names its schedule and time; and it moves on
 // to 1 January.
 func TestScheduleLastMonthsOrders(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now})
 	writeReport(t, ts, "period.sql", monthReport)
@@ -161,6 +162,7 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 // Down for three days: the schedule fires once, for the latest missed time, and moves
 // on to its next time after now. Paused, it does not fire; resumed, it counts from then.
 func TestScheduleCatchUpAndPause(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
 	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
@@ -239,6 +241,7 @@ func TestScheduleTwoNodesFireOnce(t *testing.T) {
 // (a missed time is still caught up), updated when changed, deleted when gone; the API
 // refuses to change them, and a schedule made through the API is never touched.
 func TestScheduleDeclaredInConfig(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now, Idle: true})
 	ts.sched.Stop()
@@ -308,6 +311,7 @@ func TestScheduleDeclaredInConfig(t *testing.T) {
 // fails with the reason, where people look, instead of the firing vanishing. A
 // schedule whose zone the server cannot read is paused, so that it shows as stopped.
 func TestScheduleThatNoLongerChecks(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now})
 	ts.sched.Stop()
@@ -352,6 +356,7 @@ func TestScheduleThatNoLongerChecks(t *testing.T) {
 // The pages refuse to change a schedule the config file declares with a page that says
 // where to change it (409), not a 500.
 func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.sched.Stop()
 	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
@@ -371,6 +376,7 @@ func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
 // by its place. What cannot be checked without a first firing (a wrong cron expression)
 // is not.
 func TestScheduleRefusalNamesEveryField(t *testing.T) {
+	t.Parallel()
 	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
 	type fieldError struct {
 		Field, Param string
@@ -429,6 +435,7 @@ func TestScheduleRefusalNamesEveryField(t *testing.T) {
 // without a word); a null "deliver" is no targets, shown as []; and a PATCH's null,
 // which would keep the value without a word, is refused with the field it names.
 func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
+	t.Parallel()
 	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
 	h := http.Header{"Content-Type": {"application/json"}}
 	send := func(method, path, body string) response {
@@ -500,6 +507,7 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 // list is refused (400 bad_query) instead of ignored with a 200 of everything, and so
 // is a query string that cannot be read, as the exports list does.
 func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
 	for _, path := range []string{"/api/v1/schedules", "/api/v1/schedules/" + sc.ID + "/exports"} {
@@ -515,6 +523,7 @@ func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
 
 // An empty body says so, instead of "the body is not a valid schedule: EOF".
 func TestScheduleEmptyBody(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
 	for _, req := range [][2]string{{"POST", "/api/v1/schedules"}, {"POST", "/api/v1/schedules/preview"}, {"PATCH", "/api/v1/schedules/" + sc.ID}} {

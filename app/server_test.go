@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -309,23 +308,4 @@ func checkProblem(t *testing.T, res response, status int, code string) map[strin
 		t.Errorf("problem code %v, want %q; detail %v", p["code"], code, p["detail"])
 	}
 	return p
-}
-
-// tickClock is a clock whose readings are at least a millisecond apart, so that jobs
-// created one after another have distinct created_at and "newest first" has one answer.
-func tickClock() func() time.Time {
-	var (
-		mu   sync.Mutex
-		last time.Time
-	)
-	return func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		if next := last.Add(time.Millisecond); now.Before(next) {
-			now = next
-		}
-		last = now
-		return now
-	}
 }

@@ -27,6 +27,7 @@ import (
 // nothing is half-written; and once space is freed, readiness and writes come back
 // without a restart.
 func TestDiskFullAnswers507(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	storetest.MountTmpfs(t, root, 16<<20)
 	var logs syncBuffer
@@ -140,6 +141,7 @@ func runOnce(t *testing.T, dir string, cfg Config) error {
 // start, with one line that says what is damaged and names sheetq doctor and sheetq
 // backup. (Before, it started and took new jobs into the damaged file.)
 func TestRunRefusesCorruptDatabase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := datadir.Dir{Root: dir}.DB()
 	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
@@ -184,6 +186,7 @@ func TestRunRefusesCorruptDatabase(t *testing.T) {
 // (14)". As root (CI), permissions stop nothing, so the directory is bind-mounted
 // read-only; as another user, chmod 0555 makes it read-only.
 func TestRunSaysDataDirectoryIsReadOnly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	reports := filepath.Join(t.TempDir(), "reports")
 	if err := runOnce(t, dir, Config{ReportsDir: reports}); err != nil {
@@ -227,6 +230,7 @@ func TestRunSaysDataDirectoryIsReadOnly(t *testing.T) {
 // starts without the sample and says why, instead of exiting at every start; a disk too
 // full for the database itself is refused with what to do.
 func TestFirstStartOnAlmostFullDisk(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	storetest.MountTmpfs(t, dir, 4<<20)
 	var logs syncBuffer

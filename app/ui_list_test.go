@@ -22,6 +22,7 @@ func rowOf(doc *goquery.Document, id string) *goquery.Selection {
 // The list tells exports apart: the report's title, parameters, format, size and run
 // time; the export's page is headed by the title; every time says UTC without script.
 func TestUIListTellsExportsApart(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	a := ts.create(`{"report":"demo","params":{"rows":1234}}`)
 	b := ts.create(`{"report":"demo","params":{"rows":7},"format":"csv"}`)
@@ -98,6 +99,7 @@ func TestUIListTellsExportsApart(t *testing.T) {
 
 // An export that found nothing says so, in the list and on its page.
 func TestUIZeroRowsIsSaid(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":0}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -120,6 +122,7 @@ func TestUIZeroRowsIsSaid(t *testing.T) {
 
 // A waiting export shows stripes, not a bar at a value; the search box finds by id.
 func TestUIWaitingAndSearch(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	j := ts.create(`{"report":"demo","params":{"rows":5}}`)
 	doc := page(t, ts.get("/"), http.StatusOK)
@@ -175,6 +178,7 @@ func TestUIWaitingAndSearch(t *testing.T) {
 // Delete asks first (a page, without script), refuses an export that has not ended,
 // and then removes the export.
 func TestUIDeleteIsConfirmed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -212,6 +216,7 @@ func TestUIDeleteIsConfirmed(t *testing.T) {
 
 // Bulk actions say how many they will touch, then what they did and what they left.
 func TestUIBulkActions(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	ok := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	bad1 := ts.create(`{"report":"demo","params":{"rows":3,"fail_first":5}}`)

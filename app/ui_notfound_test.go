@@ -10,6 +10,7 @@ import (
 // link back, instead of Go's bare "404 page not found"; a page asked with a method it
 // does not take gets a 405 page with an Allow header. API paths keep problem+json.
 func TestUIUnknownPathsGetAPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, path := range []string{"/nope", "/exports/abc/nothing", "/reports/x/y"} {
 		doc := page(t, ts.get(path), http.StatusNotFound)
@@ -57,6 +58,7 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 // "No such report" tells the user to pick a report from New export, and its link goes
 // there, not to the exports list.
 func TestUIUnknownReportLinksToNewExport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	doc := page(t, ts.get("/exports/new?report=nope"), http.StatusNotFound)
 	if got := strings.TrimSpace(doc.Find("h1").Text()); got != "No such report" {

@@ -98,6 +98,7 @@ func formOf(t *testing.T, doc *goquery.Document) url.Values {
 }
 
 func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -158,6 +159,7 @@ func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
 }
 
 func TestUIStaticAssetsAreHashedAndCached(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, name := range []string{"app.js", "style.css", "favicon.svg"} {
 		u := assets.URL(name)
@@ -172,6 +174,7 @@ func TestUIStaticAssetsAreHashedAndCached(t *testing.T) {
 }
 
 func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	doc := page(t, ts.get("/"), http.StatusOK)
 	if tid(doc, "no-exports").Length() != 1 || tid(doc, "exports").Length() != 0 || tid(doc, "export-row").Length() != 0 {
@@ -258,6 +261,7 @@ func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
 }
 
 func TestUIHomeLoadMore(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	var ids []string
 	for range web.HomePageSize + 2 {
@@ -286,6 +290,7 @@ func TestUIHomeLoadMore(t *testing.T) {
 }
 
 func TestUIFailedJobPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
 	ts.waitStatus(j.ID, store.StatusFailed)
@@ -357,6 +362,7 @@ func timelineTypes(doc *goquery.Document) []string {
 }
 
 func TestUISucceededJobPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":50}}`)
 	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -398,6 +404,7 @@ func formatThousands(n int64) string {
 }
 
 func TestUIPendingJobCanBeCanceled(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	// Slow enough to still run when the page is read; canceled below.
 	j := ts.create(`{"report":"demo","params":{"rows":1000000,"seconds":600}}`)
@@ -425,6 +432,7 @@ func TestUIPendingJobCanBeCanceled(t *testing.T) {
 }
 
 func TestUINewExportForm(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	doc := page(t, ts.get("/exports/new"), http.StatusOK)
 	choice := doc.Find(`[data-testid="report-choice"][data-id="demo"]`)
@@ -532,6 +540,7 @@ func writeReport(t *testing.T, ts *testServer, name, text string) {
 }
 
 func TestUIFormInputTypesFollowParamTypes(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "typed.sql", `-- title: Typed
 -- source: demo
@@ -593,6 +602,7 @@ SELECT :day, :at, :n, :x, :flag, :name;
 }
 
 func TestUICrossOriginFormsAreRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	form := func(key string) url.Values {
 		return url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"1"}}
@@ -627,6 +637,7 @@ func TestUICrossOriginFormsAreRefused(t *testing.T) {
 }
 
 func TestUIReportsPage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "broken.sql", "-- title: Broken\n-- titel: typo\nSELECT 1;\n")
 	var doc *goquery.Document
@@ -679,6 +690,7 @@ func TestUIReportsPage(t *testing.T) {
 }
 
 func TestUIReportsEventStream(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -741,6 +753,7 @@ wait:
 }
 
 func TestUIQueuePage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	for range 2 {
 		j := ts.create(`{"report":"demo","params":{"rows":2}}`)
@@ -790,6 +803,7 @@ func TestUIQueuePage(t *testing.T) {
 // The page after sign-in stays on this server, however next is written: a browser drops
 // a tab or a line break from a Location, so "/\t/evil.example" would go to evil.example.
 func TestUILoginNextStaysOnThisServer(t *testing.T) {
+	t.Parallel()
 	open := newTestServer(t, testOpts{})
 	noRedirects(open)
 	signed := newTestServer(t, testOpts{Token: "s3cret-token-0123"})

@@ -27,6 +27,7 @@ func scheduleFormValues(action string) url.Values {
 // creates; the list and the schedule's page show it; Pause and Resume go back where
 // they were pressed; Edit is filled in; Delete asks, then deletes.
 func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	ts := newDeliveryServer(t, relayConfig(), testOpts{Now: clock.Now, Idle: true}, nil)
 	writeReport(t, ts, "period.sql", monthReport)
@@ -245,6 +246,7 @@ func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 
 // A schedule's page lists the exports its firings made, each linking to its page.
 func TestUISchedulePageListsFirings(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now})
 	writeReport(t, ts, "period.sql", monthReport)
@@ -275,6 +277,7 @@ func TestUISchedulePageListsFirings(t *testing.T) {
 // A delivery that failed shows on the schedule's page, with its error: here a folder
 // outside the allowed ones, which fails at its first attempt.
 func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
+	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	root, outside := t.TempDir(), t.TempDir()
 	ts := newDeliveryServer(t, FileConfig{Deliveries: DeliveriesConfig{Folders: []string{root}}}, testOpts{Now: clock.Now}, nil)
@@ -310,6 +313,7 @@ func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // A schedule the config file declares is shown without Pause, Edit or Delete, saying
 // where to change it; its edit form is a 409 page naming the file.
 func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	ts.sched.Stop()
 	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
@@ -336,6 +340,7 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 // webhook is. The API names each target by its place in deliver; once the secret is set,
 // the webhook target is saved (the email one still needs a relay).
 func TestUIScheduleDeliveryNeedsItsRelay(t *testing.T) {
+	t.Parallel()
 	for _, secret := range []string{"", testWebhookSecret} {
 		ts := newTestServer(t, testOpts{Idle: true, Webhooks: webhook.Config{Secret: secret}})
 		writeReport(t, ts, "period.sql", monthReport)
@@ -395,6 +400,7 @@ func TestUIScheduleDeliveryNeedsItsRelay(t *testing.T) {
 // Every wrong parameter is marked beside its field at once, not only the first the
 // report's check refuses, with every value kept.
 func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	writeReport(t, ts, "two.sql", "-- title: Two\n-- source: demo\n-- param: a int \"A\"\n-- param: b number \"B\"\n"+
 		"-- param: c date \"C\"\nSELECT :a, :b, :c;\n")
@@ -424,6 +430,7 @@ func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
 // A form posted with an action that is none of its buttons (Save, Preview, Use this
 // report) saves nothing and says so, instead of creating the schedule.
 func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	writeReport(t, ts, "period.sql", monthReport)
 	ts.waitReport("period")
@@ -447,6 +454,7 @@ func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
 // field's name (the time zone's) or names its parameter (`Param "rows": ...`) does not
 // get the name again in front.
 func TestUISchedulePreviewNamesEachFieldOnce(t *testing.T) {
+	t.Parallel()
 	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
 	writeReport(t, ts, "period.sql", monthReport)
 	ts.waitReport("period")

@@ -22,6 +22,7 @@ import (
 // retry's "next try at", a recovery's "last heartbeat") follows the same rule; and no
 // page shows a time in UTC, or an RFC 3339 stamp, to people (issue 37, item 1).
 func TestUITimesInTheViewersZone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// 7 December 2026, 00:19:53 UTC: 01:19 in Berlin, 19:19 the day before in New York.
 	clock := storetest.ClockAt(time.Date(2026, 12, 7, 0, 19, 53, 0, time.UTC))
@@ -211,6 +212,7 @@ func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
 // the zone, and the time typed there is taken in it, so the export runs for the instant
 // the viewer meant. A client of the API still sends RFC 3339, or a zoneless time as UTC.
 func TestUIDatetimeFieldInTheViewersZone(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	writeReport(t, ts, "since.sql", "-- title: Since\n-- source: demo\n-- param: since datetime \"Since\" = 2025-03-01T05:00:00Z\n-- param: rows int \"Rows\" = 1\nSELECT :since, :rows;\n")
 	ts.waitReport("since")

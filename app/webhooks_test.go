@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apiv1"
 	"sheetq/internal/datadir"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -184,6 +185,7 @@ func withHook(body, url string) string {
 // get exactly one signed delivery of the right type, and the export's timeline shows it.
 // Deliveries are not exports: the list, the counts and GET by id leave them out.
 func TestWebhookAnnouncesEachFinalState(t *testing.T) {
+	t.Parallel()
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	ts := newTestServer(t, testOpts{MaxAttempts: 1, Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
 
@@ -262,6 +264,7 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 // A receiver that fails gets the same message again (same webhook-id and body, fresh
 // timestamp and signature) until it answers 2xx; every attempt is on the timeline.
 func TestWebhookRetriesWithSameID(t *testing.T) {
+	t.Parallel()
 	rc := newHookReceiver(t, nil, func(n int, w http.ResponseWriter) {
 		if n == 1 {
 			w.WriteHeader(http.StatusInternalServerError)
@@ -291,6 +294,7 @@ func TestWebhookRetriesWithSameID(t *testing.T) {
 
 // 410 Gone stops delivery at once: one attempt, a permanently failed delivery job.
 func TestWebhookGoneStopsDelivery(t *testing.T) {
+	t.Parallel()
 	rc := newHookReceiver(t, nil, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true,
 		Schedule: []time.Duration{10 * time.Millisecond}}})
@@ -315,6 +319,7 @@ func TestWebhookGoneStopsDelivery(t *testing.T) {
 // job's run_at says so in the store, and moving the clock past it delivers the same
 // message.
 func TestWebhookHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	rc := newHookReceiver(t, now, func(n int, w http.ResponseWriter) {
@@ -354,6 +359,7 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 
 // A webhook is checked before the job is accepted.
 func TestWebhookRequestValidation(t *testing.T) {
+	t.Parallel()
 	const body = `{"report":"demo","params":{"rows":5}}`
 	unconfigured := newTestServer(t, testOpts{})
 	checkProblem(t, unconfigured.post(withHook(body, "https://example.com/hook"), ""),
@@ -391,6 +397,7 @@ func TestWebhookRequestValidation(t *testing.T) {
 // The webhook is part of an idempotent request: the same key with the same webhook
 // replays the job, with another webhook it is refused.
 func TestWebhookIdempotency(t *testing.T) {
+	t.Parallel()
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
 	body := withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/a")
@@ -463,4 +470,38 @@ func TestWebhookConfigFile(t *testing.T) {
 	if h, err := openWebhooks(fc, nil, slog.New(slog.DiscardHandler), nil); err != nil || h.Configured() {
 		t.Fatalf("without a config file: configured %v, err %v", h.Configured(), err)
 	}
+}
+
+// eventTypes lists a job's event types in order, read from the store.
+func (ts *testServer) eventTypes(id string) []string {
+	ts.t.Helper()
+	evs, err := ts.store.Events(context.Background(), id)
+	if err != nil {
+		ts.t.Fatalf("events %s: %v", id, err)
+	}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// listPage is a page of GET /api/v1/exports.
+type listPage struct {
+	Exports    []apiv1.Job `json:"exports"`
+	NextCursor string      `json:"next_cursor"`
+}
+
+// list fetches GET /api/v1/exports with query, requiring a 200.
+func (ts *testServer) list(query string) listPage {
+	ts.t.Helper()
+	res := ts.get("/api/v1/exports" + query)
+	if res.StatusCode != http.StatusOK {
+		ts.t.Fatalf("list %s: status %d; body %s", query, res.StatusCode, res.body)
+	}
+	var page listPage
+	if err := json.Unmarshal(res.body, &page); err != nil {
+		ts.t.Fatalf("list %s: %v; body %s", query, err, res.body)
+	}
+	return page
 }

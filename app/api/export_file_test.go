@@ -27,7 +27,6 @@ import (
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
-	"sheetq/store/sqlite"
 )
 
 // Downloads from the file store (jobs.Files): streamed from a bucket with the headers a
@@ -50,11 +49,7 @@ func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "sheetq.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, filepath.Join(dir, "sheetq.db"), nil)
 	exportsDir := filepath.Join(dir, "exports")
 	f := files(exportsDir)
 	data := make([]byte, 300<<10)

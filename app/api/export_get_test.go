@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"context"
@@ -21,43 +21,23 @@ import (
 func encodeB64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
 func TestUnknownExport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	checkProblem(t, ts.get("/api/v1/exports/nosuchjob"), http.StatusNotFound, "not_found")
 	checkProblem(t, ts.get("/api/v1/exports/nosuchjob/file"), http.StatusNotFound, "not_found")
 }
 
 func TestUnknownAPIRoute(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
 	// A known path with another method is 405, not 404 (TestMethodNotAllowed).
 	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }
 
-// TestUncleanAPIPath: an API path with an empty, . or .. segment is 404, not ServeMux's
-// redirect to the clean path, which a client follows with GET: DELETE
-// /api/v1/exports/. would read the list and take the 200 for a deletion.
-func TestUncleanAPIPath(t *testing.T) {
-	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
-	for _, tt := range []struct{ method, path string }{
-		{http.MethodDelete, "/api/v1/exports/."},
-		{http.MethodGet, "/api/v1/exports/."},
-		{http.MethodGet, "/api/v1/exports/./"},
-		{http.MethodDelete, "/api/v1/exports/" + j.ID + "/.."},
-		{http.MethodGet, "/api/v1//exports"},
-		{http.MethodGet, "/api/v1/exports/x/../" + j.ID},
-	} {
-		checkProblem(t, ts.request(tt.method, tt.path, nil, nil), http.StatusNotFound, "not_found")
-	}
-	if cur, _ := ts.job(j.ID); cur.ID != j.ID {
-		t.Fatalf("job %s is gone after requests to unclean paths", j.ID)
-	}
-	checkProblem(t, ts.get("/api/v1/exports/"), http.StatusNotFound, "no_route") // clean, and unrouted
-}
-
 // TestFileOfUnfinishedJob: 409 not_finished while the job runs; 409 no_file once canceled.
 func TestFileOfUnfinishedJob(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":1000,"seconds":30}}`)
 
@@ -87,6 +67,7 @@ func TestFileOfUnfinishedJob(t *testing.T) {
 
 // TestFileOfFailedJob: a job out of attempts is FAILED with its error, and has no file.
 func TestFileOfFailedJob(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	j := ts.create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`)
 	if j.MaxAttempts != 1 {
@@ -110,6 +91,7 @@ func TestFileOfFailedJob(t *testing.T) {
 
 // TestFileRemovedFromDisk: a SUCCEEDED job whose file is gone answers 410, not 500.
 func TestFileRemovedFromDisk(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -147,6 +129,7 @@ func ids(js []apiv1.Job) []string {
 }
 
 func TestListExports(t *testing.T) {
+	t.Parallel()
 	// Distinct created_at readings make "newest first" the reverse creation order.
 	ts := newTestServer(t, testOpts{MaxAttempts: 1, Now: tickClock()})
 	var created, failed []string
@@ -227,6 +210,7 @@ func TestListExports(t *testing.T) {
 }
 
 func TestListExportsBadQuery(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	tests := []struct{ query, code string }{
 		{"?status=DONE", "bad_status"},
@@ -247,6 +231,7 @@ func TestListExportsBadQuery(t *testing.T) {
 }
 
 func TestCursors(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Now: tickClock()})
 	var newestFirst []string
 	for range 4 {

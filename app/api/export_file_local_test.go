@@ -1,6 +1,6 @@
 //go:build unix
 
-package app
+package api_test
 
 import (
 	"net/http"
@@ -20,6 +20,7 @@ import (
 // directory, a FIFO, a directory, a file of another size) is refused with 410
 // file_missing and a WARN naming the path, and none of its bytes are sent.
 func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	ts := newTestServer(t, testOpts{Log: &logs})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)

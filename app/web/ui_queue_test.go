@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"net/http"
@@ -15,6 +15,7 @@ import (
 // The Queue page as a dashboard: the counts open the filtered list, the charts scale to
 // their data, and the tables say what runs where and what waits in which position.
 func TestUIQueueDashboard(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	ok := ts.create(`{"report":"demo","params":{"rows":2}}`)
 	ts.waitStatus(ok.ID, store.StatusSucceeded)

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"bytes"
@@ -76,6 +76,7 @@ func sameAnswers(t *testing.T, phase string, answers []response, errs []error, w
 // ended they are 200 without Location. A different body with the key is 422, a malformed
 // key 400, and neither makes a job.
 func TestIdempotencyProof(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	blockers := ts.busyWorkers()
 	const n = 100

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"context"
@@ -65,6 +65,7 @@ func (ts *testServer) eventTypes(id string) []string {
 // TestCancelPending: a queued job is CANCELED at once (200); cancelling it again is a
 // conflict; an unknown job is 404.
 func TestCancelPending(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ts.busyWorkers()
 	j := ts.create(`{"report":"demo","params":{"rows":10}}`)
@@ -100,6 +101,7 @@ func TestCancelPending(t *testing.T) {
 // TestCancelRunning: a running job is asked to stop (202, cancel_requested) and ends
 // CANCELED without a file.
 func TestCancelRunning(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(never)
 	ts.waitStatus(j.ID, store.StatusProcessing)
@@ -134,6 +136,7 @@ func TestCancelRunning(t *testing.T) {
 // TestRetryFailed: a failed job runs again with a fresh budget on top of the attempts it
 // spent; attempt numbers keep climbing and the history is kept.
 func TestRetryFailed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	// Attempts 1 and 2 fail; with a budget of one, it takes two retries to succeed.
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
@@ -186,6 +189,7 @@ func TestRetryFailed(t *testing.T) {
 // TestRetryCanceled: a canceled job runs again under a new attempt number; a running
 // one cannot be retried.
 func TestRetryCanceled(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(never)
 	ts.waitStatus(j.ID, store.StatusProcessing)
@@ -209,6 +213,7 @@ func TestRetryCanceled(t *testing.T) {
 // TestDeleteExport: a finished job goes with its events and file; its idempotency key
 // can then be used again. An unfinished job is refused.
 func TestDeleteExport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	body := `{"report":"demo","params":{"rows":3}}`
 	j := decodeJob(t, ts.post(body, "delete-me"))
@@ -265,6 +270,7 @@ func TestDeleteExport(t *testing.T) {
 // TestExpiredExport: once retention removed the file and expired the job, the file is
 // 410 expired and the job no longer offers a download.
 func TestExpiredExport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
 	ts.waitStatus(j.ID, store.StatusSucceeded)
@@ -304,6 +310,7 @@ func TestExpiredExport(t *testing.T) {
 
 // TestListExportsByReport: ?report= keeps one report's jobs, and combines with ?status=.
 func TestListExportsByReport(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{Now: tickClock()})
 	ts.busyWorkers()  // the demo jobs below stay PENDING
 	var demo []string // newest first
@@ -341,6 +348,7 @@ func TestListExportsByReport(t *testing.T) {
 // TestMethodNotAllowed: a known API path with another method is 405 with Allow, as
 // problem+json; an unknown path stays 404.
 func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	tests := []struct{ method, path, allow string }{
 		{http.MethodDelete, "/api/v1/reports", "GET, HEAD"},
@@ -375,6 +383,7 @@ func TestMethodNotAllowed(t *testing.T) {
 // TestControlOnlyExports: cancel, retry and delete answer 404 for a job that is not an
 // export (a webhook delivery shares the table) and leave it alone.
 func TestControlOnlyExports(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ctx := context.Background()
 	j, _, err := ts.store.Enqueue(ctx, store.NewJob{ID: jobs.NewID(), Kind: "elsewhere", Args: json.RawMessage(`{}`)})

@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"net/http"
@@ -15,6 +15,7 @@ import (
 // runs with the same parameters, else the report's recent runs scaled by the date span,
 // and the place the export would take in its queue.
 func TestUIFormsEstimate(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	writeReport(t, ts, "dated.sql", "-- title: Dated\n-- source: demo\n-- param: from date \"From\" = 2025-01-01\n"+
 		"-- param: to date \"To\" = 2025-01-11\n-- param: rows int \"Rows\" = 10\nSELECT :from, :to, :rows;\n")

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 // TestCreateExportBadInputs: every bad request gets its 4xx as problem+json and creates
 // no job.
 func TestCreateExportBadInputs(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	big := `{"report":"demo","params":{"rows":1},"pad":"` + strings.Repeat("x", exports.MaxBody) + `"}`
 	tests := []struct {
@@ -100,6 +101,7 @@ func withKey(keys ...string) http.Header {
 // TestCreateExportAcceptsJSONMediaTypes: a charset parameter, a +json type and no
 // Content-Type at all are all JSON.
 func TestCreateExportAcceptsJSONMediaTypes(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for i, ct := range []string{"application/json; charset=utf-8", "application/vnd.sheetq+json", ""} {
 		h := http.Header{}
@@ -118,6 +120,7 @@ func TestCreateExportAcceptsJSONMediaTypes(t *testing.T) {
 
 // TestExportHappyPath: accept, poll to SUCCEEDED, download and open the file.
 func TestExportHappyPath(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	res := ts.post(`{"report":"demo","params":{"rows":2000}}`, "")
 	if res.StatusCode != http.StatusAccepted {
@@ -216,6 +219,7 @@ func TestExportHappyPath(t *testing.T) {
 
 // TestIdempotency: one key, one job; another body under the key is refused.
 func TestIdempotency(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	// A slow job stays unfinished for the whole test, so replays answer 202.
 	slow := `{"report":"demo","params":{"rows":100,"seconds":30}}`
@@ -258,6 +262,7 @@ func TestIdempotency(t *testing.T) {
 
 // TestIdempotencyQuotedKey: a structured-field string key is the same key as its bare form.
 func TestIdempotencyQuotedKey(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	body := `{"report":"demo","params":{"rows":10}}`
 	a := decodeJob(t, ts.post(body, `"abc"`))
@@ -281,6 +286,7 @@ func TestIdempotencyQuotedKey(t *testing.T) {
 
 // TestIdempotencyConcurrent: many simultaneous requests with one key make one job.
 func TestIdempotencyConcurrent(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	const n = 20
 	type answer struct {
@@ -341,6 +347,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 // TestRetryThenSucceed: retryable failures within the attempt budget end in SUCCEEDED,
 // with the last attempt's error cleared.
 func TestRetryThenSucceed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
 	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
