@@ -16,6 +16,11 @@ import (
 	"time"
 )
 
+// mutant names one rule of the core to break, and is set only by the mutation tests
+// (export_test.go, mutants_test.go), to show that the conformance suite catches a core
+// that stops keeping it; "" outside them.
+var mutant string
+
 // Config tunes New. The zero value is the production setting.
 type Config struct {
 	// FollowUps, if set, gives the jobs to create when a job becomes SUCCEEDED, FAILED or
@@ -93,6 +98,9 @@ func (e *faultError) Unwrap() []error { return []error{e.kind, e.err} }
 // checkNewJob refuses what no driver may be given: a job without an id, a kind or
 // arguments, and numbers that every database's integer columns cannot hold.
 func checkNewJob(nj NewJob) error {
+	if mutant == "no-job-checks" {
+		return nil
+	}
 	if nj.ID == "" || nj.Kind == "" || len(nj.Args) == 0 {
 		return errors.New("enqueue: id, kind and args are required")
 	}
@@ -105,6 +113,9 @@ func checkNewJob(nj NewJob) error {
 // withDefaults fills what nj leaves to the store: the attempt budget and the queue.
 // RunAt stays zero for the driver to read its own clock (rule 18).
 func withDefaults(nj NewJob) NewJob {
+	if mutant == "no-job-defaults" {
+		return nj
+	}
 	if nj.MaxAttempts <= 0 {
 		nj.MaxAttempts = DefaultMaxAttempts
 	}
@@ -144,14 +155,24 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 // ClaimBatch takes up to limit runnable jobs of queue for worker (rules 2, 3): a queue
 // and a limit of at least one are required.
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]Job, error) {
-	if queue == "" {
-		return nil, errors.New("claim: a queue is required")
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("claim: limit %d, want at least 1", limit)
+	if err := checkClaim(queue, limit); err != nil {
+		return nil, err
 	}
 	js, err := s.d.ClaimBatch(ctx, worker, queue, limit)
 	return js, s.fault(err)
+}
+
+// checkClaim refuses a claim without a queue or of fewer than one job.
+func checkClaim(queue string, limit int) error {
+	switch {
+	case mutant == "no-claim-checks":
+		return nil
+	case queue == "":
+		return errors.New("claim: a queue is required")
+	case limit < 1:
+		return fmt.Errorf("claim: limit %d, want at least 1", limit)
+	}
+	return nil
 }
 
 // Claim takes the next runnable job of queue for worker, or ErrNotFound.
@@ -170,6 +191,9 @@ func (s *Store) Claim(ctx context.Context, worker, queue string) (Job, error) {
 // job is due (pending false: none is left), in the claim's round trip when the driver
 // can (ClaimNexter), else by asking NextRunIn when the claim left slots free.
 func (s *Store) ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []Job, next time.Duration, pending bool, err error) {
+	if err := checkClaim(queue, limit); err != nil {
+		return nil, 0, false, err
+	}
 	if cn, ok := s.d.(ClaimNexter); ok {
 		claimed, next, pending, err = cn.ClaimBatchNext(ctx, worker, queue, limit)
 		return claimed, next, pending, s.fault(err)
@@ -226,7 +250,7 @@ func (s *Store) FinishCanceled(ctx context.Context, id string, attempt int) (Job
 // (zero or less: DefaultMaxAttempts); the attempt counter, the fencing token, goes on
 // (rule 4). It returns ErrNotFound, or ErrNotRetryable with the job as it is.
 func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
-	if budget <= 0 {
+	if budget <= 0 && mutant != "no-retry-budget" {
 		budget = DefaultMaxAttempts
 	}
 	j, err := s.d.Retry(ctx, id, budget)
@@ -236,7 +260,7 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (Job, error) {
 // List returns jobs newest first, in insertion order; the limit is 50 by default and
 // at most 1000.
 func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
-	if o.Limit <= 0 {
+	if o.Limit <= 0 && mutant != "no-read-limits" {
 		o.Limit = 50
 	}
 	o.Limit = min(o.Limit, 1000)
@@ -246,7 +270,7 @@ func (s *Store) List(ctx context.Context, o ListOptions) ([]Job, error) {
 
 // eventLimit is the page size of the event reads: 1000 by default, at most 10,000.
 func eventLimit(limit int) int {
-	if limit <= 0 {
+	if limit <= 0 && mutant != "no-read-limits" {
 		return 1000
 	}
 	return min(limit, 10_000)
@@ -285,7 +309,7 @@ func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) 
 // CreateSchedule stores a new schedule, checked (CheckSchedule); ErrConflict for an id
 // in use.
 func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
-	if err := CheckSchedule(sc); err != nil {
+	if err := checkSchedule(sc); err != nil {
 		return Schedule{}, err
 	}
 	sc, err := s.d.CreateSchedule(ctx, sc)
@@ -294,7 +318,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 
 // UpdateSchedule replaces a schedule, checked; ErrNotFound when it is gone.
 func (s *Store) UpdateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
-	if err := CheckSchedule(sc); err != nil {
+	if err := checkSchedule(sc); err != nil {
 		return Schedule{}, err
 	}
 	sc, err := s.d.UpdateSchedule(ctx, sc)
@@ -310,7 +334,7 @@ func (s *Store) EditSchedule(ctx context.Context, id string, edit func(Schedule)
 		if err != nil {
 			return n, err
 		}
-		return n, CheckSchedule(n)
+		return n, checkSchedule(n)
 	})
 	return sc, s.fault(err)
 }
@@ -332,6 +356,14 @@ func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]Jo
 	return js, s.fault(err)
 }
 
+// checkSchedule is CheckSchedule, which the mutation tests can switch off.
+func checkSchedule(sc Schedule) error {
+	if mutant == "no-schedule-checks" {
+		return nil
+	}
+	return CheckSchedule(sc)
+}
+
 // checkedFollowUps is the hook drivers call inside the transaction that makes job
 // final (Driver.SetFollowUps): the kind's hook (Config.FollowUps), asked only for the
 // ends a follow-up hears of, its jobs checked like an Enqueue's and completed with the
@@ -340,12 +372,16 @@ func (s *Store) checkedFollowUps(job Job) ([]FollowUp, error) {
 	if s.followUps == nil {
 		return nil, nil
 	}
-	switch job.Status {
-	case StatusSucceeded, StatusFailed, StatusCanceled:
+	switch {
+	case mutant == "follow-ups-of-any-state":
+	case job.Status == StatusSucceeded, job.Status == StatusFailed, job.Status == StatusCanceled:
 	default:
 		return nil, nil
 	}
 	fus, err := s.followUps(job)
+	if mutant == "no-follow-up-checks" {
+		return fus, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups of %s: %w", job.ID, err)
 	}

@@ -10,16 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"sheetq/jobs"
 	"sheetq/store"
 	"sheetq/store/pg"
 	"sheetq/store/storetest"
 	"sheetq/store/storetest/conformance"
 	"sheetq/store/storetest/pgtest"
 )
-
-// The PostgreSQL store is an engine's store.
-var _ jobs.Store = (*store.Store)(nil)
 
 // testDSN and freshSchema are pgtest's: the test server's DSN (skip without it, fail in
 // CI) and a schema of the test's own, dropped when it ends.
@@ -31,9 +27,6 @@ func freshSchema(t testing.TB) string { return pgtest.FreshSchema(t) }
 func newClock() *storetest.Clock {
 	return storetest.ClockAt(time.Now().UTC().Truncate(time.Millisecond))
 }
-
-// The PostgreSQL store serves the app's reads.
-var _ conformance.Reads = (*store.Store)(nil)
 
 // TestConformance runs the store suite, which every implementation must pass, against
 // PostgreSQL: each case on a migrated schema of its own, on a clock the suite moves.
@@ -54,14 +47,14 @@ func TestConformanceReads(t *testing.T) {
 func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness {
 	clk := newClock()
 	dsn := freshSchema(t)
-	open := func(t *testing.T) *store.Store {
-		st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps})
+	open := func(t *testing.T) store.Driver {
+		d, err := pg.OpenDriver(context.Background(), dsn, pg.Options{TestClock: clk.Now})
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
-		return st
+		return d
 	}
-	return conformance.Reopening(t, open, clk.Now, clk.Advance)
+	return conformance.Driven(t, o, open, clk.Now, clk.Advance)
 }
 
 // TestNodesStartingTogetherMigrateOnce: stores opened at once on a fresh schema, as

@@ -60,12 +60,6 @@ const claimedColumns = `jobs.id, jobs.kind, jobs.args, jobs.status, jobs.priorit
 // PROCESSING with attempt+1, worker and heartbeat stamped, and its "started" event
 // (rules 2, 27, 28). The jobs come back in claim order; none is an empty slice.
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
-	if queue == "" {
-		return nil, errors.New("claim: a queue is required")
-	}
-	if limit < 1 {
-		return nil, fmt.Errorf("claim: limit %d, want at least 1", limit)
-	}
 	data, err := json.Marshal(store.StartedData{Worker: worker})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -92,12 +86,6 @@ const nextRunSQL = `SELECT (extract(epoch FROM min(run_at) - ` + nowSQL + `) * 1
 // queue is left (NextRunIn's store.ErrNotFound). A dispatcher whose claim left slots
 // free learns from it how long it may sleep (jobs.ClaimNexter).
 func (s *Store) ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []store.Job, next time.Duration, pending bool, err error) {
-	if queue == "" {
-		return nil, 0, false, errors.New("claim: a queue is required")
-	}
-	if limit < 1 {
-		return nil, 0, false, fmt.Errorf("claim: limit %d, want at least 1", limit)
-	}
 	data, err := json.Marshal(store.StartedData{Worker: worker})
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("claim: %w", err)

@@ -442,14 +442,14 @@ func TestConformancePollOnly(t *testing.T) {
 	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
 		clk := newClock()
 		dsn := freshSchema(t)
-		open := func(t *testing.T) *store.Store {
-			st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps, PollOnly: true})
+		open := func(t *testing.T) store.Driver {
+			st, err := pg.OpenDriver(context.Background(), dsn, pg.Options{TestClock: clk.Now, PollOnly: true})
 			if err != nil {
 				t.Fatalf("open store: %v", err)
 			}
 			return st
 		}
-		return conformance.Reopening(t, open, clk.Now, clk.Advance)
+		return conformance.Driven(t, o, open, clk.Now, clk.Advance)
 	})
 }
 

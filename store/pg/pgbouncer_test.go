@@ -28,14 +28,14 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
 		pgtest.ResetBouncerSchema(t, direct)
 		clk := newClock()
-		open := func(t *testing.T) *store.Store {
-			st, err := pg.Open(context.Background(), via, pg.Options{TestClock: clk.Now, FollowUps: o.FollowUps, PollOnly: true})
+		open := func(t *testing.T) store.Driver {
+			st, err := pg.OpenDriver(context.Background(), via, pg.Options{TestClock: clk.Now, PollOnly: true})
 			if err != nil {
 				t.Fatalf("open store through PgBouncer: %v", err)
 			}
 			return st
 		}
-		return conformance.Reopening(t, open, clk.Now, clk.Advance)
+		return conformance.Driven(t, o, open, clk.Now, clk.Advance)
 	})
 }
 

@@ -5,17 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"sheetq/jobs"
 	"sheetq/store"
 	"sheetq/store/sqlite"
 	"sheetq/store/storetest/conformance"
 )
-
-// The SQLite store is the engine's store.
-var _ jobs.Store = (*store.Store)(nil)
-
-// The SQLite store serves the app's reads.
-var _ conformance.Reads = (*store.Store)(nil)
 
 // TestConformance runs the store suite, which every implementation must pass, against
 // SQLite: a migrated file in t.TempDir on a clock the suite moves.
@@ -33,14 +26,14 @@ func TestConformanceReads(t *testing.T) {
 func conformanceHarness(t *testing.T, o conformance.Options) conformance.Harness {
 	clk := newClock()
 	path := filepath.Join(t.TempDir(), "sheetq.db")
-	open := func(t *testing.T) *store.Store {
-		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: clk.Now, FollowUps: o.FollowUps})
+	open := func(t *testing.T) store.Driver {
+		d, err := sqlite.OpenDriver(context.Background(), path, sqlite.Options{Now: clk.Now})
 		if err != nil {
 			t.Fatalf("open store: %v", err)
 		}
-		return st
+		return d
 	}
-	return conformance.Reopening(t, open, clk.Now, clk.Advance)
+	return conformance.Driven(t, o, open, clk.Now, clk.Advance)
 }
 
 // TestConformanceSchedules runs the schedules cases against SQLite.

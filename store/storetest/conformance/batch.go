@@ -14,7 +14,7 @@ import (
 // The engine claims and ends attempts in batches (rule 28): the suite states the single
 // rules through batches of one, and the cases below what a batch adds.
 
-func claimOne(st Store, worker, queue string) (store.Job, error) {
+func claimOne(st *store.Store, worker, queue string) (store.Job, error) {
 	jobs, err := st.ClaimBatch(ctx, worker, queue, 1)
 	switch {
 	case err != nil:
@@ -27,7 +27,7 @@ func claimOne(st Store, worker, queue string) (store.Job, error) {
 	return jobs[0], nil
 }
 
-func finishOne(st Store, f store.Finish) (store.Job, error) {
+func finishOne(st *store.Store, f store.Finish) (store.Job, error) {
 	res := st.FinishBatch(ctx, []store.Finish{f})
 	if len(res) != 1 {
 		return store.Job{}, fmt.Errorf("FinishBatch of one answered %d", len(res))
@@ -35,19 +35,19 @@ func finishOne(st Store, f store.Finish) (store.Job, error) {
 	return res[0].Job, res[0].Err
 }
 
-func succeed(st Store, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error) {
+func succeed(st *store.Store, id string, attempt int, res store.FileResult, publish func() error) (store.Job, error) {
 	return finishOne(st, store.Finish{ID: id, Attempt: attempt, Outcome: store.Succeeded, Result: res, Publish: publish})
 }
 
-func fail(st Store, id string, attempt int, e store.AttemptError, retryIn time.Duration) (store.Job, error) {
+func fail(st *store.Store, id string, attempt int, e store.AttemptError, retryIn time.Duration) (store.Job, error) {
 	return finishOne(st, store.Finish{ID: id, Attempt: attempt, Outcome: store.Failed, Error: e, RetryIn: retryIn})
 }
 
-func requeue(st Store, id string, attempt int, reason string) (store.Job, error) {
+func requeue(st *store.Store, id string, attempt int, reason string) (store.Job, error) {
 	return finishOne(st, store.Finish{ID: id, Attempt: attempt, Outcome: store.Requeued, Reason: reason})
 }
 
-func finishCanceled(st Store, id string, attempt int) (store.Job, error) {
+func finishCanceled(st *store.Store, id string, attempt int) (store.Job, error) {
 	return finishOne(st, store.Finish{ID: id, Attempt: attempt, Outcome: store.Canceled})
 }
 

@@ -1,8 +1,10 @@
-// Package conformance is the test suite every job store must pass: it states the job
-// table's rules (ARCHITECTURE.md, "State machine" and rules 1-11, 19-22) through the
-// operations the engine uses (jobs.Store) and the reads its checks need, so that it runs
-// unchanged against each implementation. The SQLite store runs it in
-// store/conformance_test.go; another store adds a test of its own that calls Run.
+// Package conformance is the test suite every job store driver must pass: it states the
+// job table's rules (ARCHITECTURE.md, "State machine" and rules 1-11, 19-22, 29)
+// through the core's *store.Store over the driver, as the engine, the API and the pages meet
+// them, so that it runs unchanged against each driver. store/sqlite and store/pg run
+// it in their conformance_test.go; a new driver adds a test of its own that calls Run,
+// RunReads and RunSchedules with a Harness from Driven. store/mutants_test.go shows
+// that it catches a driver or a core that breaks each rule.
 //
 // The suite never sleeps: the harness gives it the store's clock to read and to move.
 package conformance
@@ -18,41 +20,31 @@ import (
 	"testing"
 	"time"
 
-	"sheetq/jobs"
 	"sheetq/store"
 )
 
-// Store is what the suite drives: the engine's operations and the reads that check them.
-type Store interface {
-	jobs.Store
-	Get(ctx context.Context, id string) (store.Job, error)
-	EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error)
-	Retry(ctx context.Context, id string, budget int) (store.Job, error)
-}
-
-// Harness is one empty store, migrated and ready, with its clock.
+// Harness is one empty store, migrated and ready, with its clock: the core's *store.Store over
+// the driver under test, so that the suite states the rules as every caller meets them.
 type Harness struct {
-	Store Store
+	Store *store.Store
 	// Now reads the store's clock: the time it stamps rows with.
 	Now func() time.Time
 	// Advance moves the store's clock forward by d.
 	Advance func(d time.Duration)
 	// Reopen, if set, closes Store and opens a new one on the same database, as a new
 	// process would; the suite then checks that what was acknowledged is still there.
-	Reopen func(t *testing.T) Store
+	Reopen func(t *testing.T) *store.Store
 }
 
-// Closer is a Store that can be closed, as every real one can.
-type Closer interface {
-	Store
-	Close() error
-}
-
-// Reopening is the Harness of the store open makes, on the clock now and advance read and
-// move: the store is closed when the test ends, and Reopen closes it and opens another on
-// the same database, as a new process would.
-func Reopening[S Closer](t *testing.T, open func(t *testing.T) S, now func() time.Time, advance func(time.Duration)) Harness {
-	st := open(t)
+// Driven is the Harness of the drivers open makes, each under store.New with what the
+// case asks (o), on the clock now and advance read and move: the store is closed when
+// the test ends, and Reopen closes it and opens another driver on the same database, as
+// a new process would.
+func Driven(t *testing.T, o Options, open func(t *testing.T) store.Driver, now func() time.Time, advance func(time.Duration)) Harness {
+	mk := func(t *testing.T) *store.Store {
+		return store.New(open(t), store.Config{FollowUps: o.FollowUps})
+	}
+	st := mk(t)
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)
@@ -62,11 +54,11 @@ func Reopening[S Closer](t *testing.T, open func(t *testing.T) S, now func() tim
 		Store:   st,
 		Now:     now,
 		Advance: advance,
-		Reopen: func(t *testing.T) Store {
+		Reopen: func(t *testing.T) *store.Store {
 			if err := st.Close(); err != nil {
 				t.Fatalf("close store: %v", err)
 			}
-			st = open(t)
+			st = mk(t)
 			return st
 		},
 	}
@@ -126,7 +118,8 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FollowUpsInABatch", testFollowUpsInABatch},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
-	}
+	}	// The rules the core keeps above the drivers (core.go).
+	runCore(t, open)
 }
 
 var ctx = context.Background()

@@ -13,45 +13,12 @@ import (
 	"sheetq/store"
 )
 
-// Reads is what the API, the pages, the SSE hub and the metrics read of the job table
-// beyond the engine's operations; every store serves them with one meaning, which
-// RunReads states. (The event log's reads are the hub's contract, stated elsewhere.)
-type Reads interface {
-	// Get returns one job, or store.ErrNotFound.
-	Get(ctx context.Context, id string) (store.Job, error)
-	// List returns jobs newest first (insertion order), filtered and paged by
-	// store.ListOptions.
-	List(ctx context.Context, o store.ListOptions) ([]store.Job, error)
-	// Counts returns the jobs in each state, follow-ups left out.
-	Counts(ctx context.Context) (map[store.Status]int, error)
-	// JobsByID returns the jobs with the given ids that exist, keyed by id.
-	JobsByID(ctx context.Context, ids []string) (map[string]store.Job, error)
-	// Unfinished returns every PENDING or PROCESSING job, oldest first.
-	Unfinished(ctx context.Context) ([]store.Job, error)
-	// PendingByQueue counts the PENDING jobs of each queue that has any.
-	PendingByQueue(ctx context.Context) (map[string]int, error)
-	// PendingHead returns the first PENDING jobs of a kind in a queue, in claim order.
-	PendingHead(ctx context.Context, queue, kind string, limit int) ([]store.Job, error)
-	QueueStats(ctx context.Context, now, lateBefore time.Time, kinds ...string) (map[string]store.KindStats, error)
-	StalledJobs(ctx context.Context, kind string, lateBefore, quietBefore time.Time, limit int) ([]store.StalledJob, int, error)
-	Throughput(ctx context.Context, kind string, now time.Time, width time.Duration, n int) ([]store.ThroughputBucket, error)
-	Durations(ctx context.Context, kind string, since time.Time) (store.DurationStats, error)
-	// BatchStats counts Enqueue's group commits since the store was opened.
-	BatchStats() store.BatchStats
-	// Now reads the clock the store stamps with (the harness's clock in these tests).
-	Now() time.Time
-	// Ping says the database answers, within ctx.
-	Ping(ctx context.Context) error
-	// ProbeWrite says the database takes writes.
-	ProbeWrite(ctx context.Context) error
-}
-
 // RunReads runs every read case, each on a store of its own from open (the same open as
-// Run's); each harness's store must also be a Reads.
+// Run's).
 func RunReads(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	cases := []struct {
 		name string
-		fn   func(t *testing.T, h Harness, r Reads)
+		fn   func(t *testing.T, h Harness, r *store.Store)
 	}{
 		{"GetUnknown", testGetUnknown},
 		{"ListNewestFirstWithFilterAndCursor", testListNewestFirst},
@@ -77,18 +44,14 @@ func RunReads(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	t.Run("CountsLeaveOutFollowUps", func(t *testing.T) { testCountsLeaveOutFollowUps(t, open) })
 }
 
-func reads(t *testing.T, h Harness) Reads {
+func reads(t *testing.T, h Harness) *store.Store {
 	t.Helper()
-	r, ok := h.Store.(Reads)
-	if !ok {
-		t.Fatalf("%T does not serve the reads (conformance.Reads)", h.Store)
-	}
-	return r
+	return h.Store
 }
 
 func ofKind(kind string) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Kind = kind } }
 
-func list(t *testing.T, r Reads, o store.ListOptions) []string {
+func list(t *testing.T, r *store.Store, o store.ListOptions) []string {
 	t.Helper()
 	js, err := r.List(ctx, o)
 	if err != nil {
@@ -103,7 +66,7 @@ func list(t *testing.T, r Reads, o store.ListOptions) []string {
 
 // pageThrough lists every job o matches, limit at a time, each page after the last job
 // of the one before.
-func pageThrough(t *testing.T, r Reads, o store.ListOptions) []string {
+func pageThrough(t *testing.T, r *store.Store, o store.ListOptions) []string {
 	t.Helper()
 	var all []string
 	for range 100 {
@@ -126,7 +89,7 @@ func pageThrough(t *testing.T, r Reads, o store.ListOptions) []string {
 	return nil
 }
 
-func testGetUnknown(t *testing.T, h Harness, r Reads) {
+func testGetUnknown(t *testing.T, h Harness, r *store.Store) {
 	if _, err := r.Get(ctx, "no-such-job"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get of an unknown job: err = %v, want ErrNotFound", err)
 	}
@@ -146,12 +109,7 @@ func testGetUnknown(t *testing.T, h Harness, r Reads) {
 			t.Errorf("%s of an id with a NUL: err = %v, want ErrNotFound", name, err)
 		}
 	}
-	type eventsOf interface {
-		Events(ctx context.Context, jobID string) ([]store.Event, error)
-	}
-	if es, ok := h.Store.(eventsOf); !ok {
-		t.Errorf("%T has no Events", h.Store)
-	} else if evs, err := es.Events(ctx, nul); err != nil || len(evs) != 0 {
+	if evs, err := h.Store.Events(ctx, nul); err != nil || len(evs) != 0 {
 		t.Errorf("events of an id with a NUL: %d, %v; want none", len(evs), err)
 	}
 	for _, o := range []store.ListOptions{{Report: nul}, {Kind: nul}} {
@@ -163,7 +121,7 @@ func testGetUnknown(t *testing.T, h Harness, r Reads) {
 
 // List is newest first by insertion order, also for jobs stamped at the same instant; a
 // state filter and the cursor (Job.Seq) combine, and paging neither skips nor repeats.
-func testListNewestFirst(t *testing.T, h Harness, r Reads) {
+func testListNewestFirst(t *testing.T, h Harness, r *store.Store) {
 	var all []string // oldest first
 	for i := range 7 {
 		j := enqueue(t, h)
@@ -204,7 +162,7 @@ func testListNewestFirst(t *testing.T, h Harness, r Reads) {
 
 // The kind filter keeps one kind; the limit is 50 when not set; a status that is no state
 // lists nothing.
-func testListByKind(t *testing.T, h Harness, r Reads) {
+func testListByKind(t *testing.T, h Harness, r *store.Store) {
 	var reports []string // newest first
 	for i := range 51 {
 		kind := "report"
@@ -235,7 +193,7 @@ func testListByKind(t *testing.T, h Harness, r Reads) {
 
 // The report filter ($.report of the args) combines with the states, finished and not,
 // and with the cursor.
-func testListByReport(t *testing.T, h Harness, r Reads) {
+func testListByReport(t *testing.T, h Harness, r *store.Store) {
 	var demo []string // newest first
 	for i := range 6 {
 		report := "demo"
@@ -282,7 +240,7 @@ func testListByReport(t *testing.T, h Harness, r Reads) {
 
 // Unfinished lists only PENDING and PROCESSING jobs, oldest first; JobsByID finds the
 // jobs that exist and skips the rest.
-func testUnfinishedAndJobsByID(t *testing.T, h Harness, r Reads) {
+func testUnfinishedAndJobsByID(t *testing.T, h Harness, r *store.Store) {
 	var ids []string
 	for range 4 {
 		ids = append(ids, enqueue(t, h).ID)
@@ -321,7 +279,7 @@ func testUnfinishedAndJobsByID(t *testing.T, h Harness, r Reads) {
 
 // PendingByQueue counts each queue's PENDING jobs, runnable or not; a queue without
 // one is absent.
-func testPendingByQueue(t *testing.T, h Harness, r Reads) {
+func testPendingByQueue(t *testing.T, h Harness, r *store.Store) {
 	if m, err := r.PendingByQueue(ctx); err != nil || len(m) != 0 {
 		t.Fatalf("empty store: %v, %v", m, err)
 	}
@@ -345,7 +303,7 @@ func testPendingByQueue(t *testing.T, h Harness, r Reads) {
 // PendingHead lists a queue's PENDING jobs of one kind as claims would take them:
 // priority first, then run_at (a job waiting out a backoff after those due before it),
 // then insertion; other queues, other kinds and jobs no longer PENDING are left out.
-func testPendingHead(t *testing.T, h Harness, r Reads) {
+func testPendingHead(t *testing.T, h Harness, r *store.Store) {
 	kind := func(k string) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Kind = k } }
 	prio := func(p int) func(*store.NewJob) { return func(nj *store.NewJob) { nj.Priority = p } }
 	at := func(d time.Duration) func(*store.NewJob) { return func(nj *store.NewJob) { nj.RunAt = h.Now().Add(d) } }
@@ -408,7 +366,7 @@ func testCountsLeaveOutFollowUps(t *testing.T, open func(*testing.T, Options) Ha
 	}
 }
 
-func testQueueStats(t *testing.T, h Harness, r Reads) {
+func testQueueStats(t *testing.T, h Harness, r *store.Store) {
 	t0 := h.Now()
 	a := enqueue(t, h, ofKind("report"))
 	enqueue(t, h, ofKind("report"))
@@ -457,7 +415,7 @@ func testQueueStats(t *testing.T, h Harness, r Reads) {
 	}
 }
 
-func testStalledJobs(t *testing.T, h Harness, r Reads) {
+func testStalledJobs(t *testing.T, h Harness, r *store.Store) {
 	silent := enqueue(t, h, ofKind("report"))
 	noRows := enqueue(t, h, ofKind("report"))
 	busy := enqueue(t, h, ofKind("report"))
@@ -502,7 +460,7 @@ func testStalledJobs(t *testing.T, h Harness, r Reads) {
 
 // Jobs with known timings an hour and more apart: the buckets and nearest-rank
 // percentiles of each window.
-func testThroughputAndDurations(t *testing.T, h Harness, r Reads) {
+func testThroughputAndDurations(t *testing.T, h Harness, r *store.Store) {
 	// Start on a 5-minute boundary; t0, two hours later, is one too.
 	h.Advance(h.Now().Truncate(5 * time.Minute).Add(5 * time.Minute).Sub(h.Now()))
 	t0 := h.Now().Add(2 * time.Hour)
@@ -592,7 +550,7 @@ func testThroughputAndDurations(t *testing.T, h Harness, r Reads) {
 }
 
 // Of waits of 1..20 s, the 50th percentile is the 10th value and the 95th the 19th.
-func testPercentilesNearestRank(t *testing.T, h Harness, r Reads) {
+func testPercentilesNearestRank(t *testing.T, h Harness, r *store.Store) {
 	since := h.Now()
 	for i := 20; i >= 1; i-- {
 		j := enqueue(t, h, ofKind("report"))
@@ -612,7 +570,7 @@ func testPercentilesNearestRank(t *testing.T, h Harness, r Reads) {
 }
 
 // Now reads the clock the store stamps rows with.
-func testNowIsTheStampClock(t *testing.T, h Harness, r Reads) {
+func testNowIsTheStampClock(t *testing.T, h Harness, r *store.Store) {
 	if !r.Now().Equal(h.Now()) {
 		t.Fatalf("Now = %v, the harness's clock %v", r.Now(), h.Now())
 	}
@@ -628,7 +586,7 @@ func testNowIsTheStampClock(t *testing.T, h Harness, r Reads) {
 
 // A live store answers a ping and takes a probe write, again and again; a ping whose
 // context has ended fails.
-func testPingAndProbeWrite(t *testing.T, h Harness, r Reads) {
+func testPingAndProbeWrite(t *testing.T, h Harness, r *store.Store) {
 	for range 3 {
 		if err := r.Ping(ctx); err != nil {
 			t.Fatalf("ping: %v", err)
@@ -648,7 +606,7 @@ func testPingAndProbeWrite(t *testing.T, h Harness, r Reads) {
 // Every Enqueue call is carried by one group commit (a store without group commit
 // reports none), a commit carries at least one call, and nothing waits when all
 // calls have returned.
-func testBatchStatsAddUp(t *testing.T, h Harness, r Reads) {
+func testBatchStatsAddUp(t *testing.T, h Harness, r *store.Store) {
 	base := r.BatchStats()
 	const n = 3
 	for range n {

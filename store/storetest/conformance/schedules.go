@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -13,27 +12,11 @@ import (
 	"sheetq/store"
 )
 
-// Schedules is what RunSchedules drives: the schedules table and its firings (issue 20).
-type Schedules interface {
-	Store
-	CreateSchedule(ctx context.Context, sc store.Schedule) (store.Schedule, error)
-	GetSchedule(ctx context.Context, id string) (store.Schedule, error)
-	ListSchedules(ctx context.Context) ([]store.Schedule, error)
-	UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Schedule, error)
-	DeleteSchedule(ctx context.Context, id string) error
-	DueSchedules(ctx context.Context, limit int) ([]store.Schedule, error)
-	FireSchedule(ctx context.Context, f store.Firing) (store.Job, bool, error)
-	ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error)
-	EditSchedule(ctx context.Context, id string, edit func(store.Schedule) (store.Schedule, error)) (store.Schedule, error)
-	MoveSchedule(ctx context.Context, id string, from, next time.Time) (bool, error)
-}
-
-// RunSchedules runs the schedules cases, each on a store of its own from open, which
-// must implement Schedules.
+// RunSchedules runs the schedules cases, each on a store of its own from open.
 func RunSchedules(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	for _, c := range []struct {
 		name string
-		fn   func(t *testing.T, h Harness, st Schedules)
+		fn   func(t *testing.T, h Harness, st *store.Store)
 	}{
 		{"ScheduleRoundTrip", testScheduleRoundTrip},
 		{"SchedulesDueByTheStoreClock", testSchedulesDue},
@@ -48,11 +31,7 @@ func RunSchedules(t *testing.T, open func(t *testing.T, o Options) Harness) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := open(t, Options{})
-			st, ok := h.Store.(Schedules)
-			if !ok {
-				t.Fatalf("%T does not implement conformance.Schedules", h.Store)
-			}
-			c.fn(t, h, st)
+			c.fn(t, h, h.Store)
 		})
 	}
 }
@@ -74,7 +53,7 @@ func newSchedule(h Harness, mods ...func(*store.Schedule)) store.Schedule {
 	return sc
 }
 
-func createSchedule(t *testing.T, st Schedules, sc store.Schedule) store.Schedule {
+func createSchedule(t *testing.T, st *store.Store, sc store.Schedule) store.Schedule {
 	t.Helper()
 	got, err := st.CreateSchedule(ctx, sc)
 	if err != nil {
@@ -91,7 +70,7 @@ func firing(sc store.Schedule, next time.Time) store.Firing {
 
 // What is created reads back field for field, in lists and after an edit; an id that
 // exists is a conflict, and an unknown one is not found.
-func testScheduleRoundTrip(t *testing.T, h Harness, st Schedules) {
+func testScheduleRoundTrip(t *testing.T, h Harness, st *store.Store) {
 	sc := newSchedule(h, func(sc *store.Schedule) { sc.Format, sc.BOM = "csv", true })
 	got := createSchedule(t, st, sc)
 	want := sc
@@ -145,7 +124,7 @@ func testScheduleRoundTrip(t *testing.T, h Harness, st Schedules) {
 }
 
 // Due means not paused and NextRunAt reached by the store's clock, most overdue first.
-func testSchedulesDue(t *testing.T, h Harness, st Schedules) {
+func testSchedulesDue(t *testing.T, h Harness, st *store.Store) {
 	later := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.NextRunAt = at(h, 2*time.Hour) }))
 	sooner := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.NextRunAt = at(h, time.Hour) }))
 	createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.Paused = true }))
@@ -179,7 +158,7 @@ func testSchedulesDue(t *testing.T, h Harness, st Schedules) {
 
 // Two nodes that read the same due schedule fire it together: one firing, one job, and
 // the schedule moves on to the next time.
-func testFiringOnce(t *testing.T, h Harness, st Schedules) {
+func testFiringOnce(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h))
 	h.Advance(time.Hour)
 	next := at(h, 30*24*time.Hour)
@@ -225,7 +204,7 @@ func testFiringOnce(t *testing.T, h Harness, st Schedules) {
 }
 
 // A firing read before an edit or a pause does not happen: the edit wins.
-func testFiringYieldsToAnEdit(t *testing.T, h Harness, st Schedules) {
+func testFiringYieldsToAnEdit(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h))
 	h.Advance(time.Hour)
 	stale := firing(sc, at(h, 24*time.Hour))
@@ -252,7 +231,7 @@ func testFiringYieldsToAnEdit(t *testing.T, h Harness, st Schedules) {
 
 // A time that was fired before (its key has a job, with the same or other values) is
 // not fired again, and the schedule still moves on past it.
-func testFiringFiredBefore(t *testing.T, h Harness, st Schedules) {
+func testFiringFiredBefore(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h))
 	h.Advance(time.Hour)
 	first, ok, err := st.FireSchedule(ctx, firing(sc, at(h, 24*time.Hour)))
@@ -277,7 +256,7 @@ func testFiringFiredBefore(t *testing.T, h Harness, st Schedules) {
 
 // A schedule's firings are its exports alone, latest scheduled time first, limited:
 // not another schedule's whose id starts with its own, nor exports with other keys.
-func testScheduleFirings(t *testing.T, h Harness, st Schedules) {
+func testScheduleFirings(t *testing.T, h Harness, st *store.Store) {
 	a := createSchedule(t, st, newSchedule(h))
 	b := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.ID = a.ID + "x" }))
 	enqueue(t, h, func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = "schedule:"+a.ID, "h" })
@@ -322,7 +301,7 @@ func testScheduleFirings(t *testing.T, h Harness, st Schedules) {
 
 // A schedule id with a NUL (a client's "%00") is an unknown one, on every store:
 // PostgreSQL's text cannot hold a NUL, and refuses one as a parameter.
-func testScheduleIDWithANUL(t *testing.T, h Harness, st Schedules) {
+func testScheduleIDWithANUL(t *testing.T, h Harness, st *store.Store) {
 	nul := "no-such\x00schedule"
 	if _, err := st.GetSchedule(ctx, nul); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSchedule: %v, want ErrNotFound", err)
@@ -341,7 +320,7 @@ func testScheduleIDWithANUL(t *testing.T, h Harness, st Schedules) {
 // Edits of different fields that run at once each see the one before (issue 36: a
 // pause answered 200 was undone by a slower edit that had read the row before it).
 // Each edit appends its mark to the params, so a lost one is missing at the end.
-func testEditsDoNotLoseEachOther(t *testing.T, h Harness, st Schedules) {
+func testEditsDoNotLoseEachOther(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h, func(sc *store.Schedule) { sc.Params = json.RawMessage(`[]`) }))
 	const edits = 24
 	var wg sync.WaitGroup
@@ -389,7 +368,7 @@ func testEditsDoNotLoseEachOther(t *testing.T, h Harness, st Schedules) {
 
 // An edit whose function refuses writes nothing and returns that error as it is; an
 // unknown id is not found.
-func testEditRefused(t *testing.T, h Harness, st Schedules) {
+func testEditRefused(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h))
 	refusal := errors.New("no")
 	if _, err := st.EditSchedule(ctx, sc.ID, func(cur store.Schedule) (store.Schedule, error) {
@@ -410,7 +389,7 @@ func testEditRefused(t *testing.T, h Harness, st Schedules) {
 }
 
 // MoveSchedule moves the next firing only from the value given.
-func testMoveSchedule(t *testing.T, h Harness, st Schedules) {
+func testMoveSchedule(t *testing.T, h Harness, st *store.Store) {
 	sc := createSchedule(t, st, newSchedule(h))
 	to := at(h, 2*time.Hour)
 	if moved, err := st.MoveSchedule(ctx, sc.ID, at(h, 5*time.Hour), to); err != nil || moved {
