@@ -118,7 +118,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"FollowUpsInABatch", testFollowUpsInABatch},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
-	}	// The rules the core keeps above the drivers (core.go).
+	} // The rules the core keeps above the drivers (core.go).
 	runCore(t, open)
 }
 
