@@ -40,7 +40,7 @@ func newPGSink(track bool) *pgSink {
 
 // sheetqNode is one node: a store (its own pool), an engine and a listener.
 type sheetqNode struct {
-	st  *pg.Store
+	st  *store.Store
 	e   *jobs.Engine
 	l   *pg.Listener
 	dir string
@@ -203,7 +203,7 @@ func (v sheetqPGVariant) pickup(ctx context.Context, dsn string, rounds int) ([]
 // counts the whole table, and the new backend's start and exit, a few milliseconds of
 // CPU on a 2-core machine, overlapped the next round's pickup and inflated what it
 // measured (River's variant waits on its in-process completion events).
-func waitJobSucceeded(ctx context.Context, st *pg.Store, sink *pgSink, id string, n int) error {
+func waitJobSucceeded(ctx context.Context, st *store.Store, sink *pgSink, id string, n int) error {
 	deadline := time.After(waitTimeout)
 	for {
 		if sink.handled.Load() >= int64(n) {
