@@ -224,19 +224,29 @@ func (s *Store) finishOne(ctx context.Context, f Finish) (Job, error) {
 	return r.Job, r.Err
 }
 
-// Succeed ends a running attempt SUCCEEDED with its file; publish (may be nil) runs
-// inside the transaction once the fence has matched, and its error commits nothing.
+// Succeed ends a running attempt SUCCEEDED with its file. publish (the rename of the
+// part file into place, or nil) runs inside the write transaction after the fence has
+// matched, so a lost lease never publishes, and nothing can recover or re-claim the job
+// between the check and the rename; if publish fails nothing is committed. A crash after
+// publish and before the commit leaves a PROCESSING row with its file in place, which
+// recovery completes from the file (rule 5).
 func (s *Store) Succeed(ctx context.Context, id string, attempt int, res FileResult, publish func() error) (Job, error) {
 	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Succeeded, Result: res, Publish: publish})
 }
 
-// Fail ends a running attempt: back to PENDING to run retryIn from now while attempts
-// are left and the error is not permanent, else FAILED.
+// Fail records a failed attempt. A permanent error, or an attempt that used the last of
+// its budget, makes the job FAILED; otherwise it goes back to PENDING to run retryIn
+// from now by the store's clock (a duration, never a time of the caller's clock, so that
+// a driver may keep time by its database). A job whose cancel was requested while it ran
+// becomes CANCELED instead of running again.
 func (s *Store) Fail(ctx context.Context, id string, attempt int, e AttemptError, retryIn time.Duration) (Job, error) {
 	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Failed, Error: e, RetryIn: retryIn})
 }
 
-// Requeue puts a running attempt back to PENDING without spending it (a shutdown).
+// Requeue puts a running attempt back to PENDING without spending it, for shutdown
+// (rule 9): the next claim reuses the attempt number, which is safe because the
+// execution that held it has stopped. A job whose cancel was requested becomes CANCELED
+// instead (its attempt stays spent).
 func (s *Store) Requeue(ctx context.Context, id string, attempt int, reason string) (Job, error) {
 	return s.finishOne(ctx, Finish{ID: id, Attempt: attempt, Outcome: Requeued, Reason: reason})
 }
