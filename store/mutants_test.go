@@ -32,6 +32,10 @@ var coreMutants = []string{
 	"no-schedule-checks",      // a schedule without a cron is stored
 	"no-follow-up-checks",     // the kind's follow-ups go in unchecked and without defaults
 	"follow-ups-of-any-state", // the hook is asked at a requeue too
+	"cancel-of-any-state",     // a finished job is "canceled" again
+	"retry-of-any-state",      // a SUCCEEDED job is retried
+	"expire-of-any-state",     // a FAILED job is expired
+	"delete-of-unfinished",    // a PENDING job is deleted
 }
 
 // driverMutants break a driver's rules: their names say how.

@@ -95,13 +95,7 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		if err != nil {
 			return err
 		}
-		typ := store.EventRecovered
-		switch job.Status {
-		case store.StatusFailed:
-			typ = store.EventFailed
-		case store.StatusCanceled:
-			typ = store.EventCanceled
-		}
+		typ := store.RecoveredEvent(job.Status)
 		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, store.LostData{Code: "lost", Message: job.ErrorMessage}); err != nil {
 			return err
 		}
@@ -123,8 +117,9 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 		if job, err = getForUpdate(ctx, tx, id); err != nil {
 			return err
 		}
-		switch job.Status {
-		case store.StatusPending:
+		step, err := store.CancelStepOf(job)
+		switch step {
+		case store.CancelNow:
 			job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = `+nowSQL+`
 				WHERE id = $2 AND status = 'PENDING' RETURNING `+jobColumns, s.now(), id))
 			if err != nil {
@@ -134,19 +129,15 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 				return err
 			}
 			return s.followUpsTx(ctx, tx, job)
-		case store.StatusProcessing:
-			if job.CancelRequested {
-				return nil
-			}
+		case store.CancelRequest:
 			job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET cancel_requested = true
 				WHERE id = $1 AND status = 'PROCESSING' RETURNING `+jobColumns, id))
 			if err != nil {
 				return err
 			}
 			return s.addEvent(ctx, tx, id, store.EventCancelRequested, store.StatusProcessing, job.Attempt, nil)
-		default:
-			return store.ErrFinished
 		}
+		return err // nil (nothing to write) or store.ErrFinished
 	})
 	if err != nil {
 		return job, fmt.Errorf("cancel %s: %w", id, unstorable(err))
@@ -165,9 +156,9 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (store.Job, er
 		if err != nil {
 			return err
 		}
-		if cur.Status != store.StatusFailed && cur.Status != store.StatusCanceled {
+		if err := store.CheckRetry(cur); err != nil {
 			job = cur
-			return store.ErrNotRetryable
+			return err
 		}
 		// Everything the last run left behind goes; its story stays in job_events.
 		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'PENDING', run_at = `+nowSQL+`,
@@ -199,8 +190,8 @@ func (s *Store) Expire(ctx context.Context, id string) (store.Job, error) {
 		if job, err = getForUpdate(ctx, tx, id); err != nil {
 			return err
 		}
-		if job.Status != store.StatusSucceeded {
-			return store.ErrNotSucceeded
+		if err := store.CheckExpire(job); err != nil {
+			return err
 		}
 		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'EXPIRED'
 			WHERE id = $1 AND status = 'SUCCEEDED' RETURNING `+jobColumns, id))
@@ -228,8 +219,8 @@ func (s *Store) Delete(ctx context.Context, id string) (store.Job, error) {
 		if job, err = getForUpdate(ctx, tx, id); err != nil {
 			return err
 		}
-		if !job.Status.Final() {
-			return store.ErrNotFinished
+		if err := store.CheckDelete(job); err != nil {
+			return err
 		}
 		if err := s.stopFollowUpsTx(ctx, tx, job); err != nil {
 			return err

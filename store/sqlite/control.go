@@ -22,9 +22,9 @@ func (s *Store) Retry(ctx context.Context, id string, budget int) (store.Job, er
 		if err != nil {
 			return err
 		}
-		if cur.Status != store.StatusFailed && cur.Status != store.StatusCanceled {
+		if err := store.CheckRetry(cur); err != nil {
 			job = cur
-			return store.ErrNotRetryable
+			return err
 		}
 		// Everything the last run left behind goes; its story stays in job_events.
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'PENDING', run_at = ?,
@@ -60,8 +60,8 @@ func (s *Store) Delete(ctx context.Context, id string) (store.Job, error) {
 		if err != nil {
 			return err
 		}
-		if !job.Status.Final() {
-			return store.ErrNotFinished
+		if err := store.CheckDelete(job); err != nil {
+			return err
 		}
 		if err := s.stopFollowUpsTx(ctx, tx, job); err != nil {
 			return err
@@ -94,8 +94,8 @@ func (s *Store) Expire(ctx context.Context, id string) (store.Job, error) {
 		if err != nil {
 			return err
 		}
-		if job.Status != store.StatusSucceeded {
-			return store.ErrNotSucceeded
+		if err := store.CheckExpire(job); err != nil {
+			return err
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'EXPIRED'
 			WHERE id = ? AND status = 'SUCCEEDED' RETURNING `+jobColumns, id))

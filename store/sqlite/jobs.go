@@ -226,13 +226,7 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		if err != nil {
 			return err
 		}
-		typ := store.EventRecovered
-		switch job.Status {
-		case store.StatusFailed:
-			typ = store.EventFailed
-		case store.StatusCanceled:
-			typ = store.EventCanceled
-		}
+		typ := store.RecoveredEvent(job.Status)
 		if err := s.addEvent(ctx, tx, id, typ, job.Status, attempt, store.LostData{Code: "lost", Message: reason}); err != nil {
 			return err
 		}
@@ -255,8 +249,9 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 		if err != nil {
 			return err
 		}
-		switch job.Status {
-		case store.StatusPending:
+		step, err := store.CancelStepOf(job)
+		switch step {
+		case store.CancelNow:
 			job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = ?
 				WHERE id = ? AND status = 'PENDING' RETURNING `+jobColumns, ms(s.now()), id))
 			if err != nil {
@@ -266,19 +261,15 @@ func (s *Store) Cancel(ctx context.Context, id string) (store.Job, error) {
 				return err
 			}
 			return s.followUpsTx(ctx, tx, job)
-		case store.StatusProcessing:
-			if job.CancelRequested {
-				return nil
-			}
+		case store.CancelRequest:
 			job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET cancel_requested = 1
 				WHERE id = ? AND status = 'PROCESSING' RETURNING `+jobColumns, id))
 			if err != nil {
 				return err
 			}
 			return s.addEvent(ctx, tx, id, store.EventCancelRequested, store.StatusProcessing, job.Attempt, nil)
-		default:
-			return store.ErrFinished
 		}
+		return err // nil (nothing to write) or store.ErrFinished
 	})
 	if err != nil {
 		return job, fmt.Errorf("cancel %s: %w", id, err)
