@@ -3,8 +3,8 @@ package pg
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"sheetq/store"
@@ -83,7 +83,9 @@ func (s *Store) eventsSince(ctx context.Context, jobID, cursor string, limit int
 		if err != nil {
 			return nil, "", fmt.Errorf("events since: %w", err)
 		}
-		next = x + "." + strconv.FormatInt(e.ID, 10)
+		if next, err = cursorOf(x, e.ID); err != nil {
+			return nil, "", fmt.Errorf("events since: %w", err)
+		}
 		out = append(out, store.CursorEvent{Event: e, Cursor: next})
 	}
 	if err := rows.Err(); err != nil {
@@ -135,7 +137,9 @@ func (s *Store) TransitionsSince(ctx context.Context, cursor string, limit int) 
 				t.Code = d.Code
 			}
 		}
-		next = x + "." + strconv.FormatInt(t.EventID, 10)
+		if next, err = cursorOf(x, t.EventID); err != nil {
+			return nil, "", fmt.Errorf("transitions since: %w", err)
+		}
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -160,7 +164,7 @@ func (s *Store) EventHead(ctx context.Context) (string, error) {
 	if err != nil || x == 0 {
 		return "", fmt.Errorf("event head: snapshot xmin %q", xmin)
 	}
-	return strconv.FormatUint(x-1, 10) + "." + strconv.FormatInt(last, 10), nil
+	return store.MakeCursor(x-1, uint64(last)), nil
 }
 
 // EventsKept reports whether the log still holds every event after cursor: true when
@@ -204,22 +208,24 @@ func (s *Store) EventsKept(ctx context.Context, cursor string) (bool, error) {
 	return xid < x && id <= last && (id >= deleted || id >= first-1), nil
 }
 
-// parseCursor reads "<xid>.<id>" in decimal, as EventsSince writes it, and nothing else
-// (no sign, no leading zeros), so that one position has one spelling, as
-// store.CompareCursors requires; "" is the start.
+// parseCursor reads "<xid>.<id>", as cursorOf writes it, with store.ParseCursor, which
+// takes one spelling per position, as store.CompareCursors requires; "" is the start.
 func parseCursor(c string) (xid uint64, id int64, err error) {
-	if c == "" {
-		return 0, 0, nil
+	var parts [2]uint64
+	if err := store.ParseCursor(c, parts[:]); err != nil {
+		return 0, 0, err
 	}
-	xs, is, ok := strings.Cut(c, ".")
-	if ok {
-		xid, err = strconv.ParseUint(xs, 10, 64)
-	}
-	if ok && err == nil {
-		id, err = strconv.ParseInt(is, 10, 64)
-	}
-	if !ok || err != nil || id < 0 || strconv.FormatUint(xid, 10)+"."+strconv.FormatInt(id, 10) != c {
+	if parts[1] > math.MaxInt64 {
 		return 0, 0, fmt.Errorf("%w: %q", store.ErrBadCursor, c)
 	}
-	return xid, id, nil
+	return parts[0], int64(parts[1]), nil
+}
+
+// cursorOf is the cursor of the event id written by transaction xid (its xid8 as text).
+func cursorOf(xid string, id int64) (string, error) {
+	x, err := strconv.ParseUint(xid, 10, 64)
+	if err != nil || id < 0 {
+		return "", fmt.Errorf("event %d: transaction id %q", id, xid)
+	}
+	return store.MakeCursor(x, uint64(id)), nil
 }

@@ -185,23 +185,3 @@ func TestEventCursors(t *testing.T) {
 		}
 	}
 }
-
-// TestCompareCursors: cursors order by their numbers, first number first, as the stores
-// deliver them; "" is the start.
-func TestCompareCursors(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"", "0", -1}, {"7", "7", 0}, {"9", "10", -1}, {"10", "9", 1},
-		{"123", "124", -1}, {"9.99", "10.1", -1}, {"10.2", "10.10", -1}, {"10.10", "10.10", 0},
-		{"10.5", "10", 1}, {"18446744073709551615.1", "9.9223372036854775807", 1},
-	} {
-		if got := store.CompareCursors(tc.a, tc.b); got != tc.want {
-			t.Errorf("CompareCursors(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := store.CompareCursors(tc.b, tc.a); got != -tc.want {
-			t.Errorf("CompareCursors(%q, %q) = %d, want %d", tc.b, tc.a, got, -tc.want)
-		}
-	}
-}
