@@ -54,21 +54,3 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
 	checkProblem(t, ts.request(http.MethodPut, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }
-
-// "No such report" tells the user to pick a report from New export, and its link goes
-// there, not to the exports list.
-func TestUIUnknownReportLinksToNewExport(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, testOpts{})
-	doc := page(t, ts.get("/exports/new?report=nope"), http.StatusNotFound)
-	if got := strings.TrimSpace(doc.Find("h1").Text()); got != "No such report" {
-		t.Fatalf("heading %q", got)
-	}
-	if href, _ := tid(doc, "page-error-back").Attr("href"); href != "/exports/new" {
-		t.Errorf("the way on goes to %q, want /exports/new", href)
-	}
-	doc = page(t, ts.get("/exports/nope"), http.StatusNotFound)
-	if href, _ := tid(doc, "page-error-back").Attr("href"); href != "/" {
-		t.Errorf("an unknown export's page: the way on goes to %q, want /", href)
-	}
-}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"sheetq/app/schedules"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/storetest"
@@ -244,36 +243,6 @@ func TestUISchedulesCreatePreviewPauseDelete(t *testing.T) {
 	}
 }
 
-// A schedule's page lists the exports its firings made, each linking to its page.
-func TestUISchedulePageListsFirings(t *testing.T) {
-	t.Parallel()
-	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	ts := newTestServer(t, testOpts{Now: clock.Now})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
-		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusCreated)
-	clock.Advance(time.Date(2026, 12, 1, 5, 0, 30, 0, time.UTC).Sub(clock.Now()))
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		return len(ts.firings(sc.ID)) == 1, "no firing yet"
-	})
-	job := ts.firings(sc.ID)[0].ID
-	doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)
-	f := tid(doc, "schedule-firing")
-	if f.Length() != 1 {
-		t.Fatalf("%d firings shown", f.Length())
-	}
-	if href, _ := f.Find("a").Attr("href"); href != "/exports/"+job {
-		t.Errorf("firing links to %q, want /exports/%s", href, job)
-	}
-	if st, _ := tid(f, "schedule-firing-status").Attr("data-status"); st == "" {
-		t.Errorf("firing without a status")
-	}
-	if iso, _ := f.Find("time").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
-		t.Errorf("firing for %q", iso)
-	}
-}
-
 // A delivery that failed shows on the schedule's page, with its error: here a folder
 // outside the allowed ones, which fails at its first attempt.
 func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
@@ -309,31 +278,6 @@ func TestUISchedulePageShowsAFailedDelivery(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
-
-// A schedule the config file declares is shown without Pause, Edit or Delete, saying
-// where to change it; its edit form is a 409 page naming the file.
-func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, testOpts{Idle: true})
-	ts.sched.Stop()
-	decl := schedules.Declared{ID: "kept-in-git", Input: schedules.Input{Report: "demo", Cron: "@daily", TimeZone: "UTC"}}
-	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}, declaredHere); err != nil {
-		t.Fatal(err)
-	}
-	doc := page(t, ts.get("/schedules"), http.StatusOK)
-	if tid(doc, "schedule-declared").Length() != 1 || tid(doc, "pause-button").Length() != 0 {
-		t.Errorf("list: a declared schedule has a Pause button")
-	}
-	doc = page(t, ts.get("/schedules/kept-in-git"), http.StatusOK)
-	if tid(doc, "schedule-declared-notice").Length() != 1 || tid(doc, "edit-button").Length() != 0 ||
-		tid(doc, "delete-button").Length() != 0 || tid(doc, "pause-button").Length() != 0 {
-		t.Errorf("page: a declared schedule has buttons")
-	}
-	doc = page(t, ts.get("/schedules/kept-in-git/edit"), http.StatusConflict)
-	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
-		t.Errorf("edit: %q", msg)
-	}
-}
 
 // Without [smtp] host, a schedule that emails is refused when saved, with the Email field
 // marked; without [webhooks] secret, one that calls a webhook is, as an export request's
@@ -394,81 +338,5 @@ func TestUIScheduleDeliveryNeedsItsRelay(t *testing.T) {
 		} else {
 			ts.schedule("POST", "/api/v1/schedules", webhookOnly, http.StatusCreated)
 		}
-	}
-}
-
-// Every wrong parameter is marked beside its field at once, not only the first the
-// report's check refuses, with every value kept.
-func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "two.sql", "-- title: Two\n-- source: demo\n-- param: a int \"A\"\n-- param: b number \"B\"\n"+
-		"-- param: c date \"C\"\nSELECT :a, :b, :c;\n")
-	ts.waitReport("two")
-	form := url.Values{"report": {"two"}, "param.a": {"abc"}, "param.b": {"NaN"}, "param.c": {"month_start(-1)"},
-		"cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
-	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusUnprocessableEntity)
-	for name, want := range map[string]string{"a": "integer", "b": "number"} {
-		if e := tid(doc, "error-param."+name).Text(); !strings.Contains(e, want) {
-			t.Errorf("error beside %s: %q", name, e)
-		}
-		if v := tid(doc, "param-param."+name).AttrOr("value", ""); v != form.Get("param."+name) {
-			t.Errorf("%s kept as %q", name, v)
-		}
-	}
-	if tid(doc, "error-param.c").Length() != 0 {
-		t.Errorf("a right parameter is marked: %q", tid(doc, "error-param.c").Text())
-	}
-	// The preview fragment names both too.
-	form.Del("action")
-	doc = page(t, ts.postForm("/schedules/preview", form, nil), http.StatusOK)
-	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "a: ") || !strings.Contains(e, "b: ") {
-		t.Errorf("preview error %q", e)
-	}
-}
-
-// A form posted with an action that is none of its buttons (Save, Preview, Use this
-// report) saves nothing and says so, instead of creating the schedule.
-func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
-	form := scheduleFormValues("PREVIEW")
-	form.Del("email") // no relay here
-	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusBadRequest)
-	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, `"PREVIEW"`) || !strings.Contains(msg, "nothing was saved") {
-		t.Errorf("page %q", msg)
-	}
-	if list, err := ts.sched.List(t.Context()); err != nil || len(list) != 0 {
-		t.Errorf("%d schedules (%v)", len(list), err)
-	}
-	// Without an action (a script's form) it saves, as Save does.
-	form.Del("action")
-	if res := ts.postForm("/schedules", form, nil); res.StatusCode != http.StatusSeeOther {
-		t.Errorf("without an action: %d %s", res.StatusCode, res.body)
-	}
-}
-
-// The preview box names each wrong field once: a message that already starts with the
-// field's name (the time zone's) or names its parameter (`Param "rows": ...`) does not
-// get the name again in front.
-func TestUISchedulePreviewNamesEachFieldOnce(t *testing.T) {
-	t.Parallel()
-	ts := newDeliveryServer(t, relayConfig(), testOpts{Idle: true}, nil)
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
-	f := scheduleFormValues("")
-	f.Set("timezone", "Local")
-	f.Set("param.rows", "abc")
-	doc := page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
-	e := tid(doc, "preview-error").Text()
-	if !strings.Contains(e, "Time zone: Local") || strings.Contains(e, "Time zone: Time zone") {
-		t.Errorf("time zone in the preview error: %q", e)
-	}
-	f.Set("timezone", "UTC")
-	doc = page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
-	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "rows: must be an integer") || strings.Contains(strings.ToLower(e), `param "rows"`) {
-		t.Errorf("rows in the preview error: %q", e)
 	}
 }

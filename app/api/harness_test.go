@@ -46,6 +46,9 @@ type testOpts struct {
 	Idle bool
 	// Log, if set, receives the server's logs (at debug level) instead of the test output.
 	Log io.Writer
+	// Webhooks configures the webhook kind; the zero value has no secret, so a request
+	// with a webhook is refused.
+	Webhooks webhook.Config
 }
 
 // testServer is the API over real parts, with its handler served by httptest.
@@ -105,7 +108,9 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	})
 	engine.Register(export.Name, kind)
 	// As the app registers it: without a secret, a request with a webhook is refused.
-	hooks, err := webhook.New(webhook.Config{Recorder: st, Logger: log})
+	hcfg := opts.Webhooks
+	hcfg.Recorder, hcfg.Logger = st, log
+	hooks, err := webhook.New(hcfg)
 	if err != nil {
 		t.Fatalf("webhooks: %v", err)
 	}

@@ -1,11 +1,10 @@
-package app
+package api_test
 
 import (
 	"bytes"
 	"encoding/csv"
 	"mime"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -127,48 +126,5 @@ func TestCSVIdempotencyCoversFormat(t *testing.T) {
 	}
 	if n := ts.jobCount(); n != 2 {
 		t.Fatalf("%d jobs, want 2", n)
-	}
-}
-
-// The New export form offers the format (xlsx chosen) and the BOM; csv chosen makes a
-// csv export, and a BOM with xlsx shows the form again with an error beside the format.
-func TestUINewExportFormFormat(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, testOpts{Idle: true})
-	doc := page(t, ts.get("/exports/new?report=demo"), http.StatusOK)
-	if sel := tid(doc, "file-format").Find("option[selected]"); sel.AttrOr("value", "") != "xlsx" {
-		t.Errorf("format chosen by default: %q, want xlsx", sel.AttrOr("value", ""))
-	}
-	if _, on := tid(doc, "file-bom").Attr("checked"); on {
-		t.Error("the BOM box is checked by default")
-	}
-	form := formOf(t, doc)
-
-	bad := url.Values{}
-	for k, v := range form {
-		bad[k] = v
-	}
-	bad.Set("file-format", "xlsx")
-	bad.Set("file-bom", "true")
-	doc = page(t, ts.postForm("/exports", bad, nil), http.StatusUnprocessableEntity)
-	if got := tid(doc, "error-file-format").Text(); !strings.Contains(got, "only for CSV") {
-		t.Errorf("error-file-format %q", got)
-	}
-	if _, on := tid(doc, "file-bom").Attr("checked"); !on {
-		t.Error("the BOM box was not kept checked")
-	}
-	if n := ts.jobCount(); n != 0 {
-		t.Fatalf("a bad format made %d jobs", n)
-	}
-
-	form.Set("file-format", "csv")
-	form.Set("file-bom", "true")
-	res := ts.postForm("/exports", form, nil)
-	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("submit: status %d; %s", res.StatusCode, res.body)
-	}
-	j, _ := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/"))
-	if j.Format != "csv" || !j.BOM {
-		t.Errorf("the form's job has format %q, bom %v; want csv with a BOM", j.Format, j.BOM)
 	}
 }

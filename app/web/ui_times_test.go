@@ -1,4 +1,4 @@
-package app
+package web_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"sheetq/app/schedules"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -29,7 +30,7 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 	ts := newTestServer(t, testOpts{Now: clock.Now})
 
 	// A schedule that has fired once (its page lists the export it made).
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"0 6 * * *","timezone":"Europe/Berlin"}`, http.StatusCreated)
+	sc := ts.createSchedule(schedules.Input{Report: "demo", Params: map[string]any{"rows": 2}, Cron: "0 6 * * *", TimeZone: "Europe/Berlin"})
 	ts.sched.Stop() // fired by hand below
 	clock.Advance(24 * time.Hour)
 	if n, err := ts.sched.FireDue(ctx); err != nil || n != 1 {
@@ -232,7 +233,7 @@ func TestUIDatetimeFieldInTheViewersZone(t *testing.T) {
 		t.Fatalf("submit: %d: %s", res.StatusCode, res.body)
 	}
 	id := strings.TrimPrefix(res.Header.Get("Location"), "/exports/")
-	j, _ := ts.job(id)
+	j := ts.job(id)
 	if got := j.Params["since"]; got != "2025-07-01T06:30:00Z" {
 		t.Errorf("08:30 typed by a Berlin viewer in July ran as %v, want 2025-07-01T06:30:00Z", got)
 	}

@@ -1,7 +1,8 @@
-package app
+package web_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -196,8 +197,8 @@ func TestUIDeleteIsConfirmed(t *testing.T) {
 	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/?deleted=") {
 		t.Fatalf("confirmed delete: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
-	if res := ts.get("/api/v1/exports/" + j.ID); res.StatusCode != http.StatusNotFound {
-		t.Errorf("deleted export answers %d", res.StatusCode)
+	if _, err := ts.svc.Load(context.Background(), j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted export loads: %v", err)
 	}
 	doc = page(t, ts.get(res.Header.Get("Location")), http.StatusOK)
 	if !strings.Contains(tid(doc, "list-notice").Text(), "Deleted") {
@@ -252,8 +253,8 @@ func TestUIBulkActions(t *testing.T) {
 		t.Errorf("%d refused outcomes, want 1", n)
 	}
 	for _, id := range []string{ok.ID, bad1.ID} {
-		if res := ts.get("/api/v1/exports/" + id); res.StatusCode != http.StatusNotFound {
-			t.Errorf("%s after bulk delete: %d", id, res.StatusCode)
+		if _, err := ts.svc.Load(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s after bulk delete: %v", id, err)
 		}
 	}
 
