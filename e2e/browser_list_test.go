@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"net/http"
+	"sheetq/internal/client"
 	"strings"
 	"testing"
 
@@ -210,6 +211,11 @@ func TestBrowserPhoneWidth(t *testing.T) {
 		if dy > 12 {
 			b.fatalf("%s: the connection state is %.0f px below the brand: a line of its own", path, dy)
 		}
+	}
+	// The height is that of 50 finished rows: a running row carries a progress bar, and
+	// how many still run when the page is read depends on the machine's load.
+	for _, id := range ids {
+		p.waitJob(t, id, "finished", func(j client.Job) bool { return j.Status == "SUCCEEDED" })
 	}
 	b.open("/")
 	if n := b.count(tid("export-row")); n != 50 {
