@@ -11,6 +11,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs"
 	"sheetq/store"
 )
@@ -38,12 +39,12 @@ func TestAbandonedHandlerIsShown(t *testing.T) {
 
 	// shown returns the Queue page's abandoned entry and the two metrics.
 	shown := func() (text string, warn bool, alive, total float64) {
-		res := ts.get("/queue")
-		doc, err := goquery.NewDocumentFromReader(bytes.NewReader(res.body))
+		res := ts.Get("/queue")
+		doc, err := goquery.NewDocumentFromReader(bytes.NewReader(res.Body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sel := tid(doc, "abandoned-handlers")
+		sel := apptest.TID(doc, "abandoned-handlers")
 		fams := ts.scrape()
 		alive = fams["sheetq_handlers_abandoned"].GetMetric()[0].GetGauge().GetValue()
 		total = fams["sheetq_handlers_abandoned_total"].GetMetric()[0].GetCounter().GetValue()
@@ -61,7 +62,7 @@ func TestAbandonedHandlerIsShown(t *testing.T) {
 	if _, err := eng.Cancel(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		got, err := st.Get(ctx, j.ID)
 		return err == nil && got.Status == store.StatusCanceled && eng.Running() == 0,
 			fmt.Sprintf("job %s, %d running; want CANCELED and the worker free", got.Status, eng.Running())
@@ -71,7 +72,7 @@ func TestAbandonedHandlerIsShown(t *testing.T) {
 	}
 
 	close(unblock)
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		alive, _ := eng.Abandoned()
 		return alive == 0, "the abandoned handler is still counted as running"
 	})

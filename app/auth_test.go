@@ -8,19 +8,19 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"sheetq/app/middleware"
+	"sheetq/internal/apptest"
 )
 
 // noRedirects makes the test server's client return redirects instead of following them.
 func noRedirects(ts *testServer) {
-	ts.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	ts.HC.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 }
 
-func sessionFrom(t *testing.T, res response) *http.Cookie {
+func sessionFrom(t *testing.T, res apptest.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range res.Cookies() {
 		if c.Name == middleware.SessionCookie {
@@ -54,17 +54,17 @@ func TestNamedTokens(t *testing.T) {
 	} {
 		res := c.do(exchange{op: "POST /api/v1/exports", body: body, status: http.StatusAccepted, checkRequest: true,
 			header: http.Header{"Authorization": {"Bearer " + tt.secret}, "Content-Type": {"application/json"}}})
-		j := decodeJob(t, res)
+		j := apptest.DecodeJob(t, res)
 		if j.CreatedBy != tt.name {
 			t.Errorf("token %s: created_by %q", tt.name, j.CreatedBy)
 		}
-		if bytes.Contains(res.body, []byte(tt.secret)) {
-			t.Errorf("token %s: the job shows the secret: %s", tt.name, res.body)
+		if bytes.Contains(res.Body, []byte(tt.secret)) {
+			t.Errorf("token %s: the job shows the secret: %s", tt.name, res.Body)
 		}
 		got := c.do(exchange{op: "GET /api/v1/exports/{id}", vars: map[string]string{"id": j.ID}, status: http.StatusOK,
 			header: http.Header{"Authorization": {"Bearer alice-secret-0123"}}})
-		if decodeJob(t, got).CreatedBy != tt.name {
-			t.Errorf("token %s: read back created_by %s", tt.name, got.body)
+		if apptest.DecodeJob(t, got).CreatedBy != tt.name {
+			t.Errorf("token %s: read back created_by %s", tt.name, got.Body)
 		}
 	}
 	for _, h := range []string{"", "Bearer nope", "Bearer ci-secret-012345678", "Bearer ci-secret-01234567890", "Bearer default-secret-0123x"} {
@@ -72,8 +72,8 @@ func TestNamedTokens(t *testing.T) {
 		if h != "" {
 			hdr.Set("Authorization", h)
 		}
-		res := ts.request(http.MethodPost, "/api/v1/exports", bytes.NewReader(body), hdr)
-		checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+		res := ts.Request(http.MethodPost, "/api/v1/exports", bytes.NewReader(body), hdr)
+		apptest.CheckProblem(t, res, http.StatusUnauthorized, "unauthorized")
 	}
 	if n := ts.jobCount(); n != 3 {
 		t.Errorf("%d jobs, want the 3 authorised ones", n)
@@ -148,33 +148,33 @@ func TestLoginFlow(t *testing.T) {
 	noRedirects(ts)
 	html := http.Header{"Accept": {"text/html,application/xhtml+xml"}}
 
-	res := ts.request(http.MethodGet, "/?x=1", nil, html)
+	res := ts.Request(http.MethodGet, "/?x=1", nil, html)
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login?next=%2F%3Fx%3D1" {
 		t.Fatalf("page without a session: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	// The API keeps answering 401 problems, whatever the Accept header.
-	checkProblem(t, ts.request(http.MethodGet, "/api/v1/exports", nil, html), http.StatusUnauthorized, "unauthorized")
+	apptest.CheckProblem(t, ts.Request(http.MethodGet, "/api/v1/exports", nil, html), http.StatusUnauthorized, "unauthorized")
 
-	res = ts.request(http.MethodGet, "/login?next=/jobs", nil, html)
-	if res.StatusCode != http.StatusOK || !bytes.Contains(res.body, []byte(`data-testid="login-form"`)) ||
-		!bytes.Contains(res.body, []byte(`value="/jobs"`)) || bytes.Contains(res.body, []byte(ts.dir.Root)) {
-		t.Fatalf("GET /login: %d\n%s", res.StatusCode, res.body)
+	res = ts.Request(http.MethodGet, "/login?next=/jobs", nil, html)
+	if res.StatusCode != http.StatusOK || !bytes.Contains(res.Body, []byte(`data-testid="login-form"`)) ||
+		!bytes.Contains(res.Body, []byte(`value="/jobs"`)) || bytes.Contains(res.Body, []byte(ts.dir.Root)) {
+		t.Fatalf("GET /login: %d\n%s", res.StatusCode, res.Body)
 	}
 
-	res = ts.postForm("/login", url.Values{"token": {"wrong"}, "next": {"/"}}, nil)
-	if res.StatusCode != http.StatusUnauthorized || !bytes.Contains(res.body, []byte(`data-testid="login-error"`)) {
-		t.Fatalf("wrong token: %d\n%s", res.StatusCode, res.body)
+	res = ts.PostForm("/login", url.Values{"token": {"wrong"}, "next": {"/"}}, nil)
+	if res.StatusCode != http.StatusUnauthorized || !bytes.Contains(res.Body, []byte(`data-testid="login-error"`)) {
+		t.Fatalf("wrong token: %d\n%s", res.StatusCode, res.Body)
 	}
 	if len(res.Cookies()) != 0 {
 		t.Fatalf("a wrong token set cookies: %v", res.Cookies())
 	}
 	// A cross-site post of a token (signing the victim in as the attacker) is refused.
-	res = ts.postForm("/login", url.Values{"token": {"ci-secret-0123456"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
+	res = ts.PostForm("/login", url.Values{"token": {"ci-secret-0123456"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}})
 	if res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
 		t.Fatalf("cross-site sign-in: %d, cookies %v", res.StatusCode, res.Cookies())
 	}
 
-	res = ts.postForm("/login", url.Values{"token": {"ci-secret-0123456"}, "next": {"//evil.example/"}}, nil)
+	res = ts.PostForm("/login", url.Values{"token": {"ci-secret-0123456"}, "next": {"//evil.example/"}}, nil)
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
 		t.Fatalf("sign-in: %d, Location %q (an off-site next must become /)", res.StatusCode, res.Header.Get("Location"))
 	}
@@ -184,19 +184,19 @@ func TestLoginFlow(t *testing.T) {
 		t.Fatalf("cookie %+v", ck)
 	}
 
-	if res := ts.request(http.MethodGet, "/", nil, withCookie(ck, html)); res.StatusCode != http.StatusOK ||
+	if res := ts.Request(http.MethodGet, "/", nil, withCookie(ck, html)); res.StatusCode != http.StatusOK ||
 		!strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("home page with the session: %d %s", res.StatusCode, res.body)
+		t.Fatalf("home page with the session: %d %s", res.StatusCode, res.Body)
 	}
-	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(ck, nil)); res.StatusCode != http.StatusOK {
-		t.Fatalf("API GET with the session: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, withCookie(ck, nil)); res.StatusCode != http.StatusOK {
+		t.Fatalf("API GET with the session: %d %s", res.StatusCode, res.Body)
 	}
 	// The event stream (EventSource cannot send headers, only cookies).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/api/v1/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/v1/events", nil)
 	req.Header = withCookie(ck, http.Header{"Accept": {"text/event-stream"}})
-	stream, err := ts.hc.Do(req)
+	stream, err := ts.HC.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +209,15 @@ func TestLoginFlow(t *testing.T) {
 	// A change with the cookie: same-origin works and is recorded under the token's
 	// name; from another site it is refused.
 	h := withCookie(ck, http.Header{"Content-Type": {"application/json"}, "Sec-Fetch-Site": {"same-origin"}})
-	res = ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
-	if res.StatusCode != http.StatusAccepted || decodeJob(t, res).CreatedBy != "ci" {
-		t.Fatalf("same-origin POST with the session: %d %s", res.StatusCode, res.body)
+	res = ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
+	if res.StatusCode != http.StatusAccepted || apptest.DecodeJob(t, res).CreatedBy != "ci" {
+		t.Fatalf("same-origin POST with the session: %d %s", res.StatusCode, res.Body)
 	}
 	h.Set("Sec-Fetch-Site", "cross-site")
-	res = ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
-	checkProblem(t, res, http.StatusForbidden, "cross_origin")
+	res = ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
+	apptest.CheckProblem(t, res, http.StatusForbidden, "cross_origin")
 
-	res = ts.request(http.MethodPost, "/logout", nil, withCookie(ck, nil))
+	res = ts.Request(http.MethodPost, "/logout", nil, withCookie(ck, nil))
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("logout: %d", res.StatusCode)
 	}
@@ -244,7 +244,7 @@ func TestSessionCookieRejected(t *testing.T) {
 	}
 	same := middleware.NewAuth([]Token{{Name: "default", Secret: "s3cret-token-0123"}, {Name: "gone", Secret: "removed-token"}}, key, nil)
 	good := cookie(same, "default")
-	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(good, nil)); res.StatusCode != http.StatusOK {
+	if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, withCookie(good, nil)); res.StatusCode != http.StatusOK {
 		t.Fatalf("a cookie the server's key signed for a live token: %d", res.StatusCode)
 	}
 	forged := *good
@@ -260,7 +260,7 @@ func TestSessionCookieRejected(t *testing.T) {
 		"forged name": &forged,
 		"garbage":     {Name: middleware.SessionCookie, Value: "s3cret-token-0123"},
 	} {
-		res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
+		res := ts.Request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
 		if res.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s: status %d, want 401", what, res.StatusCode)
 		}
@@ -271,53 +271,53 @@ func TestSessionCookieRejected(t *testing.T) {
 // from anyone else those headers are ignored.
 func TestTrustedProxies(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", TrustedProxies: loopback,
 		BaseURL: "https://sheetq.example.com/", Log: &logs})
 	noRedirects(ts)
 	fwd := http.Header{"X-Forwarded-For": {"198.51.100.7, 203.0.113.9"}, "X-Forwarded-Proto": {"https"},
 		"X-Forwarded-Host": {"sheetq.example.com"}, "X-Request-Id": {"proxied-1"}}
-	res := ts.postForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
+	res := ts.PostForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
 	if res.StatusCode != http.StatusSeeOther || !sessionFrom(t, res).Secure {
 		t.Fatalf("sign-in through an https proxy: %d, cookie %+v", res.StatusCode, res.Cookies())
 	}
-	waitFor(t, 5*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 5*time.Second, func() (bool, string) {
 		return strings.Contains(logs.String(), "request_id=proxied-1") && strings.Contains(logs.String(), "client_ip=203.0.113.9"), logs.String()
 	})
 	// The public host passes the Host check; other names do not.
-	if res := ts.request(http.MethodGet, "/healthz", nil, http.Header{"Host": {"sheetq.example.com"}}); res.StatusCode != http.StatusOK {
+	if res := ts.Request(http.MethodGet, "/healthz", nil, http.Header{"Host": {"sheetq.example.com"}}); res.StatusCode != http.StatusOK {
 		t.Errorf("Host of the base URL: %d", res.StatusCode)
 	}
-	checkProblem(t, ts.request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"evil.example"}}),
+	apptest.CheckProblem(t, ts.Request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"evil.example"}}),
 		http.StatusMisdirectedRequest, "bad_host")
 	// The curl example on the home page names the public URL.
-	page := ts.request(http.MethodGet, "/", nil, http.Header{"Authorization": {"Bearer s3cret-token-0123"}})
-	if !bytes.Contains(page.body, []byte("https://sheetq.example.com/api/v1/exports")) {
-		t.Errorf("home page does not show the base URL:\n%s", page.body)
+	page := ts.Request(http.MethodGet, "/", nil, http.Header{"Authorization": {"Bearer s3cret-token-0123"}})
+	if !bytes.Contains(page.Body, []byte("https://sheetq.example.com/api/v1/exports")) {
+		t.Errorf("home page does not show the base URL:\n%s", page.Body)
 	}
 
 	plain := newTestServer(t, testOpts{Token: "s3cret-token-0123"})
 	noRedirects(plain)
-	res = plain.postForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
+	res = plain.PostForm("/login", url.Values{"token": {"s3cret-token-0123"}}, fwd)
 	if res.StatusCode != http.StatusSeeOther || sessionFrom(t, res).Secure {
 		t.Fatalf("forwarded headers from an untrusted peer made the cookie Secure: %+v", res.Cookies())
 	}
-	checkProblem(t, plain.request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"sheetq.example.com"}, "Host": {"sheetq.example.com"}}),
+	apptest.CheckProblem(t, plain.Request(http.MethodGet, "/healthz", nil, http.Header{"X-Forwarded-Host": {"sheetq.example.com"}, "Host": {"sheetq.example.com"}}),
 		http.StatusMisdirectedRequest, "bad_host")
 }
 
 // Every line logged while serving a request carries its id, not only the access line.
 func TestRequestIDOnEveryLogLine(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{Token: "s3cret-token-0123", Log: &logs})
-	res := ts.postForm("/login", url.Values{"token": {"wrong"}}, http.Header{"X-Request-Id": {"req-42"}})
+	res := ts.PostForm("/login", url.Values{"token": {"wrong"}}, http.Header{"X-Request-Id": {"req-42"}})
 	if res.StatusCode != http.StatusUnauthorized || res.Header.Get("X-Request-Id") != "req-42" {
 		t.Fatalf("status %d, X-Request-Id %q", res.StatusCode, res.Header.Get("X-Request-Id"))
 	}
 	var warn, access bool
-	waitFor(t, 5*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 5*time.Second, func() (bool, string) {
 		warn, access = false, false
 		for line := range strings.SplitSeq(logs.String(), "\n") {
 			if strings.Contains(line, "sign-in with a wrong token") {
@@ -332,22 +332,4 @@ func TestRequestIDOnEveryLogLine(t *testing.T) {
 	if strings.Contains(logs.String(), "wrong") && strings.Contains(logs.String(), "token=wrong") {
 		t.Errorf("a token value reached the log:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer the server's goroutines can log to while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -52,14 +53,14 @@ func (r *rawRequest) send(n int) {
 }
 
 // finish sends the rest of the body and reads the answer.
-func (r *rawRequest) finish() response {
+func (r *rawRequest) finish() apptest.Response {
 	r.t.Helper()
 	r.send(len(r.body) - r.sent)
 	return r.answer()
 }
 
 // answer reads the server's answer.
-func (r *rawRequest) answer() response {
+func (r *rawRequest) answer() apptest.Response {
 	r.t.Helper()
 	res, err := http.ReadResponse(bufio.NewReader(r.conn), nil)
 	if err != nil {
@@ -70,7 +71,7 @@ func (r *rawRequest) answer() response {
 	if err != nil {
 		r.t.Fatalf("read answer body: %v", err)
 	}
-	return response{Response: res, body: b}
+	return apptest.Response{Response: res, Body: b}
 }
 
 // bodyPosts are the requests whose bodies start an export: the API and the page's form.
@@ -90,9 +91,9 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 	for _, p := range bodyPosts {
 		t.Run(p.name, func(t *testing.T) {
 			ts := newTestServer(t, testOpts{Idle: true})
-			req := startRaw(t, ts.url, p.path, p.contentType, p.body, 5)
+			req := startRaw(t, ts.URL, p.path, p.contentType, p.body, 5)
 			// The handler is blocked reading the body: the client has not sent the rest.
-			waitFor(t, 15*time.Second, func() (bool, string) {
+			apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 				return ts.mw.BodiesReading() > 0, "no handler is reading the body"
 			})
 			if n := ts.engine.Config().Gate.Active(); n != 0 {
@@ -103,12 +104,12 @@ func TestTricklingBodyHoldsNoForeground(t *testing.T) {
 				t.Fatalf("%d foreground spans after one more byte; want 0", n)
 			}
 			if res := req.finish(); res.StatusCode != p.accepted {
-				t.Fatalf("status %d, want %d; body %s", res.StatusCode, p.accepted, res.body)
+				t.Fatalf("status %d, want %d; body %s", res.StatusCode, p.accepted, res.Body)
 			}
 			if n := ts.jobCount(); n != 1 {
 				t.Fatalf("%d jobs, want 1", n)
 			}
-			waitFor(t, 15*time.Second, func() (bool, string) {
+			apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 				return ts.engine.Config().Gate.Active() == 0, "the foreground span did not end with the request"
 			})
 		})
@@ -122,11 +123,11 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	for _, p := range bodyPosts {
 		t.Run(p.name, func(t *testing.T) {
 			ts := newTestServer(t, testOpts{Idle: true, BodyTimeout: 300 * time.Millisecond})
-			res := startRaw(t, ts.url, p.path, p.contentType, p.body, 5).answer()
+			res := startRaw(t, ts.URL, p.path, p.contentType, p.body, 5).answer()
 			if p.name == "api" {
-				checkProblem(t, res, http.StatusRequestTimeout, "request_timeout")
+				apptest.CheckProblem(t, res, http.StatusRequestTimeout, "request_timeout")
 			} else if res.StatusCode != http.StatusRequestTimeout {
-				t.Fatalf("status %d, want 408; body %s", res.StatusCode, res.body)
+				t.Fatalf("status %d, want 408; body %s", res.StatusCode, res.Body)
 			}
 			if !res.Close {
 				t.Error("the connection stays open after a body timed out")
@@ -150,30 +151,30 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 
 	// The first request's commit waits for the lock; the second queues behind it, where
 	// a cancelled request context would drop it (TestClientGoneDuringEnqueue).
-	first := make(chan response, 1)
-	go func() { first <- ts.post(`{"report":"demo","params":{"rows":5}}`, "deadline-1") }()
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	first := make(chan apptest.Response, 1)
+	go func() { first <- ts.Post(`{"report":"demo","params":{"rows":5}}`, "deadline-1") }()
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 		return ts.store.BatchStats().Commits > 0, "the first request's commit has not started"
 	})
-	queued := startRaw(t, ts.url, "/api/v1/exports", "application/json", `{"report":"demo","params":{"rows":6}}`, 0)
+	queued := startRaw(t, ts.URL, "/api/v1/exports", "application/json", `{"report":"demo","params":{"rows":6}}`, 0)
 	queued.send(len(queued.body))
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 		return ts.store.BatchStats().Waiting == 1, "the second request is not queued"
 	})
 	// A body started now that never ends times out: by then the queued request's
 	// deadline has passed too.
-	later := startRaw(t, ts.url, "/api/v1/exports", "application/json", `{"report":"demo"}`, 3)
-	checkProblem(t, later.answer(), http.StatusRequestTimeout, "request_timeout")
+	later := startRaw(t, ts.URL, "/api/v1/exports", "application/json", `{"report":"demo"}`, 3)
+	apptest.CheckProblem(t, later.answer(), http.StatusRequestTimeout, "request_timeout")
 
 	release()
 	if res := <-first; res.StatusCode != http.StatusAccepted {
-		t.Fatalf("first request: status %d, want 202; body %s", res.StatusCode, res.body)
+		t.Fatalf("first request: status %d, want 202; body %s", res.StatusCode, res.Body)
 	}
 	res := queued.answer()
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("a request whose body was in: status %d after its wait, want 202; body %s", res.StatusCode, res.body)
+		t.Fatalf("a request whose body was in: status %d after its wait, want 202; body %s", res.StatusCode, res.Body)
 	}
-	j := decodeJob(t, res)
+	j := apptest.DecodeJob(t, res)
 	for {
 		c, _ := events.nextChange()
 		if c.Job == j.ID {

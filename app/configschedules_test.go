@@ -40,15 +40,15 @@ params = { rows = 7 }
 deliver = [{ type = "folder", path = "` + dir + `" }]
 `)
 	ts := newDeliveryServer(t, fc, testOpts{Idle: true}, nil)
-	res := ts.get("/api/v1/schedules/daily-demo")
+	res := ts.Get("/api/v1/schedules/daily-demo")
 	var sc struct {
 		Owner   string            `json:"owner"`
 		Cron    string            `json:"cron"`
 		Params  map[string]any    `json:"params"`
 		Deliver []json.RawMessage `json:"deliver"`
 	}
-	if res.StatusCode != http.StatusOK || json.Unmarshal(res.body, &sc) != nil {
-		t.Fatalf("declared schedule: %d %s", res.StatusCode, res.body)
+	if res.StatusCode != http.StatusOK || json.Unmarshal(res.Body, &sc) != nil {
+		t.Fatalf("declared schedule: %d %s", res.StatusCode, res.Body)
 	}
 	if sc.Owner != "sheetq.toml" || sc.Cron != "0 6 * * *" || sc.Params["rows"] != float64(7) || len(sc.Deliver) != 1 {
 		t.Fatalf("declared schedule: %+v", sc)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -79,7 +80,7 @@ type mailpitMessage struct {
 func (mp mailpitEnv) mailTo(t *testing.T, addr string) mailpitMessage {
 	t.Helper()
 	var id string
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		var list struct {
 			Messages []struct{ ID string }
 		}
@@ -139,7 +140,7 @@ func newDeliveryServer(t *testing.T, fc FileConfig, opts testOpts, tweak func(a 
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
 	t.Cleanup(a.hub.Stop) // before hs.Close: open event streams end
-	return &testServer{App: a, t: t, url: hs.URL, hc: hs.Client()}
+	return &testServer{App: a, Client: apptest.NewClient(t, hs), t: t}
 }
 
 // scheduledExport enqueues a demo export the way a schedule's firing does: with its
@@ -160,7 +161,7 @@ func (ts *testServer) scheduledExport(rows int, targets ...deliver.Target) strin
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	ts.waitStatus(job.ID, store.StatusSucceeded)
+	ts.WaitStatus(job.ID, store.StatusSucceeded)
 	return job.ID
 }
 
@@ -169,7 +170,7 @@ func (ts *testServer) scheduledExport(rows int, targets ...deliver.Target) strin
 func (ts *testServer) deliveryEvents(exportID string, n int) []deliver.Attempt {
 	ts.t.Helper()
 	var got []deliver.Attempt
-	waitFor(ts.t, 30*time.Second, func() (bool, string) {
+	apptest.WaitFor(ts.t, 30*time.Second, func() (bool, string) {
 		evs, err := ts.store.Events(context.Background(), exportID)
 		if err != nil {
 			ts.t.Fatal(err)
@@ -243,7 +244,7 @@ func TestDeliverByEmailAttachesTheFile(t *testing.T) {
 		t.Fatalf("attachments %+v, want one", m.Attachments)
 	}
 	att := m.Attachments[0]
-	job, _ := ts.job(id)
+	job, _ := ts.Job(id)
 	if att.FileName != job.File.Name || !strings.Contains(att.ContentType, "spreadsheetml") {
 		t.Errorf("attachment %s (%s), want %s as xlsx", att.FileName, att.ContentType, job.File.Name)
 	}
@@ -251,11 +252,11 @@ func TestDeliverByEmailAttachesTheFile(t *testing.T) {
 	if sum := sha256.Sum256(attached); hex.EncodeToString(sum[:]) != job.File.SHA256 {
 		t.Errorf("attachment's sha256 differs from the export's file (%d bytes, want %d)", len(attached), job.File.Size)
 	}
-	download := ts.get("/api/v1/exports/" + id + "/file")
+	download := ts.Get("/api/v1/exports/" + id + "/file")
 	if download.StatusCode != http.StatusOK {
 		t.Fatalf("download: %d", download.StatusCode)
 	}
-	want, have := sheetRows(t, download.body), sheetRows(t, attached)
+	want, have := sheetRows(t, download.Body), sheetRows(t, attached)
 	if len(want) != 301 || len(have) != len(want) {
 		t.Fatalf("attachment has %d rows, the export %d (want 301: header and 300)", len(have), len(want))
 	}
@@ -334,7 +335,7 @@ func TestDeliverToFolder(t *testing.T) {
 			t.Errorf("unexpected attempt %+v", a)
 		}
 	}
-	job, _ := ts.job(id)
+	job, _ := ts.Job(id)
 	copied, err := os.ReadFile(filepath.Join(target, job.File.Name))
 	if err != nil {
 		t.Fatal(err)
@@ -388,7 +389,7 @@ func TestDeliveryRetriesWhenSMTPIsDown(t *testing.T) {
 	}
 	// The attempt's event is written before its job's end commits: wait for the end.
 	var dj store.Job
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		dj, err = ts.store.Get(context.Background(), got[0].DeliveryJob)
 		return err == nil && dj.Status.Final(), fmt.Sprintf("delivery job %s, %v", dj.Status, err)
 	})
@@ -422,11 +423,11 @@ func TestDeliverToAWebhookAndAFolderTogether(t *testing.T) {
 		testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}}, nil)
 	id := ts.scheduledExport(5, deliver.Target{Type: deliver.TypeWebhook, URL: rc.URL + "/hook"}, deliver.Target{Type: deliver.TypeFolder, Path: root})
 	ts.deliveryEvents(id, 1)
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		got := rc.of(id)
 		return len(got) == 1 && got[0].typ == "export.succeeded", fmt.Sprintf("receiver got %d deliveries", len(got))
 	})
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		evs, err := ts.store.Events(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)

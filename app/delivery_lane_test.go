@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -96,13 +97,13 @@ func TestStalledRelayDoesNotDelayWebhooks(t *testing.T) {
 	}
 	stalled := ts.scheduledExport(5, targets...)
 	busy := ts.laneWorkers(deliver.Queue)
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		n := relay.accepted()
 		return n >= busy, fmt.Sprintf("the relay holds %d connections, want every delivery worker's (%d)", n, busy)
 	})
 
-	hooked := ts.create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/hook"))
-	waitFor(t, 30*time.Second, func() (bool, string) {
+	hooked := ts.Create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/hook"))
+	apptest.WaitFor(t, 30*time.Second, func() (bool, string) {
 		got := rc.of(hooked.ID)
 		return len(got) == 1 && got[0].typ == webhook.EventExportSucceeded,
 			fmt.Sprintf("receiver got %d deliveries for %s; lanes %+v", len(got), hooked.ID, ts.engine.Lanes())

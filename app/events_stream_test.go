@@ -21,6 +21,7 @@ import (
 
 	"sheetq/app/events"
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -55,7 +56,7 @@ type sseClient struct {
 // set, and requires a 200 event stream.
 func openEvents(t *testing.T, ts *testServer, query, lastID string) *sseClient {
 	t.Helper()
-	return openEventsWith(t, ts.hc, ts.url, query, lastID)
+	return openEventsWith(t, ts.HC, ts.URL, query, lastID)
 }
 
 func openEventsWith(t *testing.T, hc *http.Client, base, query, lastID string) *sseClient {
@@ -260,8 +261,8 @@ func TestEventsReplayAfterReconnect(t *testing.T) {
 	first := openEvents(t, ts, "", "")
 	// Both workers busy with jobs that run until cancelled: new jobs then stay PENDING,
 	// and every change below is one the test makes itself.
-	a := ts.create(slowJob)
-	a2 := ts.create(slowJob)
+	a := ts.Create(slowJob)
+	a2 := ts.Create(slowJob)
 	defer ts.cancel(a.ID)
 	defer ts.cancel(a2.ID)
 	started := map[string]bool{}
@@ -281,8 +282,8 @@ func TestEventsReplayAfterReconnect(t *testing.T) {
 	first.close()
 
 	// Three changes while disconnected.
-	b := ts.create(`{"report":"demo","params":{"rows":5}}`)
-	c := ts.create(`{"report":"demo","params":{"rows":5}}`)
+	b := ts.Create(`{"report":"demo","params":{"rows":5}}`)
+	c := ts.Create(`{"report":"demo","params":{"rows":5}}`)
 	if _, err := ts.engine.Cancel(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -330,10 +331,10 @@ func TestEventsSnapshotAfterPruning(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ctx := context.Background()
-	a := ts.create(slowJob)
-	b := ts.create(`{"report":"demo","params":{"rows":5}}`)
-	ts.waitStatus(b.ID, store.StatusSucceeded)
-	ts.waitStatus(a.ID, store.StatusProcessing)
+	a := ts.Create(slowJob)
+	b := ts.Create(`{"report":"demo","params":{"rows":5}}`)
+	ts.WaitStatus(b.ID, store.StatusSucceeded)
+	ts.WaitStatus(a.ID, store.StatusProcessing)
 
 	all, _, err := ts.store.EventsSince(ctx, "", 100)
 	if err != nil {
@@ -448,10 +449,10 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 		if len(ids) == 1000 {
 			t.Fatalf("stalled client still subscribed after %d jobs", len(ids))
 		}
-		ids = append(ids, ts.create(`{"report":"demo","params":{"rows":1}}`).ID)
+		ids = append(ids, ts.Create(`{"report":"demo","params":{"rows":1}}`).ID)
 	}
 	t.Logf("the hub dropped the stalled client after %d jobs", len(ids))
-	waitFor(t, time.Minute, func() (bool, string) {
+	apptest.WaitFor(t, time.Minute, func() (bool, string) {
 		counts, err := ts.store.Counts(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -480,12 +481,12 @@ func TestEventsJobFilter(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Hub: events.Config{ProgressEvery: 10 * time.Millisecond}})
 	ctx := context.Background()
-	a := ts.create(slowJob)
-	ts.waitStatus(a.ID, store.StatusProcessing)
+	a := ts.Create(slowJob)
+	ts.WaitStatus(a.ID, store.StatusProcessing)
 
 	s := openEvents(t, ts, "?job="+a.ID, "")
-	b := ts.create(`{"report":"demo","params":{"rows":2000,"seconds":0.5}}`)
-	ts.waitStatus(b.ID, store.StatusSucceeded)
+	b := ts.Create(`{"report":"demo","params":{"rows":2000,"seconds":0.5}}`)
+	ts.WaitStatus(b.ID, store.StatusSucceeded)
 	ts.cancel(a.ID)
 	for {
 		ev := s.next()
@@ -518,7 +519,7 @@ func TestEventsJobFilter(t *testing.T) {
 		}
 	}
 
-	checkProblem(t, ts.get("/api/v1/events?job=nope"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Get("/api/v1/events?job=nope"), http.StatusNotFound, "not_found")
 }
 
 // TestEventsProgressCoalesced: a running job's progress arrives as progress events without
@@ -528,7 +529,7 @@ func TestEventsProgressCoalesced(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	s := openEvents(t, ts, "", "")
 	const rows = 5000
-	j := ts.create(fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":1}}`, rows))
+	j := ts.Create(fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":1}}`, rows))
 	var (
 		progress  []apiv1.ProgressEvent
 		lastState string
@@ -571,8 +572,8 @@ func TestEventsProgressCoalesced(t *testing.T) {
 func TestEventsStreamHeaders(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Hub: events.Config{KeepAlive: 10 * time.Millisecond}})
-	j := ts.create(`{"report":"demo","params":{"rows":1}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":1}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	head, err := ts.store.EventHead(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -580,8 +581,8 @@ func TestEventsStreamHeaders(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/api/v1/events", nil)
-	res, err := ts.hc.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/api/v1/events", nil)
+	res, err := ts.HC.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,9 +619,9 @@ func TestEventsStreamHeaders(t *testing.T) {
 		}
 	}
 
-	checkProblem(t, ts.request(http.MethodGet, "/api/v1/events", nil, http.Header{"Last-Event-ID": {"abc"}}),
+	apptest.CheckProblem(t, ts.Request(http.MethodGet, "/api/v1/events", nil, http.Header{"Last-Event-ID": {"abc"}}),
 		http.StatusBadRequest, "bad_last_event_id")
-	checkProblem(t, ts.get("/api/v1/events?last_event_id=-1"), http.StatusBadRequest, "bad_last_event_id")
+	apptest.CheckProblem(t, ts.Get("/api/v1/events?last_event_id=-1"), http.StatusBadRequest, "bad_last_event_id")
 }
 
 // TestEventsEndWhenHubStops: stopping the hub ends open streams, and refuses new ones.
@@ -630,7 +631,7 @@ func TestEventsEndWhenHubStops(t *testing.T) {
 	s := openEvents(t, ts, "", "")
 	ts.hub.Stop()
 	s.waitEnd()
-	checkProblem(t, ts.get("/api/v1/events"), http.StatusServiceUnavailable, "shutting_down")
+	apptest.CheckProblem(t, ts.Get("/api/v1/events"), http.StatusServiceUnavailable, "shutting_down")
 }
 
 // TestRunEndsEventStreams: a graceful shutdown is not held up by open event streams.
@@ -656,15 +657,15 @@ func TestRunEndsEventStreams(t *testing.T) {
 func TestEventsStreamTellsOfDeletion(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	all := openEvents(t, ts, "", "")
 	one := openEvents(t, ts, "?job="+j.ID, "")
-	other := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(other.ID, store.StatusSucceeded)
+	other := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(other.ID, store.StatusSucceeded)
 
-	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", res.StatusCode, res.Body)
 	}
 	for name, c := range map[string]*sseClient{"all": all, "?job=": one} {
 		for {
@@ -691,20 +692,20 @@ func TestEventsHeadEndsAtOnce(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	for _, path := range []string{"/api/v1/events", "/reports/events"} {
-		res := ts.request(http.MethodHead, path, nil, nil)
+		res := ts.Request(http.MethodHead, path, nil, nil)
 		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
 			t.Fatalf("HEAD %s: %d %q", path, res.StatusCode, res.Header.Get("Content-Type"))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/healthz", nil)
-		next, err := ts.hc.Do(req)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/healthz", nil)
+		next, err := ts.HC.Do(req)
 		cancel()
 		if err != nil {
 			t.Fatalf("the request after HEAD %s: %v", path, err)
 		}
 		next.Body.Close()
 	}
-	if res := ts.request(http.MethodHead, "/api/v1/events?last_event_id=abc", nil, nil); res.StatusCode != http.StatusBadRequest {
+	if res := ts.Request(http.MethodHead, "/api/v1/events?last_event_id=abc", nil, nil); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("HEAD with a malformed id: %d, want 400", res.StatusCode)
 	}
 }
@@ -715,11 +716,11 @@ func TestEventsHeadEndsAtOnce(t *testing.T) {
 func TestEventsBadQuery(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	ts.hc = &http.Client{Timeout: 5 * time.Second} // a stream started by mistake fails the test, not hangs it
+	ts.HC = &http.Client{Timeout: 5 * time.Second} // a stream started by mistake fails the test, not hangs it
 	for _, q := range []string{"?a;last_event_id=1", "?last_event_id=1%zz", "?last_event_id=1&last_event_id=2", "?job=a&job=b"} {
-		p := checkProblem(t, ts.get("/api/v1/events"+q), http.StatusBadRequest, "bad_query")
+		p := apptest.CheckProblem(t, ts.Get("/api/v1/events"+q), http.StatusBadRequest, "bad_query")
 		t.Logf("%s: %v", q, p["detail"])
 	}
-	checkProblem(t, ts.request(http.MethodGet, "/api/v1/events", nil, http.Header{"Last-Event-ID": {"1", "2"}}),
+	apptest.CheckProblem(t, ts.Request(http.MethodGet, "/api/v1/events", nil, http.Header{"Last-Event-ID": {"1", "2"}}),
 		http.StatusBadRequest, "bad_last_event_id")
 }

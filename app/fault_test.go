@@ -19,6 +19,7 @@ import (
 
 	"sheetq/app/problem"
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
@@ -32,10 +33,10 @@ import (
 // is created or lost, and once the lock is released the same request goes through.
 func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{BusyTimeout: 100 * time.Millisecond, Log: &logs})
-	before := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	ts.waitStatus(before.ID, store.StatusSucceeded)
+	before := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	ts.WaitStatus(before.ID, store.StatusSucceeded)
 
 	// Another process's connection (sheetq backup, a sqlite3 shell) takes the write lock.
 	// It waits for the server's own short writes (the engine finishing the job above)
@@ -44,34 +45,34 @@ func TestBusyDatabaseAnswers503WithRetryAfter(t *testing.T) {
 
 	// The engine's claims (it polls) find the lock too: one WARN line says they wait,
 	// not an ERROR per poll.
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 		return strings.Contains(logs.String(), "claims wait"), "no log line about claims waiting"
 	})
 	n := ts.jobCount()
 	body := `{"report":"demo","params":{"rows":20}}`
-	res := ts.post(body, "busy-1")
-	checkProblem(t, res, http.StatusServiceUnavailable, "store_busy")
+	res := ts.Post(body, "busy-1")
+	apptest.CheckProblem(t, res, http.StatusServiceUnavailable, "store_busy")
 	if ra := res.Header.Get("Retry-After"); ra == "" {
 		t.Errorf("503 without Retry-After")
 	}
-	if res := ts.request(http.MethodPost, "/api/v1/exports/"+before.ID+"/retry", nil, nil); res.StatusCode >= 500 && res.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("retry while busy: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodPost, "/api/v1/exports/"+before.ID+"/retry", nil, nil); res.StatusCode >= 500 && res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("retry while busy: %d %s", res.StatusCode, res.Body)
 	}
 	// Reads go through WAL beside the lock.
-	if res := ts.get("/api/v1/exports/" + before.ID); res.StatusCode != http.StatusOK {
-		t.Errorf("GET while busy: %d %s", res.StatusCode, res.body)
+	if res := ts.Get("/api/v1/exports/" + before.ID); res.StatusCode != http.StatusOK {
+		t.Errorf("GET while busy: %d %s", res.StatusCode, res.Body)
 	}
 	if got := ts.jobCount(); got != n {
 		t.Errorf("a refused request created a job: %d jobs, want %d", got, n)
 	}
 
 	release()
-	res = ts.post(body, "busy-1")
+	res = ts.Post(body, "busy-1")
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("after the lock is released: %d %s", res.StatusCode, res.body)
+		t.Fatalf("after the lock is released: %d %s", res.StatusCode, res.Body)
 	}
-	j := decodeJob(t, res)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := apptest.DecodeJob(t, res)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	if got := ts.jobCount(); got != n+1 {
 		t.Errorf("%d jobs after the retry, want %d", got, n+1)
 	}
@@ -90,8 +91,8 @@ func TestHangingSourceIsStoppedByStallGuard(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{StallAfter: 300 * time.Millisecond, MaxAttempts: 2})
 	// Two rows spread over an hour: the first is due after half an hour.
-	hung := ts.create(`{"report":"demo","params":{"rows":2,"seconds":3600}}`)
-	j, _ := ts.waitStatus(hung.ID, store.StatusFailed)
+	hung := ts.Create(`{"report":"demo","params":{"rows":2,"seconds":3600}}`)
+	j, _ := ts.WaitStatus(hung.ID, store.StatusFailed)
 	if j.Error == nil || j.Error.Code != "stalled" || !strings.Contains(j.Error.Message, "no progress") {
 		t.Fatalf("error = %+v, want code stalled, a message saying no progress", j.Error)
 	}
@@ -112,11 +113,11 @@ func TestHangingSourceIsStoppedByStallGuard(t *testing.T) {
 		t.Errorf("%d attempt_failed events, want 1", failed)
 	}
 	// Both workers are free again: two jobs run and succeed.
-	a := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	b := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	ts.waitStatus(a.ID, store.StatusSucceeded)
-	ts.waitStatus(b.ID, store.StatusSucceeded)
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	a := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	b := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	ts.WaitStatus(a.ID, store.StatusSucceeded)
+	ts.WaitStatus(b.ID, store.StatusSucceeded)
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		n := ts.engine.Running()
 		return n == 0, fmt.Sprintf("%d executions still running", n)
 	})
@@ -150,7 +151,7 @@ func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
 		t.Skip("counts file handles through /proc")
 	}
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":20000}}`)
+	j := ts.Create(`{"report":"demo","params":{"rows":20000}}`)
 	done := waitSlow(ts, j.ID, store.StatusSucceeded)
 	path := filepath.Join(ts.dir.Exports(), j.ID+".xlsx")
 	if done.File == nil || done.File.Size < 256<<10 {
@@ -158,11 +159,11 @@ func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
 	}
 
 	for range 3 {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "GET /api/v1/exports/%s/file HTTP/1.1\r\nHost: %s\r\n\r\n", j.ID, strings.TrimPrefix(ts.url, "http://"))
+		fmt.Fprintf(conn, "GET /api/v1/exports/%s/file HTTP/1.1\r\nHost: %s\r\n\r\n", j.ID, strings.TrimPrefix(ts.URL, "http://"))
 		br := bufio.NewReader(conn)
 		status, err := br.ReadString('\n')
 		if err != nil || !strings.Contains(status, "200") {
@@ -173,19 +174,19 @@ func TestDownloadDisconnectLeavesServerFine(t *testing.T) {
 		}
 		conn.Close() // mid-body
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		n := openFDs(t, path)
 		return n == 0, fmt.Sprintf("%d handles still open on the file", n)
 	})
 
-	res := ts.get("/api/v1/exports/" + j.ID + "/file")
-	sum := sha256.Sum256(res.body)
-	if res.StatusCode != http.StatusOK || int64(len(res.body)) != done.File.Size || hex.EncodeToString(sum[:]) != done.File.SHA256 {
+	res := ts.Get("/api/v1/exports/" + j.ID + "/file")
+	sum := sha256.Sum256(res.Body)
+	if res.StatusCode != http.StatusOK || int64(len(res.Body)) != done.File.Size || hex.EncodeToString(sum[:]) != done.File.SHA256 {
 		t.Fatalf("download after the hang-ups: %d, %d bytes, sha256 %x; want 200, %d bytes, %s",
-			res.StatusCode, len(res.body), sum, done.File.Size, done.File.SHA256)
+			res.StatusCode, len(res.Body), sum, done.File.Size, done.File.SHA256)
 	}
-	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
-		t.Fatalf("delete: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", res.StatusCode, res.Body)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("file still there after delete: %v", err)
@@ -221,7 +222,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 	}
 	ts := newTestServer(t, testOpts{DataDir: root, MaxAttempts: 2})
 
-	big := ts.create(`{"report":"demo","params":{"rows":20000}}`)
+	big := ts.Create(`{"report":"demo","params":{"rows":20000}}`)
 	j := waitSlow(ts, big.ID, store.StatusFailed)
 	if j.Error == nil || j.Error.Code != "disk_full" || !strings.Contains(j.Error.Message, "no space left on device") {
 		t.Fatalf("error = %+v, want code disk_full and a message saying the disk is full", j.Error)
@@ -240,18 +241,18 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 	}
 
 	// The server keeps answering, and what fits still works.
-	if res := ts.get("/healthz"); res.StatusCode != http.StatusOK {
-		t.Errorf("healthz: %d %s", res.StatusCode, res.body)
+	if res := ts.Get("/healthz"); res.StatusCode != http.StatusOK {
+		t.Errorf("healthz: %d %s", res.StatusCode, res.Body)
 	}
-	small := ts.create(`{"report":"demo","params":{"rows":100}}`)
-	ts.waitStatus(small.ID, store.StatusSucceeded)
+	small := ts.Create(`{"report":"demo","params":{"rows":100}}`)
+	ts.WaitStatus(small.ID, store.StatusSucceeded)
 
 	// Space is freed, then the user retries.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if res := ts.request(http.MethodPost, "/api/v1/exports/"+big.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodPost, "/api/v1/exports/"+big.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry: %d %s", res.StatusCode, res.Body)
 	}
 	done := waitSlow(ts, big.ID, store.StatusSucceeded)
 	b, err := os.ReadFile(filepath.Join(ts.dir.Exports(), big.ID+".xlsx"))
@@ -266,8 +267,8 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 func waitSlow(ts *testServer, id string, want store.Status) apiv1.Job {
 	ts.t.Helper()
 	var j apiv1.Job
-	waitFor(ts.t, 2*time.Minute, func() (bool, string) {
-		j, _ = ts.job(id)
+	apptest.WaitFor(ts.t, 2*time.Minute, func() (bool, string) {
+		j, _ = ts.Job(id)
 		return store.Status(j.Status) == want, fmt.Sprintf("job %s is %s (attempt %d, error %+v), want %s", id, j.Status, j.Attempt, j.Error, want)
 	})
 	return j
@@ -278,7 +279,7 @@ func waitSlow(ts *testServer, id string, want store.Status) apiv1.Job {
 // at INFO, and the status is 499, not a 500 with an ERROR line.
 func TestClientGoneDuringEnqueue(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{BusyTimeout: 30 * time.Second, Idle: true, Log: &logs})
 	n := ts.jobCount()
 
@@ -287,15 +288,15 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 	release := storetest.HoldWriteLock(t, ts.dir.DB())
 
 	body := `{"report":"demo","params":{"rows":10}}`
-	first := make(chan response, 1)
-	go func() { first <- ts.post(body, "gone-1") }()
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	first := make(chan apptest.Response, 1)
+	go func() { first <- ts.Post(body, "gone-1") }()
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 		return ts.store.BatchStats().Commits > 0, "the first request's commit has not started"
 	})
 
 	ctx, hangUp := context.WithCancel(context.Background())
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/api/v1/exports", strings.NewReader(body))
-	req.Host = strings.TrimPrefix(ts.url, "http://")
+	req.Host = strings.TrimPrefix(ts.URL, "http://")
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "gone-2")
 	rec := httptest.NewRecorder()
@@ -304,7 +305,7 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 		defer close(served)
 		ts.Handler().ServeHTTP(rec, req)
 	}()
-	waitFor(t, 15*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
 		return ts.store.BatchStats().Waiting == 1, "the second request is not queued"
 	})
 	hangUp()
@@ -315,7 +316,7 @@ func TestClientGoneDuringEnqueue(t *testing.T) {
 
 	release()
 	if res := <-first; res.StatusCode != http.StatusAccepted {
-		t.Fatalf("the request that stayed: %d %s", res.StatusCode, res.body)
+		t.Fatalf("the request that stayed: %d %s", res.StatusCode, res.Body)
 	}
 	if got := ts.jobCount(); got != n+1 {
 		t.Errorf("%d jobs after one kept and one abandoned request, want %d", got, n+1)

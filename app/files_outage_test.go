@@ -14,6 +14,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"sheetq/internal/apptest"
 	"sheetq/internal/objstore/objstoretest"
 	"sheetq/store"
 )
@@ -28,7 +29,7 @@ func TestUploadRidesOutABucketOutage(t *testing.T) {
 	ts := newTestServer(t, testOpts{Files: pb.URL("team"), FilesAccessKey: b.AccessKey, FilesSecretKey: b.SecretKey})
 
 	proxy.Down()
-	j := ts.create(`{"report":"demo","params":{"rows":2000}}`)
+	j := ts.Create(`{"report":"demo","params":{"rows":2000}}`)
 	uploads := func() int {
 		n := 0
 		for _, line := range proxy.Dropped() {
@@ -43,7 +44,7 @@ func TestUploadRidesOutABucketOutage(t *testing.T) {
 	// is an outage longer than all of them together.
 	want := 2 * store.DefaultMaxAttempts
 	var now store.Job
-	waitFor(t, 60*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 60*time.Second, func() (bool, string) {
 		var err error
 		if now, err = ts.store.Get(context.Background(), j.ID); err != nil {
 			t.Fatal(err)
@@ -57,18 +58,18 @@ func TestUploadRidesOutABucketOutage(t *testing.T) {
 	}
 	proxy.Up()
 
-	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
+	done, _ := ts.WaitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
 	if done.Status != string(store.StatusSucceeded) || done.Attempt != 1 || done.File == nil {
 		t.Fatalf("export %+v, want SUCCEEDED on attempt 1 with a file", done)
 	}
-	file := ts.get("/api/v1/exports/" + j.ID + "/file")
+	file := ts.Get("/api/v1/exports/" + j.ID + "/file")
 	if file.StatusCode != http.StatusOK {
-		t.Fatalf("download: %d %s", file.StatusCode, file.body)
+		t.Fatalf("download: %d %s", file.StatusCode, file.Body)
 	}
-	if sum := sha256.Sum256(file.body); hex.EncodeToString(sum[:]) != done.File.SHA256 || int64(len(file.body)) != done.File.Size {
-		t.Fatalf("downloaded %d bytes whose sha256 is not the recorded one (%d bytes, %s)", len(file.body), done.File.Size, done.File.SHA256)
+	if sum := sha256.Sum256(file.Body); hex.EncodeToString(sum[:]) != done.File.SHA256 || int64(len(file.Body)) != done.File.Size {
+		t.Fatalf("downloaded %d bytes whose sha256 is not the recorded one (%d bytes, %s)", len(file.Body), done.File.Size, done.File.SHA256)
 	}
-	if rows := sheetRows(t, file.body); len(rows) != 2001 {
+	if rows := sheetRows(t, file.Body); len(rows) != 2001 {
 		t.Fatalf("the file has %d rows, want 2001 (header and 2000)", len(rows))
 	}
 }
@@ -100,16 +101,16 @@ func TestReadyzFollowsTheBucket(t *testing.T) {
 	ts := newTestServer(t, testOpts{Files: pb.URL("team"), FilesAccessKey: b.AccessKey, FilesSecretKey: b.SecretKey})
 	ready := func(want int) {
 		t.Helper()
-		waitFor(t, 30*time.Second, func() (bool, string) {
-			res := ts.get("/readyz")
+		apptest.WaitFor(t, 30*time.Second, func() (bool, string) {
+			res := ts.Get("/readyz")
 			if res.StatusCode == http.StatusServiceUnavailable {
 				var p struct{ Code string }
-				if err := json.Unmarshal(res.body, &p); err != nil || p.Code != "files_unavailable" ||
+				if err := json.Unmarshal(res.Body, &p); err != nil || p.Code != "files_unavailable" ||
 					res.Header.Get("Content-Type") != "application/problem+json" {
-					t.Fatalf("/readyz: 503 %q %s, want problem+json files_unavailable", res.Header.Get("Content-Type"), res.body)
+					t.Fatalf("/readyz: 503 %q %s, want problem+json files_unavailable", res.Header.Get("Content-Type"), res.Body)
 				}
 			}
-			return res.StatusCode == want, fmt.Sprintf("/readyz answers %d %s, want %d", res.StatusCode, res.body, want)
+			return res.StatusCode == want, fmt.Sprintf("/readyz answers %d %s, want %d", res.StatusCode, res.Body, want)
 		})
 	}
 	ready(http.StatusOK)

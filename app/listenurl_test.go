@@ -1,6 +1,7 @@
 package app
 
 import (
+	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 
 	"log/slog"
@@ -45,7 +46,7 @@ func TestLocalURL(t *testing.T) {
 func TestRunOnEveryAddressGivesAUsableURL(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	url, _ := startRun(t, Config{
 		Addr: "0.0.0.0:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
 		Token: "s3cret-token-0123", Logger: slog.New(slog.NewTextHandler(&logs, nil)),

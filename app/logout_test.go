@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"sheetq/app/middleware"
+	"sheetq/internal/apptest"
 )
 
 // Signing out ends every session of the token, not only the cookie of the browser that
@@ -33,34 +34,34 @@ func TestLogoutEndsCopiedSessions(t *testing.T) {
 
 	signIn := func(ts *testServer, token string) *http.Cookie {
 		t.Helper()
-		res := ts.postForm("/login", url.Values{"token": {token}, "next": {"/"}}, nil)
+		res := ts.PostForm("/login", url.Values{"token": {token}, "next": {"/"}}, nil)
 		if res.StatusCode != http.StatusSeeOther {
-			t.Fatalf("sign-in: %d %s", res.StatusCode, res.body)
+			t.Fatalf("sign-in: %d %s", res.StatusCode, res.Body)
 		}
 		return sessionFrom(t, res)
 	}
 	html := http.Header{"Accept": {"text/html"}}
 	valid := func(ts *testServer, what string, c *http.Cookie) {
 		t.Helper()
-		if res := ts.request(http.MethodGet, "/", nil, withCookie(c, html)); res.StatusCode != http.StatusOK {
+		if res := ts.Request(http.MethodGet, "/", nil, withCookie(c, html)); res.StatusCode != http.StatusOK {
 			t.Errorf("%s: home page %d, want 200", what, res.StatusCode)
 		}
-		if res := ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil)); res.StatusCode != http.StatusOK {
+		if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil)); res.StatusCode != http.StatusOK {
 			t.Errorf("%s: API %d, want 200", what, res.StatusCode)
 		}
 	}
 	refused := func(ts *testServer, what string, c *http.Cookie) {
 		t.Helper()
-		res := ts.request(http.MethodGet, "/exports/new", nil, withCookie(c, html))
+		res := ts.Request(http.MethodGet, "/exports/new", nil, withCookie(c, html))
 		if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/login?") {
 			t.Errorf("%s: page %d, Location %q; want a redirect to /login", what, res.StatusCode, res.Header.Get("Location"))
 		}
-		res = ts.request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
+		res = ts.Request(http.MethodGet, "/api/v1/exports", nil, withCookie(c, nil))
 		if res.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s: API %d, want 401", what, res.StatusCode)
 			return
 		}
-		checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+		apptest.CheckProblem(t, res, http.StatusUnauthorized, "unauthorized")
 	}
 
 	mine := signIn(ts, secret)
@@ -72,7 +73,7 @@ func TestLogoutEndsCopiedSessions(t *testing.T) {
 		valid(ts, what+" before sign-out", c)
 	}
 
-	res := ts.request(http.MethodPost, "/logout", nil, withCookie(mine, nil))
+	res := ts.Request(http.MethodPost, "/logout", nil, withCookie(mine, nil))
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
 		t.Fatalf("logout: %d, Location %q", res.StatusCode, res.Header.Get("Location"))
 	}
@@ -88,8 +89,8 @@ func TestLogoutEndsCopiedSessions(t *testing.T) {
 
 	// A logout with a cookie that is no longer valid, or with none, ends nothing more.
 	for _, h := range []http.Header{withCookie(copied, nil), nil} {
-		if res := ts.request(http.MethodPost, "/logout", nil, h); res.StatusCode != http.StatusSeeOther {
-			t.Fatalf("logout without a valid session: %d %s", res.StatusCode, res.body)
+		if res := ts.Request(http.MethodPost, "/logout", nil, h); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("logout without a valid session: %d %s", res.StatusCode, res.Body)
 		}
 	}
 	valid(ts, "the new sign-in after a stale logout", again)

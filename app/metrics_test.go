@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"sheetq/app/metrics"
+	"sheetq/internal/apptest"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -27,17 +28,17 @@ type metricFamilies map[string]*dto.MetricFamily
 // scrape fetches and parses /metrics from the running server.
 func (ts *testServer) scrape() metricFamilies {
 	ts.t.Helper()
-	res := ts.get("/metrics")
+	res := ts.Get("/metrics")
 	if res.StatusCode != http.StatusOK {
-		ts.t.Fatalf("GET /metrics: status %d; body %s", res.StatusCode, res.body)
+		ts.t.Fatalf("GET /metrics: status %d; body %s", res.StatusCode, res.Body)
 	}
 	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		ts.t.Fatalf("GET /metrics: Content-Type %q, want the text format", ct)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(res.body))
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(res.Body))
 	if err != nil {
-		ts.t.Fatalf("parse /metrics: %v\n%s", err, res.body)
+		ts.t.Fatalf("parse /metrics: %v\n%s", err, res.Body)
 	}
 	return fams
 }
@@ -121,22 +122,22 @@ func kindLabel(extra ...string) map[string]string {
 func (ts *testServer) runDemoExports() []string {
 	ts.t.Helper()
 	first := `{"report":"demo","params":{"rows":10}}`
-	res := ts.post(first, "metrics-key")
+	res := ts.Post(first, "metrics-key")
 	if res.StatusCode != http.StatusAccepted {
-		ts.t.Fatalf("POST: status %d; body %s", res.StatusCode, res.body)
+		ts.t.Fatalf("POST: status %d; body %s", res.StatusCode, res.Body)
 	}
-	ids := []string{decodeJob(ts.t, res).ID}
-	ids = append(ids, ts.create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`).ID)
-	ids = append(ids, ts.create(`{"report":"demo","params":{"rows":20}}`).ID)
+	ids := []string{apptest.DecodeJob(ts.t, res).ID}
+	ids = append(ids, ts.Create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`).ID)
+	ids = append(ids, ts.Create(`{"report":"demo","params":{"rows":20}}`).ID)
 	for _, id := range ids {
-		ts.waitStatus(id, store.StatusSucceeded)
+		ts.WaitStatus(id, store.StatusSucceeded)
 	}
-	replay := ts.post(first, "metrics-key")
+	replay := ts.Post(first, "metrics-key")
 	if replay.StatusCode != http.StatusOK || replay.Header.Get("Idempotent-Replayed") != "true" {
 		ts.t.Fatalf("replay: status %d, Idempotent-Replayed %q", replay.StatusCode, replay.Header.Get("Idempotent-Replayed"))
 	}
 	// A job is SUCCEEDED a moment before its worker's slot is free again.
-	waitFor(ts.t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(ts.t, 10*time.Second, func() (bool, string) {
 		n := ts.engine.Running()
 		return n == 0, fmt.Sprintf("%d workers still busy", n)
 	})
@@ -158,9 +159,9 @@ func TestMetricsCountTheJobsThatRan(t *testing.T) {
 	})
 
 	ids := ts.runDemoExports()
-	ts.get("/api/v1/no-such-route")
-	ts.request("BREW", "/api/v1/exports", nil, nil)
-	ts.get("/no-such-page")
+	ts.Get("/api/v1/no-such-route")
+	ts.Request("BREW", "/api/v1/exports", nil, nil)
+	ts.Get("/no-such-page")
 
 	f := ts.scrape()
 	f.want(t, []metricCheck{
@@ -233,13 +234,13 @@ func TestMetricsCountTheJobsThatRan(t *testing.T) {
 func TestMetricsCountCancels(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	slow := ts.create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)
-	ts.waitStatus(slow.ID, store.StatusProcessing)
-	res := ts.request(http.MethodPost, "/api/v1/exports/"+slow.ID+"/cancel", nil, nil)
+	slow := ts.Create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)
+	ts.WaitStatus(slow.ID, store.StatusProcessing)
+	res := ts.Request(http.MethodPost, "/api/v1/exports/"+slow.ID+"/cancel", nil, nil)
 	if res.StatusCode != http.StatusAccepted && res.StatusCode != http.StatusOK {
-		t.Fatalf("cancel: status %d; body %s", res.StatusCode, res.body)
+		t.Fatalf("cancel: status %d; body %s", res.StatusCode, res.Body)
 	}
-	ts.waitStatus(slow.ID, store.StatusCanceled)
+	ts.WaitStatus(slow.ID, store.StatusCanceled)
 
 	ts.scrape().want(t, []metricCheck{
 		{"sheetq_jobs_accepted_total", kindLabel(), 1},
@@ -293,12 +294,12 @@ func TestStatsAfterExports(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	ts.runDemoExports()
 
-	res := ts.get("/api/v1/stats")
+	res := ts.Get("/api/v1/stats")
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET /api/v1/stats: status %d, Content-Type %q; body %s", res.StatusCode, res.Header.Get("Content-Type"), res.body)
+		t.Fatalf("GET /api/v1/stats: status %d, Content-Type %q; body %s", res.StatusCode, res.Header.Get("Content-Type"), res.Body)
 	}
 	var s metrics.Stats
-	if err := json.Unmarshal(res.body, &s); err != nil {
+	if err := json.Unmarshal(res.Body, &s); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts := map[store.Status]int{}
@@ -373,8 +374,8 @@ func TestMetricsGroupCommitAndStreams(t *testing.T) {
 	jobs := before.value(t, "sheetq_group_commit_jobs_total", nil)
 	writes := before.value(t, "sheetq_store_write_seconds", nil)
 
-	ts.create(`{"report":"demo","params":{"rows":1}}`)
-	ts.create(`{"report":"demo","params":{"rows":2}}`)
+	ts.Create(`{"report":"demo","params":{"rows":1}}`)
+	ts.Create(`{"report":"demo","params":{"rows":2}}`)
 	c := openEvents(t, ts, "", "")
 	defer c.close()
 	after := ts.scrape()

@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"net/http"
+	"sheetq/internal/apptest"
 	"strings"
 	"testing"
 )
@@ -14,13 +15,13 @@ func TestToken(t *testing.T) {
 	// The right token first: the wrong ones below use up the sign-in limit of this
 	// client address (TestSignInLimit).
 	ok := bearer("Bearer s3cret-token-0123")
-	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, ok); res.StatusCode != http.StatusOK {
-		t.Errorf("with the token: status %d; body %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, ok); res.StatusCode != http.StatusOK {
+		t.Errorf("with the token: status %d; body %s", res.StatusCode, res.Body)
 	}
 	h := ok.Clone()
 	h.Set("Content-Type", "application/json")
-	if res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h); res.StatusCode != http.StatusAccepted {
-		t.Errorf("POST with the token: status %d; body %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h); res.StatusCode != http.StatusAccepted {
+		t.Errorf("POST with the token: status %d; body %s", res.StatusCode, res.Body)
 	}
 	for _, tt := range []struct {
 		name   string
@@ -34,8 +35,8 @@ func TestToken(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, path := range []string{"/api/v1/exports", "/api/v1/reports", "/api/v1/exports/x/file", "/"} {
-				res := ts.request(http.MethodGet, path, nil, tt.header)
-				checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+				res := ts.Request(http.MethodGet, path, nil, tt.header)
+				apptest.CheckProblem(t, res, http.StatusUnauthorized, "unauthorized")
 				if !strings.HasPrefix(res.Header.Get("WWW-Authenticate"), "Bearer") {
 					t.Errorf("GET %s: WWW-Authenticate %q", path, res.Header.Get("WWW-Authenticate"))
 				}
@@ -45,16 +46,16 @@ func TestToken(t *testing.T) {
 				h = http.Header{}
 			}
 			h.Set("Content-Type", "application/json")
-			res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
-			checkProblem(t, res, http.StatusUnauthorized, "unauthorized")
+			res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
+			apptest.CheckProblem(t, res, http.StatusUnauthorized, "unauthorized")
 			if n := ts.jobCount(); n != 1 {
 				t.Errorf("an unauthenticated POST made %d jobs", n-1)
 			}
 		})
 	}
 
-	if res := ts.get("/healthz"); res.StatusCode != http.StatusOK {
-		t.Errorf("/healthz without a token: status %d; body %s", res.StatusCode, res.body)
+	if res := ts.Get("/healthz"); res.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a token: status %d; body %s", res.StatusCode, res.Body)
 	}
 }
 
@@ -62,18 +63,18 @@ func TestHostCheck(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, host := range []string{"evil.example", "evil.example:8080", "127.0.0.1.nip.io", "10.0.0.1"} {
-		res := ts.request(http.MethodGet, "/api/v1/exports", nil, http.Header{"Host": {host}})
-		checkProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
+		res := ts.Request(http.MethodGet, "/api/v1/exports", nil, http.Header{"Host": {host}})
+		apptest.CheckProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
 	}
-	res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
+	res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
 		http.Header{"Host": {"evil.example"}, "Content-Type": {"application/json"}})
-	checkProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
+	apptest.CheckProblem(t, res, http.StatusMisdirectedRequest, "bad_host")
 	if n := ts.jobCount(); n != 0 {
 		t.Errorf("a refused host made %d jobs", n)
 	}
 	for _, host := range []string{"localhost", "localhost:1234", "127.0.0.1", "[::1]:8080"} {
-		if res := ts.request(http.MethodGet, "/healthz", nil, http.Header{"Host": {host}}); res.StatusCode != http.StatusOK {
-			t.Errorf("Host %s: status %d; body %s", host, res.StatusCode, res.body)
+		if res := ts.Request(http.MethodGet, "/healthz", nil, http.Header{"Host": {host}}); res.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: status %d; body %s", host, res.StatusCode, res.Body)
 		}
 	}
 }
@@ -81,7 +82,7 @@ func TestHostCheck(t *testing.T) {
 func TestHealthz(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	res := ts.get("/healthz")
+	res := ts.Get("/healthz")
 	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
 	}
@@ -89,8 +90,8 @@ func TestHealthz(t *testing.T) {
 		Status  string `json:"status"`
 		Version string `json:"version"`
 	}
-	if err := json.Unmarshal(res.body, &body); err != nil || body.Status != "ok" || body.Version != "test" {
-		t.Errorf("body %s (%v), want status ok and version test", res.body, err)
+	if err := json.Unmarshal(res.Body, &body); err != nil || body.Status != "ok" || body.Version != "test" {
+		t.Errorf("body %s (%v), want status ok and version test", res.Body, err)
 	}
 	if res.Header.Get("X-Request-Id") == "" {
 		t.Error("no X-Request-Id")
@@ -105,24 +106,24 @@ func TestProbesRefuseOtherMethodsAsProblems(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
-			res := ts.request(method, path, nil, nil)
-			checkProblem(t, res, http.StatusMethodNotAllowed, "method_not_allowed")
+			res := ts.Request(method, path, nil, nil)
+			apptest.CheckProblem(t, res, http.StatusMethodNotAllowed, "method_not_allowed")
 			if allow := res.Header.Get("Allow"); allow != "GET, HEAD" {
 				t.Errorf("%s %s: Allow %q, want GET, HEAD", method, path, allow)
 			}
 		}
 	}
 	ts = newTestServer(t, testOpts{Token: "s3cret-token-for-tests"})
-	checkProblem(t, ts.request(http.MethodPost, "/metrics", nil, nil), http.StatusUnauthorized, "")
-	checkProblem(t, ts.request(http.MethodPost, "/healthz", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
+	apptest.CheckProblem(t, ts.Request(http.MethodPost, "/metrics", nil, nil), http.StatusUnauthorized, "")
+	apptest.CheckProblem(t, ts.Request(http.MethodPost, "/healthz", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }
 
 func TestReports(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	res := ts.get("/api/v1/reports")
+	res := ts.Get("/api/v1/reports")
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("status %d; body %s", res.StatusCode, res.body)
+		t.Fatalf("status %d; body %s", res.StatusCode, res.Body)
 	}
 	var body struct {
 		Reports []struct {
@@ -132,29 +133,29 @@ func TestReports(t *testing.T) {
 			} `json:"params"`
 		} `json:"reports"`
 	}
-	if err := json.Unmarshal(res.body, &body); err != nil {
-		t.Fatalf("decode: %v; body %s", err, res.body)
+	if err := json.Unmarshal(res.Body, &body); err != nil {
+		t.Fatalf("decode: %v; body %s", err, res.Body)
 	}
 	if len(body.Reports) == 0 || body.Reports[0].ID != "demo" || len(body.Reports[0].Params) != 3 {
-		t.Errorf("reports %s, want demo with 3 params", res.body)
+		t.Errorf("reports %s, want demo with 3 params", res.Body)
 	}
 }
 
 func TestHomePage(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	res := ts.get("/")
+	res := ts.Get("/")
 	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	page := string(res.body)
+	page := string(res.Body)
 	if !strings.Contains(page, `data-testid="no-exports"`) || strings.Contains(page, `data-testid="exports"`) {
 		t.Errorf("empty home page lacks no-exports or shows exports:\n%s", page)
 	}
 
-	j := ts.create(`{"report":"demo","params":{"rows":5}}`)
-	ts.waitStatus(j.ID, "SUCCEEDED")
-	page = string(ts.get("/").body)
+	j := ts.Create(`{"report":"demo","params":{"rows":5}}`)
+	ts.WaitStatus(j.ID, "SUCCEEDED")
+	page = string(ts.Get("/").Body)
 	for _, want := range []string{`data-testid="exports"`, `data-id="` + j.ID + `"`, `href="/api/v1/exports/` + j.ID + `/file"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("home page lacks %s:\n%s", want, page)
@@ -163,7 +164,7 @@ func TestHomePage(t *testing.T) {
 	if strings.Contains(page, `data-testid="no-exports"`) {
 		t.Error("home page still says no exports")
 	}
-	if res := ts.get("/nope"); res.StatusCode != http.StatusNotFound {
+	if res := ts.Get("/nope"); res.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /nope: status %d", res.StatusCode)
 	}
 }

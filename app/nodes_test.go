@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/internal/objstore/objstoretest"
 	"sheetq/store"
 	"sheetq/store/storetest/pgtest"
@@ -34,29 +35,29 @@ func twoNodes(t *testing.T, dsn string, pollOnly bool) (n1, n2 *testServer) {
 func runOnTheOtherNode(t *testing.T, n1, n2 *testServer, key string) apiv1.Job {
 	t.Helper()
 	const body = `{"report":"demo","params":{"rows":5}}`
-	res := n1.post(body, key)
+	res := n1.Post(body, key)
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST on n1: status %d, want 202: %s", res.StatusCode, res.body)
+		t.Fatalf("POST on n1: status %d, want 202: %s", res.StatusCode, res.Body)
 	}
-	j := decodeJob(t, res)
-	again := n2.post(body, key)
-	if again.Header.Get("Idempotent-Replayed") != "true" || decodeJob(t, again).ID != j.ID {
+	j := apptest.DecodeJob(t, res)
+	again := n2.Post(body, key)
+	if again.Header.Get("Idempotent-Replayed") != "true" || apptest.DecodeJob(t, again).ID != j.ID {
 		t.Fatalf("the same Idempotency-Key on n2: status %d, Idempotent-Replayed %q, body %s; want a replay of job %s",
-			again.StatusCode, again.Header.Get("Idempotent-Replayed"), again.body, j.ID)
+			again.StatusCode, again.Header.Get("Idempotent-Replayed"), again.Body, j.ID)
 	}
-	done, _ := n1.waitStatus(j.ID, store.StatusSucceeded)
+	done, _ := n1.WaitStatus(j.ID, store.StatusSucceeded)
 	if done.Attempt != 1 {
 		t.Fatalf("attempt %d, want 1", done.Attempt)
 	}
 	if w := startedBy(t, n1, j.ID); w != "n2" {
 		t.Fatalf("the job started on %q, want n2: n1's engine is stopped", w)
 	}
-	f1, f2 := n1.get("/api/v1/exports/"+j.ID+"/file"), n2.get("/api/v1/exports/"+j.ID+"/file")
+	f1, f2 := n1.Get("/api/v1/exports/"+j.ID+"/file"), n2.Get("/api/v1/exports/"+j.ID+"/file")
 	if f1.StatusCode != http.StatusOK || f2.StatusCode != http.StatusOK {
 		t.Fatalf("download: n1 %d, n2 %d, want 200 from both", f1.StatusCode, f2.StatusCode)
 	}
-	if !bytes.Equal(f1.body, f2.body) || !bytes.HasPrefix(f1.body, []byte("PK")) || int64(len(f1.body)) != done.File.Size {
-		t.Fatalf("download: n1 %d bytes, n2 %d bytes, recorded %d; want the same xlsx from both", len(f1.body), len(f2.body), done.File.Size)
+	if !bytes.Equal(f1.Body, f2.Body) || !bytes.HasPrefix(f1.Body, []byte("PK")) || int64(len(f1.Body)) != done.File.Size {
+		t.Fatalf("download: n1 %d bytes, n2 %d bytes, recorded %d; want the same xlsx from both", len(f1.Body), len(f2.Body), done.File.Size)
 	}
 	return done
 }
@@ -120,20 +121,20 @@ func TestPostgresOutageAnswers503(t *testing.T) {
 	proxy, via := pgtest.NewProxy(t, pgtest.FreshSchema(t))
 	ts := newTestServer(t, testOpts{Store: via, Node: "n1", Idle: true})
 	const body = `{"report":"demo","params":{"rows":1}}`
-	ts.create(body)
+	ts.Create(body)
 
 	proxy.Cut()
-	res := ts.post(body, "")
-	checkProblem(t, res, http.StatusServiceUnavailable, "store_unavailable")
+	res := ts.Post(body, "")
+	apptest.CheckProblem(t, res, http.StatusServiceUnavailable, "store_unavailable")
 	if res.Header.Get("Retry-After") == "" {
 		t.Errorf("no Retry-After on a 503 of a database outage")
 	}
-	checkProblem(t, ts.get("/readyz"), http.StatusServiceUnavailable, "store_unavailable")
+	apptest.CheckProblem(t, ts.Get("/readyz"), http.StatusServiceUnavailable, "store_unavailable")
 
 	proxy.Restore()
-	waitFor(t, streamWait, func() (bool, string) {
-		res := ts.post(body, "")
-		return res.StatusCode == http.StatusAccepted, fmt.Sprintf("POST after the database came back: %d %s", res.StatusCode, res.body)
+	apptest.WaitFor(t, streamWait, func() (bool, string) {
+		res := ts.Post(body, "")
+		return res.StatusCode == http.StatusAccepted, fmt.Sprintf("POST after the database came back: %d %s", res.StatusCode, res.Body)
 	})
 	if n := ts.jobCount(); n != 2 {
 		t.Fatalf("%d jobs, want 2: the one accepted before the outage and the one after", n)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/pg"
@@ -33,37 +34,37 @@ func TestNULIsRefusedWhereValuesComeIn(t *testing.T) {
 				opts.Store = pgtest.FreshSchema(t)
 			}
 			ts := newTestServer(t, opts)
-			writeReport(t, ts, "notes.sql", notesReport)
-			ts.waitReport("notes")
+			apptest.WriteReport(t, ts.dir, "notes.sql", notesReport)
+			ts.WaitReport("notes")
 
 			for _, body := range []string{
 				`{"report":"notes","params":{"note":"a\u0000b"}}`,
 				`{"report":"notes","params":{"note":"\u0000"}}`,
 				`{"report":"notes","params":{"note":"ok","rows":"1\u0000"}}`,
 			} {
-				p := checkProblem(t, ts.post(body, ""), http.StatusUnprocessableEntity, "invalid_param")
+				p := apptest.CheckProblem(t, ts.Post(body, ""), http.StatusUnprocessableEntity, "invalid_param")
 				if d, _ := p["detail"].(string); p["param"] == nil || !strings.Contains(d, "contains a NUL character") {
 					t.Errorf("%s: problem %v", body, p)
 				}
 			}
-			checkProblem(t, ts.post(`{"report":"notes","params":{"note":"ok"},"webhook":{"url":"https://example.com/\u0000"}}`, ""),
+			apptest.CheckProblem(t, ts.Post(`{"report":"notes","params":{"note":"ok"},"webhook":{"url":"https://example.com/\u0000"}}`, ""),
 				http.StatusUnprocessableEntity, "invalid_webhook")
 
-			res := ts.request(http.MethodPost, "/api/v1/schedules",
+			res := ts.Request(http.MethodPost, "/api/v1/schedules",
 				strings.NewReader(`{"report":"notes","params":{"note":"a\u0000b"},"cron":"0 6 * * *","timezone":"UTC"}`),
 				http.Header{"Content-Type": {"application/json"}})
-			if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(res.body), "NUL") {
-				t.Errorf("schedule with a NUL parameter: %d %s", res.StatusCode, res.body)
+			if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(res.Body), "NUL") {
+				t.Errorf("schedule with a NUL parameter: %d %s", res.StatusCode, res.Body)
 			}
 
-			key := formOf(t, page(t, ts.get("/exports/new?report=notes"), http.StatusOK)).Get("idempotency_key")
-			doc := page(t, ts.postForm("/exports", url.Values{"report": {"notes"}, "idempotency_key": {key}, "note": {"a\x00b"}}, nil),
+			key := apptest.FormOf(t, apptest.Page(t, ts.Get("/exports/new?report=notes"), http.StatusOK)).Get("idempotency_key")
+			doc := apptest.Page(t, ts.PostForm("/exports", url.Values{"report": {"notes"}, "idempotency_key": {key}, "note": {"a\x00b"}}, nil),
 				http.StatusUnprocessableEntity)
-			if msg := tid(doc, "error-note").Text(); !strings.Contains(msg, "NUL") {
+			if msg := apptest.TID(doc, "error-note").Text(); !strings.Contains(msg, "NUL") {
 				t.Errorf("export form: error-note %q", msg)
 			}
 			sched := url.Values{"report": {"notes"}, "param.note": {"a\x00b"}, "cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
-			if res := ts.postForm("/schedules", sched, nil); res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(res.body), "NUL") {
+			if res := ts.PostForm("/schedules", sched, nil); res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(res.Body), "NUL") {
 				t.Errorf("schedule form: %d", res.StatusCode)
 			}
 
@@ -164,23 +165,23 @@ func TestNodeStartsOnJobsAnEarlierVersionStoredWithNUL(t *testing.T) {
 
 	ts := newTestServer(t, testOpts{Store: dsn}) // fails the test if the start fails
 	for _, id := range []string{waiting, dead} {
-		j, _ := ts.job(id)
+		j, _ := ts.Job(id)
 		if j.Status != string(store.StatusFailed) || j.Error == nil || !strings.Contains(j.Error.Message, "NUL") {
 			t.Errorf("job %s = %s, %+v; want FAILED, saying why", id, j.Status, j.Error)
 		}
-		checkProblem(t, ts.request(http.MethodPost, "/api/v1/exports/"+id+"/cancel", nil, nil), http.StatusConflict, "")
+		apptest.CheckProblem(t, ts.Request(http.MethodPost, "/api/v1/exports/"+id+"/cancel", nil, nil), http.StatusConflict, "")
 	}
-	res := ts.get("/api/v1/exports?report=notes")
+	res := ts.Get("/api/v1/exports?report=notes")
 	var list struct {
 		Exports []json.RawMessage `json:"exports"`
 	}
-	if res.StatusCode != http.StatusOK || json.Unmarshal(res.body, &list) != nil || len(list.Exports) != 2 {
-		t.Errorf("list by report: %d %s", res.StatusCode, res.body)
+	if res.StatusCode != http.StatusOK || json.Unmarshal(res.Body, &list) != nil || len(list.Exports) != 2 {
+		t.Errorf("list by report: %d %s", res.StatusCode, res.Body)
 	}
 
 	later := insertOldJob(t, conn, "PENDING", "1 day", 0, 3) // not claimed within the test
-	checkProblem(t, ts.request(http.MethodPost, "/api/v1/exports/"+later+"/cancel", nil, nil), http.StatusUnprocessableEntity, "unstorable_value")
-	if _, res := ts.job(later); res.StatusCode != http.StatusOK {
+	apptest.CheckProblem(t, ts.Request(http.MethodPost, "/api/v1/exports/"+later+"/cancel", nil, nil), http.StatusUnprocessableEntity, "unstorable_value")
+	if _, res := ts.Job(later); res.StatusCode != http.StatusOK {
 		t.Errorf("get: %d", res.StatusCode)
 	}
 }

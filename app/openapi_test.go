@@ -21,6 +21,7 @@ import (
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 
 	"sheetq/app/exports"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -40,14 +41,14 @@ type contract struct {
 
 func newContract(t *testing.T, ts *testServer) *contract {
 	t.Helper()
-	res := ts.get("/api/v1/openapi.json")
+	res := ts.Get("/api/v1/openapi.json")
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET /api/v1/openapi.json: status %d", res.StatusCode)
 	}
-	if !bytes.Equal(res.body, openAPIFile(t)) {
+	if !bytes.Equal(res.Body, openAPIFile(t)) {
 		t.Fatal("the served document is not the embedded one")
 	}
-	doc, err := libopenapi.NewDocument(res.body)
+	doc, err := libopenapi.NewDocument(res.Body)
 	if err != nil {
 		t.Fatalf("parse the OpenAPI document: %v", err)
 	}
@@ -65,7 +66,7 @@ func newContract(t *testing.T, ts *testServer) *contract {
 	var raw struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	if err := json.Unmarshal(res.body, &raw); err != nil {
+	if err := json.Unmarshal(res.Body, &raw); err != nil {
 		t.Fatal(err)
 	}
 	c := &contract{t: t, ts: ts, v: v, seen: map[string]bool{}, doc: map[string]map[string]any{}}
@@ -108,7 +109,7 @@ type exchange struct {
 
 // do makes the request, requires the status (and problem code), and validates the
 // response against the document.
-func (c *contract) do(x exchange) response {
+func (c *contract) do(x exchange) apptest.Response {
 	c.t.Helper()
 	method, tmpl, _ := strings.Cut(x.op, " ")
 	path := tmpl
@@ -116,7 +117,7 @@ func (c *contract) do(x exchange) response {
 		path = strings.ReplaceAll(path, "{"+k+"}", v)
 	}
 	newReq := func() *http.Request {
-		req, err := http.NewRequest(method, c.ts.url+path+x.query, bytes.NewReader(x.body))
+		req, err := http.NewRequest(method, c.ts.URL+path+x.query, bytes.NewReader(x.body))
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -134,19 +135,19 @@ func (c *contract) do(x exchange) response {
 	if x.body != nil {
 		body = bytes.NewReader(x.body)
 	}
-	res := c.ts.request(method, path+x.query, body, x.header)
+	res := c.ts.Request(method, path+x.query, body, x.header)
 	if res.StatusCode != x.status {
-		c.t.Fatalf("%s %s: status %d, want %d; body %s", method, path+x.query, res.StatusCode, x.status, res.body)
+		c.t.Fatalf("%s %s: status %d, want %d; body %s", method, path+x.query, res.StatusCode, x.status, res.Body)
 	}
 	if x.code != "" {
-		checkProblem(c.t, res, x.status, x.code)
+		apptest.CheckProblem(c.t, res, x.status, x.code)
 	}
 	c.validate(x.op, newReq(), res, x.checkRequest)
 	return res
 }
 
 // validate checks a finished exchange against the document.
-func (c *contract) validate(op string, req *http.Request, res response, checkRequest bool) {
+func (c *contract) validate(op string, req *http.Request, res apptest.Response, checkRequest bool) {
 	c.t.Helper()
 	c.seen[op] = true
 	if checkRequest {
@@ -155,10 +156,10 @@ func (c *contract) validate(op string, req *http.Request, res response, checkReq
 		}
 	}
 	hr := *res.Response
-	hr.Body = io.NopCloser(bytes.NewReader(res.body))
+	hr.Body = io.NopCloser(bytes.NewReader(res.Body))
 	if ok, errs := c.v.ValidateHttpResponse(req, &hr); !ok {
 		c.t.Errorf("%s -> %d %s: the response does not match the document:\n%s\nbody: %s",
-			op, res.StatusCode, res.Header.Get("Content-Type"), describe(errs), res.body)
+			op, res.StatusCode, res.Header.Get("Content-Type"), describe(errs), res.Body)
 	}
 }
 
@@ -185,10 +186,10 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/stats", status: 200, checkRequest: true})
 
 	// Create: a job with a key, its replays, and the refusals.
-	created := decodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: withKey("k-1"), body: demo, status: 202, checkRequest: true}))
+	created := apptest.DecodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: withKey("k-1"), body: demo, status: 202, checkRequest: true}))
 	id := map[string]string{"id": created.ID}
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: id, status: 200, checkRequest: true}) // PENDING or PROCESSING
-	ts.waitStatus(created.ID, store.StatusSucceeded)
+	ts.WaitStatus(created.ID, store.StatusSucceeded)
 	c.do(exchange{op: "POST /api/v1/exports", header: withKey("k-1"), body: demo, status: 200, checkRequest: true})
 	c.do(exchange{op: "POST /api/v1/exports", header: withKey("k-1"), body: []byte(`{"report":"demo","params":{"rows":26}}`),
 		status: 422, code: "idempotency_key_reused"})
@@ -201,7 +202,7 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 		status: 415, code: "unsupported_media_type"})
 	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"report":"nope"}`), status: 422, code: "unknown_report"})
 	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"params":{}}`), status: 422, code: "missing_report"})
-	p := checkProblem(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
+	p := apptest.CheckProblem(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
 		body: []byte(`{"report":"demo","params":{"rows":-1}}`), status: 422, code: "invalid_param"}), 422, "invalid_param")
 	if p["param"] != "rows" {
 		t.Errorf("invalid_param names %v, want rows", p["param"])
@@ -210,14 +211,14 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	// Show, list and download.
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: id, status: 200, checkRequest: true}) // SUCCEEDED, with its file
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
-	second := c.ts.create(string(demo))
-	ts.waitStatus(second.ID, store.StatusSucceeded)
+	second := c.ts.Create(string(demo))
+	ts.WaitStatus(second.ID, store.StatusSucceeded)
 	page := c.do(exchange{op: "GET /api/v1/exports", query: "?status=SUCCEEDED&limit=1", status: 200, checkRequest: true})
 	var list struct {
 		NextCursor string `json:"next_cursor"`
 	}
-	if err := json.Unmarshal(page.body, &list); err != nil || list.NextCursor == "" {
-		t.Fatalf("a full page has no next_cursor: %v, %s", err, page.body)
+	if err := json.Unmarshal(page.Body, &list); err != nil || list.NextCursor == "" {
+		t.Fatalf("a full page has no next_cursor: %v, %s", err, page.Body)
 	}
 	c.do(exchange{op: "GET /api/v1/exports", query: "?cursor=" + list.NextCursor, status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/exports", query: "?limit=0", status: 400, code: "bad_limit"})
@@ -228,32 +229,32 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: id, header: http.Header{"If-None-Match": {file.Header.Get("ETag")}}, status: 304})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
 	// A csv export: its request, the job (format, bom), its file (text/csv), and a bad format.
-	csvJob := decodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
+	csvJob := apptest.DecodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
 		body: []byte(`{"report":"demo","params":{"rows":3},"format":"csv","bom":true}`), status: 202, checkRequest: true}))
 	cid := map[string]string{"id": csvJob.ID}
-	ts.waitStatus(csvJob.ID, store.StatusSucceeded)
+	ts.WaitStatus(csvJob.ID, store.StatusSucceeded)
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: cid, status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: cid, status: 200, checkRequest: true})
 	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"report":"demo","format":"pdf"}`), status: 422, code: "invalid_format"})
 
 	// A slow job: not finished, cancelled, retried, cancelled again, deleted.
-	slow := c.ts.create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)
+	slow := c.ts.Create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)
 	sid := map[string]string{"id": slow.ID}
-	ts.waitStatus(slow.ID, store.StatusProcessing)
+	ts.WaitStatus(slow.ID, store.StatusProcessing)
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: sid, status: 409, code: "not_finished"})
 	c.do(exchange{op: "DELETE /api/v1/exports/{id}", vars: sid, status: 409, code: "not_finished"})
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: sid, status: 200, checkRequest: true}) // running, with progress
 	c.do(exchange{op: "POST /api/v1/exports/{id}/cancel", vars: sid, status: 202, checkRequest: true})
-	ts.waitStatus(slow.ID, store.StatusCanceled)
+	ts.WaitStatus(slow.ID, store.StatusCanceled)
 	c.do(exchange{op: "POST /api/v1/exports/{id}/cancel", vars: sid, status: 409, code: "already_finished"})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: sid, status: 409, code: "no_file"})
 	c.do(exchange{op: "POST /api/v1/exports/{id}/retry", vars: id, status: 409, code: "not_retryable"})
 	c.do(exchange{op: "POST /api/v1/exports/{id}/retry", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
 	// A job that runs out of attempts: FAILED with its error, and no file.
-	failed := c.ts.create(`{"report":"demo","params":{"rows":5,"fail_first":9}}`)
+	failed := c.ts.Create(`{"report":"demo","params":{"rows":5,"fail_first":9}}`)
 	fid := map[string]string{"id": failed.ID}
-	ts.waitStatus(failed.ID, store.StatusFailed)
-	if j := decodeJob(t, c.do(exchange{op: "GET /api/v1/exports/{id}", vars: fid, status: 200, checkRequest: true})); j.Error == nil {
+	ts.WaitStatus(failed.ID, store.StatusFailed)
+	if j := apptest.DecodeJob(t, c.do(exchange{op: "GET /api/v1/exports/{id}", vars: fid, status: 200, checkRequest: true})); j.Error == nil {
 		t.Errorf("a FAILED job without its error: %+v", j)
 	}
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: fid, status: 409, code: "no_file"})
@@ -291,16 +292,16 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	var sc struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: sched, status: 201, checkRequest: true}).body, &sc); err != nil || sc.ID == "" {
+	if err := json.Unmarshal(c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader, body: sched, status: 201, checkRequest: true}).Body, &sc); err != nil || sc.ID == "" {
 		t.Fatalf("created schedule: %v %+v", err, sc)
 	}
 	scid := map[string]string{"id": sc.ID}
-	p = checkProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
+	p = apptest.CheckProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
 		body: []byte(`{"report":"demo","cron":"61 * * * *","timezone":"UTC"}`), status: 422, code: "invalid_schedule"}), 422, "invalid_schedule")
 	if p["field"] != "cron" {
 		t.Errorf("a bad cron expression: field %v", p["field"])
 	}
-	p = checkProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
+	p = apptest.CheckProblem(t, c.do(exchange{op: "POST /api/v1/schedules", header: jsonHeader,
 		body: []byte(`{"report":"demo","params":{"rows":-1},"cron":"@daily","timezone":"UTC"}`), status: 422, code: "invalid_schedule"}), 422, "invalid_schedule")
 	if p["field"] != "params.rows" || p["param"] != "rows" {
 		t.Errorf("a bad parameter: field %v, param %v", p["field"], p["param"])
@@ -345,12 +346,12 @@ func TestOpenAPIUnauthorized(t *testing.T) {
 // newContractAuthorized fetches the document with the token.
 func newContractAuthorized(t *testing.T, ts *testServer, token string) *contract {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, ts.url+"/api/v1/openapi.json", nil)
+	req, err := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/openapi.json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := ts.hc.Do(req)
+	res, err := ts.HC.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,11 +378,11 @@ func (c *contract) streamHead(op, query string) {
 	method, path, _ := strings.Cut(op, " ")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.ts.url+path+query, nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.ts.URL+path+query, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	res, err := c.ts.hc.Do(req)
+	res, err := c.ts.HC.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -402,8 +403,8 @@ func (c *contract) streamHead(op, query string) {
 		}
 	}
 	cancel()
-	vreq, _ := http.NewRequest(method, c.ts.url+path+query, nil)
-	c.validate(op, vreq, response{Response: res, body: head.Bytes()}, true)
+	vreq, _ := http.NewRequest(method, c.ts.URL+path+query, nil)
+	c.validate(op, vreq, apptest.Response{Response: res, Body: head.Bytes()}, true)
 }
 
 // routePattern finds the patterns registered on a ServeMux in the package's code.
@@ -482,17 +483,17 @@ func TestOpenAPIValidationCatchesMismatches(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	body := []byte(`{"report":"demo","params":{"rows":5}}`)
-	accepted := ts.post(string(body), "") // the job as committed: PENDING, not started
-	notFound := ts.get("/api/v1/exports/nope")
-	health := ts.get("/healthz")
-	ts.waitStatus(decodeJob(t, accepted).ID, store.StatusSucceeded)
+	accepted := ts.Post(string(body), "") // the job as committed: PENDING, not started
+	notFound := ts.Get("/api/v1/exports/nope")
+	health := ts.Get("/healthz")
+	ts.WaitStatus(apptest.DecodeJob(t, accepted).ID, store.StatusSucceeded)
 
 	type answer struct {
 		method, path string
-		res          response
+		res          apptest.Response
 	}
 	post := answer{http.MethodPost, "/api/v1/exports", accepted}
-	if j := decodeJob(t, accepted); store.Status(j.Status) != store.StatusPending || j.FinishedAt != nil {
+	if j := apptest.DecodeJob(t, accepted); store.Status(j.Status) != store.StatusPending || j.FinishedAt != nil {
 		t.Fatalf("a new job is %s, finished at %v", j.Status, j.FinishedAt)
 	}
 	for _, tc := range []struct {
@@ -543,15 +544,15 @@ func TestOpenAPIValidationCatchesMismatches(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatal(errs)
 			}
-			req, err := http.NewRequest(tc.answer.method, ts.url+tc.answer.path, nil)
+			req, err := http.NewRequest(tc.answer.method, ts.URL+tc.answer.path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			hr := *tc.answer.res.Response
-			hr.Body = io.NopCloser(bytes.NewReader(tc.answer.res.body))
+			hr.Body = io.NopCloser(bytes.NewReader(tc.answer.res.Body))
 			if ok, _ := v.ValidateHttpResponse(req, &hr); ok {
 				t.Fatalf("a document with %s accepts %s %s -> %d %s", tc.name, tc.answer.method, tc.answer.path,
-					tc.answer.res.StatusCode, tc.answer.res.body)
+					tc.answer.res.StatusCode, tc.answer.res.Body)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/pg"
 	"sheetq/store/storetest/pgtest"
@@ -29,14 +30,14 @@ func TestPollOnlyNodesThroughPgBouncer(t *testing.T) {
 
 	// A job that would run a day: canceled on n1, it ends on n2, which learns of the
 	// cancel from its heartbeat (no LISTEN here).
-	slow := n1.create(never)
-	if got, _ := n1.waitStatus(slow.ID, store.StatusProcessing); startedBy(t, n1, slow.ID) != "n2" {
+	slow := n1.Create(never)
+	if got, _ := n1.WaitStatus(slow.ID, store.StatusProcessing); startedBy(t, n1, slow.ID) != "n2" {
 		t.Fatalf("the slow job is %s, started on %q; want it running on n2", got.Status, startedBy(t, n1, slow.ID))
 	}
 	if res := n1.action(slow.ID, "cancel"); res.StatusCode != http.StatusAccepted && res.StatusCode != http.StatusOK {
-		t.Fatalf("cancel on n1: status %d: %s", res.StatusCode, res.body)
+		t.Fatalf("cancel on n1: status %d: %s", res.StatusCode, res.Body)
 	}
-	n2.waitStatus(slow.ID, store.StatusCanceled)
+	n2.WaitStatus(slow.ID, store.StatusCanceled)
 
 	// n1 tails the shared event log: it sees both jobs' events, which n2 wrote, in order.
 	seen := stateEvents(t, stream, func(seen map[string][]string) bool {
@@ -75,7 +76,7 @@ func TestNodeWithoutPollOnlyRefusesPgBouncer(t *testing.T) {
 const never = `{"report":"demo","params":{"rows":1,"seconds":86400}}`
 
 // action sends POST /api/v1/exports/{id}/{verb} without a body.
-func (ts *testServer) action(id, verb string) response {
+func (ts *testServer) action(id, verb string) apptest.Response {
 	ts.t.Helper()
-	return ts.request(http.MethodPost, "/api/v1/exports/"+id+"/"+verb, nil, nil)
+	return ts.Request(http.MethodPost, "/api/v1/exports/"+id+"/"+verb, nil, nil)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"sheetq/app/metrics"
+	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/store"
@@ -83,7 +84,7 @@ func TestReportQueue(t *testing.T) {
 	t.Parallel()
 	dir := heavyLaneDir(t, 1)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
-	j := ts.create(`{"report":"big"}`)
+	j := ts.Create(`{"report":"big"}`)
 	got, err := ts.store.Get(context.Background(), j.ID)
 	if err != nil || got.Queue != "heavy" {
 		t.Fatalf("queue of an export of big = %q, %v; want heavy", got.Queue, err)
@@ -91,7 +92,7 @@ func TestReportQueue(t *testing.T) {
 	if j.Queue != "heavy" {
 		t.Fatalf("the API shows the export's queue as %q, want heavy", j.Queue)
 	}
-	demo := ts.create(`{"report":"demo","params":{"rows":1}}`)
+	demo := ts.Create(`{"report":"demo","params":{"rows":1}}`)
 	if got, err := ts.store.Get(context.Background(), demo.ID); err != nil || got.Queue != store.DefaultQueue {
 		t.Fatalf("queue of a report without one = %q, %v; want %q", got.Queue, err, store.DefaultQueue)
 	}
@@ -111,9 +112,9 @@ func TestLanesAreShown(t *testing.T) {
 	t.Parallel()
 	dir := heavyLaneDir(t, 3)
 	ts := newTestServer(t, testOpts{DataDir: dir.Root, Idle: true})
-	ts.create(`{"report":"big"}`)
-	ts.create(`{"report":"big"}`)
-	ts.create(`{"report":"demo","params":{"rows":1}}`)
+	ts.Create(`{"report":"big"}`)
+	ts.Create(`{"report":"big"}`)
+	ts.Create(`{"report":"demo","params":{"rows":1}}`)
 	if _, _, err := ts.store.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: "export", Queue: "gone",
 		Args: []byte(`{"report":"demo"}`)}); err != nil {
 		t.Fatal(err)
@@ -126,9 +127,9 @@ func TestLanesAreShown(t *testing.T) {
 		{Name: "gone", Pending: 1},
 	}
 
-	res := ts.get("/api/v1/stats")
+	res := ts.Get("/api/v1/stats")
 	var s metrics.Stats
-	if err := json.Unmarshal(res.body, &s); err != nil {
+	if err := json.Unmarshal(res.Body, &s); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(s.Queues, want) || s.Workers != (metrics.Workers{Total: 2}) {
@@ -144,11 +145,11 @@ func TestLanesAreShown(t *testing.T) {
 	}
 	f.want(t, append(checks, metricCheck{"sheetq_workers", nil, 2}, metricCheck{"sheetq_workers_busy", nil, 0}))
 
-	doc := page(t, ts.get("/queue"), http.StatusOK)
+	doc := apptest.Page(t, ts.Get("/queue"), http.StatusOK)
 	for q, text := range map[string]string{"exports": "exports|0 of 2|1", "deliveries": "deliveries|0 of 2|0", "heavy": "heavy|0 of 3|2", "webhooks": "webhooks|0 of 2|0",
 		"gone": "gone|no lane: add [queues.gone] to the config file|1"} {
 		var cells []string
-		tid(doc, "lane-"+q).Find("td").Each(func(_ int, td *goquery.Selection) {
+		apptest.TID(doc, "lane-"+q).Find("td").Each(func(_ int, td *goquery.Selection) {
 			cells = append(cells, strings.Join(strings.Fields(td.Text()), " "))
 		})
 		if got := strings.Join(cells, "|"); got != text {
@@ -191,7 +192,7 @@ func TestStartWarnsOfAQueueWithoutALane(t *testing.T) {
 		}
 	}
 	st.Close()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	newTestServer(t, testOpts{DataDir: dir.Root, Log: &logs})
 	out := logs.String()
 	if !strings.Contains(out, "queue has waiting jobs but no workers here") || !strings.Contains(out, "queue=gone pending=2") ||

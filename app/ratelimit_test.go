@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"sheetq/app/middleware"
+	"sheetq/internal/apptest"
 )
 
 // Wrong tokens are limited per client address, bearer tokens and the sign-in form
@@ -20,7 +21,7 @@ import (
 func TestSignInLimit(t *testing.T) {
 	t.Parallel()
 	const secret = "s3cret-token-0123"
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{Token: secret, Log: &logs,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	noRedirects(ts)
@@ -37,18 +38,18 @@ func TestSignInLimit(t *testing.T) {
 
 	// A session signed in from the attacker's address before the attack (a colleague
 	// behind the same NAT).
-	res := ts.postForm("/login", url.Values{"token": {secret}}, from(attacker, nil))
+	res := ts.PostForm("/login", url.Values{"token": {secret}}, from(attacker, nil))
 	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign-in: %d\n%s", res.StatusCode, res.body)
+		t.Fatalf("sign-in: %d\n%s", res.StatusCode, res.Body)
 	}
 	session := sessionFrom(t, res)
 
 	// Wrong tokens count together, from the form and as bearer tokens.
 	for i := range middleware.SignInFailures {
 		if i%2 == 0 {
-			res = ts.postForm("/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}}, from(attacker, nil))
+			res = ts.PostForm("/login", url.Values{"token": {fmt.Sprintf("guess-%d", i)}}, from(attacker, nil))
 		} else {
-			res = ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer(fmt.Sprintf("guess-%d", i))))
+			res = ts.Request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer(fmt.Sprintf("guess-%d", i))))
 		}
 		if res.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d of %d: status %d, want 401", i+1, middleware.SignInFailures, res.StatusCode)
@@ -60,28 +61,28 @@ func TestSignInLimit(t *testing.T) {
 		res = c.do(exchange{op: "GET /api/v1/exports", header: from(attacker, bearer(token)),
 			status: http.StatusTooManyRequests, code: "too_many_attempts"})
 		checkRetryAfter(t, res)
-		res = ts.postForm("/login", url.Values{"token": {token}}, from(attacker, nil))
-		if res.StatusCode != http.StatusTooManyRequests || !bytes.Contains(res.body, []byte(`data-testid="login-error"`)) ||
-			!bytes.Contains(res.body, []byte("Too many wrong tokens")) || len(res.Cookies()) != 0 {
-			t.Fatalf("sign-in form from a locked-out address: %d, cookies %v\n%s", res.StatusCode, res.Cookies(), res.body)
+		res = ts.PostForm("/login", url.Values{"token": {token}}, from(attacker, nil))
+		if res.StatusCode != http.StatusTooManyRequests || !bytes.Contains(res.Body, []byte(`data-testid="login-error"`)) ||
+			!bytes.Contains(res.Body, []byte("Too many wrong tokens")) || len(res.Cookies()) != 0 {
+			t.Fatalf("sign-in form from a locked-out address: %d, cookies %v\n%s", res.StatusCode, res.Cookies(), res.Body)
 		}
 		checkRetryAfter(t, res)
 	}
 	for i := range 30 {
-		ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer("more-"+strconv.Itoa(i))))
+		ts.Request(http.MethodGet, "/api/v1/exports", nil, from(attacker, bearer("more-"+strconv.Itoa(i))))
 	}
 
 	// Not held back: another address, with the right token or a wrong one; a session.
-	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer(secret))); res.StatusCode != http.StatusOK {
-		t.Errorf("the right token from another address: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer(secret))); res.StatusCode != http.StatusOK {
+		t.Errorf("the right token from another address: %d %s", res.StatusCode, res.Body)
 	}
-	if res := ts.postForm("/login", url.Values{"token": {secret}}, from(other, nil)); res.StatusCode != http.StatusSeeOther {
+	if res := ts.PostForm("/login", url.Values{"token": {secret}}, from(other, nil)); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("sign-in from another address: %d", res.StatusCode)
 	}
-	checkProblem(t, ts.request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer("nope"))),
+	apptest.CheckProblem(t, ts.Request(http.MethodGet, "/api/v1/exports", nil, from(other, bearer("nope"))),
 		http.StatusUnauthorized, "unauthorized")
-	if res := ts.request(http.MethodGet, "/api/v1/exports", nil, from(attacker, withCookie(session, nil))); res.StatusCode != http.StatusOK {
-		t.Errorf("a session cookie from the locked-out address: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodGet, "/api/v1/exports", nil, from(attacker, withCookie(session, nil))); res.StatusCode != http.StatusOK {
+		t.Errorf("a session cookie from the locked-out address: %d %s", res.StatusCode, res.Body)
 	}
 
 	if n := strings.Count(logs.String(), "sign-in attempts limited"); n != 1 {
@@ -92,7 +93,7 @@ func TestSignInLimit(t *testing.T) {
 	}
 }
 
-func checkRetryAfter(t *testing.T, res response) {
+func checkRetryAfter(t *testing.T, res apptest.Response) {
 	t.Helper()
 	secs, err := strconv.Atoi(res.Header.Get("Retry-After"))
 	if err != nil || secs < 1 || secs > int(middleware.SignInLockout.Seconds()) {

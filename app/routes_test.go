@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -13,8 +14,8 @@ import (
 func TestUncleanAPIPath(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	for _, tt := range []struct{ method, path string }{
 		{http.MethodDelete, "/api/v1/exports/."},
 		{http.MethodGet, "/api/v1/exports/."},
@@ -23,10 +24,10 @@ func TestUncleanAPIPath(t *testing.T) {
 		{http.MethodGet, "/api/v1//exports"},
 		{http.MethodGet, "/api/v1/exports/x/../" + j.ID},
 	} {
-		checkProblem(t, ts.request(tt.method, tt.path, nil, nil), http.StatusNotFound, "not_found")
+		apptest.CheckProblem(t, ts.Request(tt.method, tt.path, nil, nil), http.StatusNotFound, "not_found")
 	}
-	if cur, _ := ts.job(j.ID); cur.ID != j.ID {
+	if cur, _ := ts.Job(j.ID); cur.ID != j.ID {
 		t.Fatalf("job %s is gone after requests to unclean paths", j.ID)
 	}
-	checkProblem(t, ts.get("/api/v1/exports/"), http.StatusNotFound, "no_route") // clean, and unrouted
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"), http.StatusNotFound, "no_route") // clean, and unrouted
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/storetest/pgtest"
 )
@@ -32,7 +33,7 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 	onBothStores(t, func(t *testing.T, storeURL string) {
 		ts := newTestServer(t, testOpts{Store: storeURL, Idle: true})
 		ts.sched.Stop()
-		sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
+		sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
 		path := "/api/v1/schedules/" + sc.ID
 
 		// slowPatch sends the headers and the body's first byte, waits until the handler
@@ -40,14 +41,14 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 		slowPatch := func(rest string) (finish func() int) {
 			t.Helper()
 			pr, pw := io.Pipe()
-			req, err := http.NewRequest(http.MethodPatch, ts.url+path, pr)
+			req, err := http.NewRequest(http.MethodPatch, ts.URL+path, pr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
 			done := make(chan int, 1)
 			go func() {
-				res, err := ts.hc.Do(req)
+				res, err := ts.HC.Do(req)
 				if err != nil {
 					t.Errorf("slow PATCH: %v", err)
 					done <- 0
@@ -60,7 +61,7 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 			if _, err := pw.Write([]byte("{")); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, func() (bool, string) {
+			apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 				return ts.mw.BodiesReading() > 0, "the handler is not reading the body"
 			})
 			return func() int {
@@ -71,25 +72,25 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 		}
 
 		finish := slowPatch(`"cron":"0 7 * * *"}`)
-		if p := ts.schedule("POST", path+"/pause", "", http.StatusOK); !p.Paused {
+		if p := ts.Schedule("POST", path+"/pause", "", http.StatusOK); !p.Paused {
 			t.Fatalf("pause answered %+v", p)
 		}
 		if code := finish(); code != http.StatusOK {
 			t.Fatalf("the slow PATCH: %d", code)
 		}
-		got := ts.schedule("GET", path, "", http.StatusOK)
+		got := ts.Schedule("GET", path, "", http.StatusOK)
 		var raw struct {
 			Cron   string `json:"cron"`
 			Paused bool   `json:"paused"`
 		}
-		_ = json.Unmarshal(ts.get(path).body, &raw)
+		_ = json.Unmarshal(ts.Get(path).Body, &raw)
 		if !got.Paused || raw.Cron != "0 7 * * *" {
 			t.Fatalf("after a pause and a slow PATCH of the cron: paused %v, cron %q; want both kept", got.Paused, raw.Cron)
 		}
 
 		// Two PATCHes of different fields, the slower one begun first.
 		finish = slowPatch(`"timezone":"Europe/Berlin"}`)
-		ts.schedule("PATCH", path, `{"params":{"rows":5}}`, http.StatusOK)
+		ts.Schedule("PATCH", path, `{"params":{"rows":5}}`, http.StatusOK)
 		if code := finish(); code != http.StatusOK {
 			t.Fatalf("the slow PATCH: %d", code)
 		}
@@ -98,7 +99,7 @@ func TestPatchKeepsWhatLandedMeanwhile(t *testing.T) {
 			Params   map[string]any `json:"params"`
 			Paused   bool           `json:"paused"`
 		}
-		_ = json.Unmarshal(ts.get(path).body, &both)
+		_ = json.Unmarshal(ts.Get(path).Body, &both)
 		if both.TimeZone != "Europe/Berlin" || both.Params["rows"] != float64(5) || !both.Paused {
 			t.Fatalf("after two PATCHes: %+v; want the zone and the params, still paused", both)
 		}

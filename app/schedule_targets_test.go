@@ -31,21 +31,21 @@ func TestScheduleWebhookTargetCheckedLikeARequests(t *testing.T) {
 	}
 	refused := func(method, path, url, why string) {
 		t.Helper()
-		res := ts.request(method, path, strings.NewReader(body(url)), http.Header{"Content-Type": {"application/json"}})
+		res := ts.Request(method, path, strings.NewReader(body(url)), http.Header{"Content-Type": {"application/json"}})
 		var p struct {
 			Code, Field string
 			Errors      []fieldError
 		}
-		if res.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(res.body, &p) != nil {
-			t.Errorf("%s %.60s: %d %.300s, want 422", method, url, res.StatusCode, res.body)
+		if res.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(res.Body, &p) != nil {
+			t.Errorf("%s %.60s: %d %.300s, want 422", method, url, res.StatusCode, res.Body)
 			return
 		}
 		if p.Code != "invalid_schedule" || p.Field != "deliver" || len(p.Errors) != 1 || p.Errors[0].Index == nil ||
 			*p.Errors[0].Index != 0 || !strings.Contains(p.Errors[0].Detail, why) {
 			t.Errorf("%s %.60s: %+v, want invalid_schedule naming deliver[0] for %q", method, url, p, why)
 		}
-		if len(res.body) > 4<<10 {
-			t.Errorf("%s %.60s: a refusal of %d bytes, which quotes the URL back", method, url, len(res.body))
+		if len(res.Body) > 4<<10 {
+			t.Errorf("%s %.60s: a refusal of %d bytes, which quotes the URL back", method, url, len(res.Body))
 		}
 	}
 	bad := map[string]string{
@@ -60,16 +60,16 @@ func TestScheduleWebhookTargetCheckedLikeARequests(t *testing.T) {
 	}
 	// A public address is saved (an address, so that no DNS answer is needed), and an
 	// edit to a refused target is refused as a creation is.
-	sc := ts.schedule("POST", "/api/v1/schedules", body("https://93.184.215.14/hook"), http.StatusCreated)
+	sc := ts.Schedule("POST", "/api/v1/schedules", body("https://93.184.215.14/hook"), http.StatusCreated)
 	for url, why := range bad {
 		refused("PATCH", "/api/v1/schedules/"+sc.ID, url, why)
 	}
 
 	private := newTestServer(t, testOpts{Idle: true, Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
-	private.schedule("POST", "/api/v1/schedules", body("http://127.0.0.1:8080/hook"), http.StatusCreated)
-	res := private.request("POST", "/api/v1/schedules", strings.NewReader(body("https://hooks.example.com:99999/hook")),
+	private.Schedule("POST", "/api/v1/schedules", body("http://127.0.0.1:8080/hook"), http.StatusCreated)
+	res := private.Request("POST", "/api/v1/schedules", strings.NewReader(body("https://hooks.example.com:99999/hook")),
 		http.Header{"Content-Type": {"application/json"}})
 	if res.StatusCode != http.StatusUnprocessableEntity {
-		t.Errorf("allow_private, port 99999: %d %s, want 422", res.StatusCode, res.body)
+		t.Errorf("allow_private, port 99999: %d %s, want 422", res.StatusCode, res.Body)
 	}
 }

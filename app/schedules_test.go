@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -18,69 +18,23 @@ import (
 	"sheetq/store/storetest/pgtest"
 )
 
-// monthReport is "orders in a period": a pair of dates, the end after the start.
-const monthReport = `-- title: Orders in a period
--- source: demo
--- param: from date "From"
--- param: to date "To" after=from
--- param: rows int "Rows" = 3
-SELECT :from, :to, :rows;
-`
-
 // relayConfig is a config file with an [smtp] relay, which saving a schedule that
 // emails needs; the tests that use it send no mail.
 func relayConfig() FileConfig {
 	return FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}}
 }
 
-type scheduleAnswer struct {
-	ID           string         `json:"id"`
-	Params       map[string]any `json:"params"`
-	Paused       bool           `json:"paused"`
-	NextRunAt    *time.Time     `json:"next_run_at"`
-	LastFiredFor *time.Time     `json:"last_fired_for"`
-	NextRuns     []struct {
-		At     time.Time      `json:"at"`
-		Params map[string]any `json:"params"`
-	} `json:"next_runs"`
-}
-
-func (ts *testServer) schedule(method, path, body string, want int) scheduleAnswer {
-	ts.t.Helper()
-	var r = strings.NewReader(body)
-	res := ts.request(method, path, r, http.Header{"Content-Type": {"application/json"}})
-	if res.StatusCode != want {
-		ts.t.Fatalf("%s %s: status %d, want %d: %s", method, path, res.StatusCode, want, res.body)
-	}
-	var sc scheduleAnswer
-	if want < 300 && len(res.body) > 0 {
-		if err := json.Unmarshal(res.body, &sc); err != nil {
-			ts.t.Fatalf("%s %s: %v: %s", method, path, err, res.body)
-		}
-	}
-	return sc
-}
-
 // firings lists the exports the schedule's firings made.
 func (ts *testServer) firings(id string) []apiv1.Job {
 	ts.t.Helper()
-	res := ts.get("/api/v1/schedules/" + id + "/exports")
+	res := ts.Get("/api/v1/schedules/" + id + "/exports")
 	var out struct {
 		Exports []apiv1.Job `json:"exports"`
 	}
-	if res.StatusCode != http.StatusOK || json.Unmarshal(res.body, &out) != nil {
-		ts.t.Fatalf("firings: status %d: %s", res.StatusCode, res.body)
+	if res.StatusCode != http.StatusOK || json.Unmarshal(res.Body, &out) != nil {
+		ts.t.Fatalf("firings: status %d: %s", res.StatusCode, res.Body)
 	}
 	return out.Exports
-}
-
-// waitReport waits until the catalog serves report id.
-func (ts *testServer) waitReport(id string) {
-	ts.t.Helper()
-	waitFor(ts.t, 10*time.Second, func() (bool, string) {
-		res := ts.get("/exports/new?report=" + id)
-		return res.StatusCode == http.StatusOK, id + " not loaded: " + strconv.Itoa(res.StatusCode)
-	})
 }
 
 // "Last month's orders on the 1st at 06:00" in Berlin: the schedule previews its next
@@ -91,10 +45,10 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
+	apptest.WriteReport(t, ts.dir, "period.sql", apptest.MonthReport)
+	ts.WaitReport("period")
 
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(-1)","to":"month_start(0)"},
 		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusCreated)
 	first := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
 	if sc.NextRunAt == nil || !sc.NextRunAt.Equal(first) || len(sc.NextRuns) != 5 {
@@ -106,9 +60,9 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 		}
 	}
 	// A relative date the report cannot take, or a period that ends before it starts.
-	ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_begin(-1)","to":"month_start(0)"},
+	ts.Schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_begin(-1)","to":"month_start(0)"},
 		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusUnprocessableEntity)
-	ts.schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(0)","to":"month_start(-1)"},
+	ts.Schedule("POST", "/api/v1/schedules", `{"report":"period","params":{"from":"month_start(0)","to":"month_start(-1)"},
 		"cron":"0 6 1 * *","timezone":"Europe/Berlin"}`, http.StatusUnprocessableEntity)
 
 	if n := len(ts.firings(sc.ID)); n != 0 {
@@ -116,11 +70,11 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 	}
 	clock.Advance(first.Sub(clock.Now()) + 30*time.Second)
 	var fired []apiv1.Job
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		fired = ts.firings(sc.ID)
 		return len(fired) == 1, "firings: " + strconv.Itoa(len(fired))
 	})
-	j, _ := ts.waitStatus(fired[0].ID, store.StatusSucceeded)
+	j, _ := ts.WaitStatus(fired[0].ID, store.StatusSucceeded)
 	if j.ScheduleID != sc.ID || j.ScheduledFor == nil || !j.ScheduledFor.Equal(first) ||
 		j.Params["from"] != "2026-11-01" || j.Params["to"] != "2026-12-01" {
 		t.Fatalf("the firing's export: schedule %q for %v, params %v", j.ScheduleID, j.ScheduledFor, j.Params)
@@ -132,17 +86,17 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 		t.Errorf("the firing's args name the zone %q (%v)", args.TimeZone, err)
 	}
 	// The export's page links to its schedule and says which time it was for.
-	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
-	if href, _ := tid(doc, "job-schedule").Find("a").Attr("href"); href != "/schedules/"+sc.ID {
+	doc := apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
+	if href, _ := apptest.TID(doc, "job-schedule").Find("a").Attr("href"); href != "/schedules/"+sc.ID {
 		t.Errorf("the export's page links to %q, want its schedule", href)
 	}
-	if at, _ := tid(doc, "job-schedule").Find("time").Attr("datetime"); at != "2026-12-01T05:00:00Z" {
+	if at, _ := apptest.TID(doc, "job-schedule").Find("time").Attr("datetime"); at != "2026-12-01T05:00:00Z" {
 		t.Errorf("the export's page says it was for %q", at)
 	}
-	if tid(doc, "nav-schedules").Length() != 1 {
+	if apptest.TID(doc, "nav-schedules").Length() != 1 {
 		t.Error("no Schedules in the navigation")
 	}
-	after := ts.schedule("GET", "/api/v1/schedules/"+sc.ID, "", http.StatusOK)
+	after := ts.Schedule("GET", "/api/v1/schedules/"+sc.ID, "", http.StatusOK)
 	if next := time.Date(2027, 1, 1, 5, 0, 0, 0, time.UTC); after.NextRunAt == nil || !after.NextRunAt.Equal(next) ||
 		after.LastFiredFor == nil || !after.LastFiredFor.Equal(first) {
 		t.Fatalf("after firing: next %v, last fired for %v; want %s and %s", after.NextRunAt, after.LastFiredFor, next, first)
@@ -162,7 +116,7 @@ func TestScheduleTwoNodesFireOnce(t *testing.T) {
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
 	n1 := newTestServer(t, testOpts{Store: dsn, Node: "n1", Now: clock.Now, Idle: true})
 	n2 := newTestServer(t, testOpts{Store: dsn, Node: "n2", Now: clock.Now, Idle: true})
-	sc := n1.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"* * * * *","timezone":"UTC"}`, http.StatusCreated)
+	sc := n1.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"* * * * *","timezone":"UTC"}`, http.StatusCreated)
 	for i := 1; i <= 5; i++ {
 		clock.Advance(time.Minute)
 		var wg sync.WaitGroup
@@ -176,7 +130,7 @@ func TestScheduleTwoNodesFireOnce(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		waitFor(t, 10*time.Second, func() (bool, string) {
+		apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 			n := len(n2.firings(sc.ID))
 			return n == i, "firings: " + strconv.Itoa(n)
 		})

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 	"sheetq/store"
 	"sheetq/store/sqlite"
@@ -30,30 +31,30 @@ func TestDiskFullAnswers507(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	storetest.MountTmpfs(t, root, 16<<20)
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{DataDir: root, Idle: true, Log: &logs})
 	c := newContract(t, ts)
-	pending := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	canceled := ts.create(`{"report":"demo","params":{"rows":10}}`)
-	if res := ts.request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/cancel", nil, nil); res.StatusCode != http.StatusOK {
-		t.Fatalf("cancel: %d %s", res.StatusCode, res.body)
+	pending := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	canceled := ts.Create(`{"report":"demo","params":{"rows":10}}`)
+	if res := ts.Request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/cancel", nil, nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("cancel: %d %s", res.StatusCode, res.Body)
 	}
-	if res := ts.get("/readyz"); res.StatusCode != http.StatusOK {
-		t.Fatalf("readyz before the disk fills: %d %s", res.StatusCode, res.body)
+	if res := ts.Get("/readyz"); res.StatusCode != http.StatusOK {
+		t.Fatalf("readyz before the disk fills: %d %s", res.StatusCode, res.Body)
 	}
 
 	freeSpace := storetest.FillDisk(t, root)
 	jobs := ts.jobCount()
 	// The WAL may hold room for a commit or two; the first write that needs more fails.
 	body := `{"report":"demo","params":{"rows":10}}`
-	var res response
+	var res apptest.Response
 	for i := 0; i < 200; i++ {
-		if res = ts.post(body, ""); res.StatusCode != http.StatusAccepted {
+		if res = ts.Post(body, ""); res.StatusCode != http.StatusAccepted {
 			break
 		}
 		jobs++
 	}
-	checkProblem(t, res, http.StatusInsufficientStorage, "disk_full")
+	apptest.CheckProblem(t, res, http.StatusInsufficientStorage, "disk_full")
 	if res.Header.Get("Retry-After") == "" {
 		t.Error("507 without Retry-After")
 	}
@@ -72,9 +73,9 @@ func TestDiskFullAnswers507(t *testing.T) {
 		path string
 		form url.Values
 	}{{"/exports", form}, {"/exports/" + pending.ID + "/cancel", nil}, {"/exports/" + canceled.ID + "/retry", nil}} {
-		res := ts.postForm(p.path, p.form, nil)
-		if res.StatusCode != http.StatusInsufficientStorage || !strings.Contains(string(res.body), "The disk is full") {
-			t.Errorf("POST %s: %d, want 507 and a page saying the disk is full:\n%.300s", p.path, res.StatusCode, res.body)
+		res := ts.PostForm(p.path, p.form, nil)
+		if res.StatusCode != http.StatusInsufficientStorage || !strings.Contains(string(res.Body), "The disk is full") {
+			t.Errorf("POST %s: %d, want 507 and a page saying the disk is full:\n%.300s", p.path, res.StatusCode, res.Body)
 		}
 	}
 	if got := ts.jobCount(); got != jobs {
@@ -86,15 +87,15 @@ func TestDiskFullAnswers507(t *testing.T) {
 
 	// Space is freed: readiness comes back by itself (its probe write), and so do writes.
 	freeSpace()
-	waitFor(t, 15*time.Second, func() (bool, string) {
-		res := ts.get("/readyz")
-		return res.StatusCode == http.StatusOK, fmt.Sprintf("readyz: %d %s", res.StatusCode, res.body)
+	apptest.WaitFor(t, 15*time.Second, func() (bool, string) {
+		res := ts.Get("/readyz")
+		return res.StatusCode == http.StatusOK, fmt.Sprintf("readyz: %d %s", res.StatusCode, res.Body)
 	})
-	if res := ts.post(body, ""); res.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST after space returned: %d %s", res.StatusCode, res.body)
+	if res := ts.Post(body, ""); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST after space returned: %d %s", res.StatusCode, res.Body)
 	}
-	if res := ts.request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry after space returned: %d %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodPost, "/api/v1/exports/"+canceled.ID+"/retry", nil, nil); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry after space returned: %d %s", res.StatusCode, res.Body)
 	}
 	if err := ts.store.Driver().(*sqlite.Store).Check(context.Background()); err != nil {
 		t.Error(err)
@@ -233,7 +234,7 @@ func TestFirstStartOnAlmostFullDisk(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	storetest.MountTmpfs(t, dir, 4<<20)
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	if err := runOnce(t, dir, Config{Logger: testLogger(t, &logs)}); err != nil {
 		t.Fatalf("first start with 4 MiB free: %v", err)
 	}

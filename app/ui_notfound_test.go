@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"sheetq/internal/apptest"
 	"strings"
 	"testing"
 )
@@ -13,15 +14,15 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	for _, path := range []string{"/nope", "/exports/abc/nothing", "/reports/x/y"} {
-		doc := page(t, ts.get(path), http.StatusNotFound)
+		doc := apptest.Page(t, ts.Get(path), http.StatusNotFound)
 		if got := strings.TrimSpace(doc.Find("h1").Text()); got != "Page not found" {
 			t.Errorf("%s: heading %q", path, got)
 		}
-		if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, path) {
+		if msg := apptest.TID(doc, "page-error").Text(); !strings.Contains(msg, path) {
 			t.Errorf("%s: message %q does not name the path", path, msg)
 		}
 		for _, id := range []string{"nav-exports", "nav-new", "nav-reports", "nav-queue"} {
-			if tid(doc, id).Length() != 1 {
+			if apptest.TID(doc, id).Length() != 1 {
 				t.Errorf("%s: no %s in the 404 page", path, id)
 			}
 		}
@@ -30,8 +31,8 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 		}
 	}
 
-	res := ts.request(http.MethodPost, "/queue", nil, nil)
-	page(t, res, http.StatusMethodNotAllowed)
+	res := ts.Request(http.MethodPost, "/queue", nil, nil)
+	apptest.Page(t, res, http.StatusMethodNotAllowed)
 	if allow := res.Header.Get("Allow"); allow != "GET, HEAD" {
 		t.Errorf("POST /queue: Allow %q, want GET, HEAD", allow)
 	}
@@ -40,8 +41,8 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 	// would take for an id: the address of a bulk action's page, entered again.
 	for _, path := range []string{"/exports/bulk", "/schedules/preview"} {
 		for _, method := range []string{http.MethodGet, http.MethodDelete} {
-			res := ts.request(method, path, nil, nil)
-			doc := page(t, res, http.StatusMethodNotAllowed)
+			res := ts.Request(method, path, nil, nil)
+			doc := apptest.Page(t, res, http.StatusMethodNotAllowed)
 			if allow := res.Header.Get("Allow"); allow != "POST" {
 				t.Errorf("%s %s: Allow %q, want POST", method, path, allow)
 			}
@@ -51,6 +52,6 @@ func TestUIUnknownPathsGetAPage(t *testing.T) {
 		}
 	}
 
-	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
-	checkProblem(t, ts.request(http.MethodPut, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
+	apptest.CheckProblem(t, ts.Get("/api/v1/nope"), http.StatusNotFound, "no_route")
+	apptest.CheckProblem(t, ts.Request(http.MethodPut, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }

@@ -2,106 +2,26 @@ package app
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/PuerkitoBio/goquery"
-
 	"sheetq/assets"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
-
-// page parses an HTML answer, requiring the status and an HTML content type.
-func page(t *testing.T, res response, status int) *goquery.Document {
-	t.Helper()
-	if res.StatusCode != status {
-		t.Fatalf("%s %s: status %d, want %d; body:\n%s", res.Request.Method, res.Request.URL.Path, res.StatusCode, status, res.body)
-	}
-	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
-		t.Fatalf("Content-Type %q, want text/html", ct)
-	}
-	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(res.body))
-	if err != nil {
-		t.Fatalf("parse HTML: %v", err)
-	}
-	return doc
-}
-
-// tid selects the elements with a data-testid.
-func tid(s interface {
-	Find(string) *goquery.Selection
-}, id string) *goquery.Selection {
-	return s.Find(`[data-testid="` + id + `"]`)
-}
-
-// postForm sends a urlencoded form with extra headers (Origin, Sec-Fetch-Site) and does
-// not follow redirects, so the 303 itself can be checked.
-func (ts *testServer) postForm(path string, form url.Values, header http.Header) response {
-	ts.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, ts.url+path, strings.NewReader(form.Encode()))
-	if err != nil {
-		ts.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for k, vs := range header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	hc := *ts.hc
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	res, err := hc.Do(req)
-	if err != nil {
-		ts.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(res.Body)
-	return response{Response: res, body: b.Bytes()}
-}
-
-// formOf reads the export form of a report page: its hidden fields and defaults.
-func formOf(t *testing.T, doc *goquery.Document) url.Values {
-	t.Helper()
-	form := tid(doc, "export-form")
-	if form.Length() != 1 {
-		t.Fatalf("no export-form")
-	}
-	if m, _ := form.Attr("method"); m != "post" {
-		t.Errorf("form method %q", m)
-	}
-	if a, _ := form.Attr("action"); a != "/exports" {
-		t.Errorf("form action %q", a)
-	}
-	v := url.Values{}
-	form.Find("input").Each(func(_ int, in *goquery.Selection) {
-		name, _ := in.Attr("name")
-		val, _ := in.Attr("value")
-		if typ, _ := in.Attr("type"); typ == "checkbox" {
-			if _, on := in.Attr("checked"); !on {
-				return
-			}
-		}
-		v.Set(name, val)
-	})
-	return v
-}
 
 func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	for _, path := range []string{"/", "/exports/new", "/exports/new?report=demo", "/exports/" + j.ID, "/reports", "/queue", "/queue?range=day"} {
-		res := ts.get(path)
-		doc := page(t, res, http.StatusOK)
+		res := ts.Get(path)
+		doc := apptest.Page(t, res, http.StatusOK)
 		csp := res.Header.Get("Content-Security-Policy")
 		for _, want := range []string{"script-src 'self'", "style-src 'self'", "frame-ancestors 'none'"} {
 			if !strings.Contains(csp, want) {
@@ -118,20 +38,20 @@ func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
 			t.Errorf("%s: no Referrer-Policy", path)
 		}
 		for _, id := range []string{"nav-exports", "nav-new", "nav-reports", "nav-queue", "version", "data-dir"} {
-			if tid(doc, id).Length() != 1 {
+			if apptest.TID(doc, id).Length() != 1 {
 				t.Errorf("%s: want one %s", path, id)
 			}
 		}
-		if got := tid(doc, "version").Text(); !strings.Contains(got, "test") {
+		if got := apptest.TID(doc, "version").Text(); !strings.Contains(got, "test") {
 			t.Errorf("%s: version %q", path, got)
 		}
-		if got := tid(doc, "data-dir").Text(); !strings.Contains(got, ts.dir.Root) {
+		if got := apptest.TID(doc, "data-dir").Text(); !strings.Contains(got, ts.dir.Root) {
 			t.Errorf("%s: data-dir %q, want %s", path, got, ts.dir.Root)
 		}
-		if st, _ := tid(doc, "conn-state").Attr("data-state"); st != "static" {
+		if st, _ := apptest.TID(doc, "conn-state").Attr("data-state"); st != "static" {
 			t.Errorf("%s: conn-state %q before any script runs", path, st)
 		}
-		if _, hidden := tid(doc, "reconnect-banner").Attr("hidden"); !hidden {
+		if _, hidden := apptest.TID(doc, "reconnect-banner").Attr("hidden"); !hidden {
 			t.Errorf("%s: reconnect banner shown before any script runs", path)
 		}
 		// The CSP would block these: the pages must not depend on them.
@@ -150,7 +70,7 @@ func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
 		}
 	}
 	// The API answers carry the headers too.
-	if res := ts.get("/api/v1/exports"); res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Content-Security-Policy") == "" {
+	if res := ts.Get("/api/v1/exports"); res.Header.Get("X-Content-Type-Options") != "nosniff" || res.Header.Get("Content-Security-Policy") == "" {
 		t.Errorf("API answer lacks the security headers: %v", res.Header)
 	}
 }
@@ -158,14 +78,14 @@ func TestUIEveryPageHasLayoutAndSafeHeaders(t *testing.T) {
 func TestUINewExportForm(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	doc := page(t, ts.get("/exports/new"), http.StatusOK)
+	doc := apptest.Page(t, ts.Get("/exports/new"), http.StatusOK)
 	choice := doc.Find(`[data-testid="report-choice"][data-id="demo"]`)
 	if href, _ := choice.Attr("href"); href != "/exports/new?report=demo" {
 		t.Fatalf("demo choice href %q", href)
 	}
 
-	doc = page(t, ts.get("/exports/new?report=demo"), http.StatusOK)
-	rows := tid(doc, "param-rows")
+	doc = apptest.Page(t, ts.Get("/exports/new?report=demo"), http.StatusOK)
+	rows := apptest.TID(doc, "param-rows")
 	if typ, _ := rows.Attr("type"); typ != "number" || rows.AttrOr("value", "") != "1000" ||
 		rows.AttrOr("min", "") != "0" || rows.AttrOr("max", "") != "10000000" || rows.AttrOr("id", "") != "param-rows" {
 		t.Errorf("rows input: %v", rows.Nodes[0].Attr)
@@ -173,32 +93,32 @@ func TestUINewExportForm(t *testing.T) {
 	if doc.Find(`label[for="param-rows"]`).Length() != 1 {
 		t.Error("rows input has no label")
 	}
-	form := formOf(t, doc)
+	form := apptest.FormOf(t, doc)
 	key := form.Get("idempotency_key")
 	if form.Get("report") != "demo" || key == "" {
 		t.Fatalf("hidden fields: %v", form)
 	}
-	if again := formOf(t, page(t, ts.get("/exports/new?report=demo"), http.StatusOK)); again.Get("idempotency_key") == key {
+	if again := apptest.FormOf(t, apptest.Page(t, ts.Get("/exports/new?report=demo"), http.StatusOK)); again.Get("idempotency_key") == key {
 		t.Error("two renderings of the form share an idempotency key")
 	}
 
 	// Invalid input: 422, an error beside each wrong field, every value kept, no job.
 	bad := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"lots"}, "seconds": {"-5"}, "fail_first": {"2"}}
-	res := ts.postForm("/exports", bad, nil)
-	doc = page(t, res, http.StatusUnprocessableEntity)
-	if got := tid(doc, "error-rows").Text(); !strings.Contains(got, "integer") {
+	res := ts.PostForm("/exports", bad, nil)
+	doc = apptest.Page(t, res, http.StatusUnprocessableEntity)
+	if got := apptest.TID(doc, "error-rows").Text(); !strings.Contains(got, "integer") {
 		t.Errorf("error-rows %q", got)
 	}
-	if got := tid(doc, "error-seconds").Text(); !strings.Contains(got, "from 0 to 86,400") {
+	if got := apptest.TID(doc, "error-seconds").Text(); !strings.Contains(got, "from 0 to 86,400") {
 		t.Errorf("error-seconds %q", got)
 	}
-	if tid(doc, "error-fail_first").Length() != 0 {
+	if apptest.TID(doc, "error-fail_first").Length() != 0 {
 		t.Error("a valid field got an error")
 	}
-	if v := tid(doc, "param-fail_first").AttrOr("value", ""); v != "2" {
+	if v := apptest.TID(doc, "param-fail_first").AttrOr("value", ""); v != "2" {
 		t.Errorf("valid value not kept: fail_first %q", v)
 	}
-	if v := tid(doc, "param-rows").AttrOr("value", ""); v != "lots" {
+	if v := apptest.TID(doc, "param-rows").AttrOr("value", ""); v != "lots" {
 		t.Errorf("wrong value not kept for fixing: rows %q", v)
 	}
 	if n := ts.jobCount(); n != 0 {
@@ -207,11 +127,11 @@ func TestUINewExportForm(t *testing.T) {
 
 	// Valid input twice with the same key (a double submit): one job, both go to it.
 	good := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"10"}, "seconds": {"0"}, "fail_first": {"0"}}
-	first := ts.postForm("/exports", good, nil)
-	second := ts.postForm("/exports", good, nil)
+	first := ts.PostForm("/exports", good, nil)
+	second := ts.PostForm("/exports", good, nil)
 	loc := first.Header.Get("Location")
 	if first.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/exports/") {
-		t.Fatalf("submit: status %d, Location %q; %s", first.StatusCode, loc, first.body)
+		t.Fatalf("submit: status %d, Location %q; %s", first.StatusCode, loc, first.Body)
 	}
 	if second.StatusCode != http.StatusSeeOther || second.Header.Get("Location") != loc {
 		t.Errorf("double submit: status %d, Location %q, want %s", second.StatusCode, second.Header.Get("Location"), loc)
@@ -220,46 +140,35 @@ func TestUINewExportForm(t *testing.T) {
 		t.Errorf("double submit made %d jobs", n)
 	}
 	id := strings.TrimPrefix(loc, "/exports/")
-	j, _ := ts.waitStatus(id, store.StatusSucceeded)
+	j, _ := ts.WaitStatus(id, store.StatusSucceeded)
 	if j.Params["rows"] != float64(10) {
 		t.Errorf("job params %v", j.Params)
 	}
 	// The same key through the API (the same path) finds the same job.
-	api := ts.post(`{"report":"demo","params":{"rows":10,"seconds":0,"fail_first":0}}`, key)
-	if got := decodeJob(t, api); got.ID != id {
+	api := ts.Post(`{"report":"demo","params":{"rows":10,"seconds":0,"fail_first":0}}`, key)
+	if got := apptest.DecodeJob(t, api); got.ID != id {
 		t.Errorf("API with the form's key gave job %s, want %s", got.ID, id)
 	}
 
 	// The same key with other values: refused with a message, no second job.
 	changed := url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"11"}}
-	doc = page(t, ts.postForm("/exports", changed, nil), http.StatusUnprocessableEntity)
-	if got := tid(doc, "form-error").Text(); !strings.Contains(got, id) {
+	doc = apptest.Page(t, ts.PostForm("/exports", changed, nil), http.StatusUnprocessableEntity)
+	if got := apptest.TID(doc, "form-error").Text(); !strings.Contains(got, id) {
 		t.Errorf("form-error %q does not name the first job", got)
 	}
 	if n := ts.jobCount(); n != 1 {
 		t.Errorf("reused key made %d jobs", n)
 	}
 
-	page(t, ts.get("/exports/new?report=nosuch"), http.StatusNotFound)
-	page(t, ts.postForm("/exports", url.Values{"report": {"nosuch"}, "idempotency_key": {"x"}}, nil), http.StatusNotFound)
+	apptest.Page(t, ts.Get("/exports/new?report=nosuch"), http.StatusNotFound)
+	apptest.Page(t, ts.PostForm("/exports", url.Values{"report": {"nosuch"}, "idempotency_key": {"x"}}, nil), http.StatusNotFound)
 	// Without a key (an old or foreign form) nothing is created and the form comes back.
-	doc = page(t, ts.postForm("/exports", url.Values{"report": {"demo"}, "rows": {"3"}}, nil), http.StatusUnprocessableEntity)
-	if tid(doc, "form-error").Length() != 1 || tid(doc, "param-rows").AttrOr("value", "") != "3" {
+	doc = apptest.Page(t, ts.PostForm("/exports", url.Values{"report": {"demo"}, "rows": {"3"}}, nil), http.StatusUnprocessableEntity)
+	if apptest.TID(doc, "form-error").Length() != 1 || apptest.TID(doc, "param-rows").AttrOr("value", "") != "3" {
 		t.Error("keyless submit: want form-error and the value kept")
 	}
 	if n := ts.jobCount(); n != 1 {
 		t.Errorf("keyless submit made a job: %d", n)
-	}
-}
-
-// writeReport puts a report file in the test server's reports folder.
-func writeReport(t *testing.T, ts *testServer, name, text string) {
-	t.Helper()
-	if err := os.MkdirAll(ts.dir.Reports(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ts.dir.Reports(), name), []byte(text), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -269,7 +178,7 @@ func TestUICrossOriginFormsAreRefused(t *testing.T) {
 	form := func(key string) url.Values {
 		return url.Values{"report": {"demo"}, "idempotency_key": {key}, "rows": {"1"}}
 	}
-	u, _ := url.Parse(ts.url)
+	u, _ := url.Parse(ts.URL)
 	for _, tc := range []struct {
 		name   string
 		header http.Header
@@ -282,9 +191,9 @@ func TestUICrossOriginFormsAreRefused(t *testing.T) {
 		{"no browser headers (curl, CLI)", nil, http.StatusSeeOther},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := ts.postForm("/exports", form(tc.name), tc.header)
+			res := ts.PostForm("/exports", form(tc.name), tc.header)
 			if res.StatusCode != tc.want {
-				t.Errorf("status %d, want %d; %s", res.StatusCode, tc.want, res.body)
+				t.Errorf("status %d, want %d; %s", res.StatusCode, tc.want, res.Body)
 			}
 		})
 	}
@@ -292,10 +201,10 @@ func TestUICrossOriginFormsAreRefused(t *testing.T) {
 		t.Errorf("%d jobs, want 3 (one per allowed request)", n)
 	}
 	// The API: refused to a cross-site browser, as problem+json; allowed to a script.
-	res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
+	res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`),
 		http.Header{"Content-Type": {"application/json"}, "Sec-Fetch-Site": {"cross-site"}})
-	checkProblem(t, res, http.StatusForbidden, "cross_origin")
-	ts.create(`{"report":"demo","params":{"rows":1}}`)
+	apptest.CheckProblem(t, res, http.StatusForbidden, "cross_origin")
+	ts.Create(`{"report":"demo","params":{"rows":1}}`)
 }
 
 func TestUIReportsEventStream(t *testing.T) {
@@ -303,8 +212,8 @@ func TestUIReportsEventStream(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+"/reports/events", nil)
-	res, err := ts.hc.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/reports/events", nil)
+	res, err := ts.HC.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +238,7 @@ func TestUIReportsEventStream(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no opening line")
 	}
-	writeReport(t, ts, "new.sql", "-- title: New\n-- source: demo\nSELECT 1;\n")
+	apptest.WriteReport(t, ts.dir, "new.sql", "-- title: New\n-- source: demo\nSELECT 1;\n")
 	deadline := time.After(10 * time.Second)
 wait:
 	for {
@@ -352,7 +261,7 @@ wait:
 		select {
 		case _, ok := <-lines:
 			if !ok {
-				checkProblem(t, ts.get("/reports/events"), http.StatusServiceUnavailable, "shutting_down")
+				apptest.CheckProblem(t, ts.Get("/reports/events"), http.StatusServiceUnavailable, "shutting_down")
 				return
 			}
 		case <-time.After(10 * time.Second):

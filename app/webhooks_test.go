@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -111,7 +111,7 @@ func (rc *hookReceiver) of(exportID string) []hookDelivery {
 // data: the webhook-id and the delivery job's id.
 func (ts *testServer) queuedDelivery(exportID string) (webhookID, jobID string) {
 	ts.t.Helper()
-	waitFor(ts.t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(ts.t, 20*time.Second, func() (bool, string) {
 		evs, err := ts.store.Events(context.Background(), exportID)
 		if err != nil {
 			ts.t.Fatal(err)
@@ -137,7 +137,7 @@ func (ts *testServer) waitDelivery(exportID string, want ...store.Status) store.
 	ts.t.Helper()
 	_, id := ts.queuedDelivery(exportID)
 	var j store.Job
-	waitFor(ts.t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(ts.t, 20*time.Second, func() (bool, string) {
 		var err error
 		if j, err = ts.store.Get(context.Background(), id); err != nil {
 			ts.t.Fatal(err)
@@ -189,13 +189,13 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	ts := newTestServer(t, testOpts{MaxAttempts: 1, Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
 
-	ok := ts.create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/hook?token=abc"))
-	failed := ts.create(withHook(`{"report":"demo","params":{"rows":5,"fail_first":1}}`, rc.URL+"/hook"))
-	canceled := ts.create(withHook(never, rc.URL+"/hook"))
-	plain := ts.create(`{"report":"demo","params":{"rows":5}}`)
-	ts.waitStatus(canceled.ID, store.StatusProcessing)
+	ok := ts.Create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/hook?token=abc"))
+	failed := ts.Create(withHook(`{"report":"demo","params":{"rows":5,"fail_first":1}}`, rc.URL+"/hook"))
+	canceled := ts.Create(withHook(never, rc.URL+"/hook"))
+	plain := ts.Create(`{"report":"demo","params":{"rows":5}}`)
+	ts.WaitStatus(canceled.ID, store.StatusProcessing)
 	ts.cancel(canceled.ID)
-	ts.waitStatus(plain.ID, store.StatusSucceeded)
+	ts.WaitStatus(plain.ID, store.StatusSucceeded)
 
 	for _, tc := range []struct {
 		id     string
@@ -206,7 +206,7 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 		{failed.ID, store.StatusFailed, webhook.EventExportFailed},
 		{canceled.ID, store.StatusCanceled, webhook.EventExportCanceled},
 	} {
-		ts.waitStatus(tc.id, tc.status)
+		ts.WaitStatus(tc.id, tc.status)
 		d := ts.waitDelivery(tc.id, store.StatusSucceeded)
 		webhookID, _ := ts.queuedDelivery(tc.id)
 		got := rc.of(tc.id)
@@ -232,7 +232,7 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 		if err := json.Unmarshal(got[0].body, &p); err != nil {
 			t.Fatal(err)
 		}
-		j, _ := ts.job(tc.id)
+		j, _ := ts.Job(tc.id)
 		if p.Data.Status != tc.status || p.Data.Report != "demo" ||
 			(tc.status == store.StatusSucceeded) != (p.Data.File != nil && p.Data.File.SHA256 == j.File.SHA256) ||
 			(tc.status == store.StatusFailed) != (p.Data.Error != nil && p.Data.Error.Code == j.Error.Code) {
@@ -248,12 +248,12 @@ func TestWebhookAnnouncesEachFinalState(t *testing.T) {
 		if strings.Contains(string(evs[0].Data), "token") {
 			t.Fatalf("the timeline shows the URL's token: %s", evs[0].Data)
 		}
-		checkProblem(t, ts.get("/api/v1/exports/"+d.ID), http.StatusNotFound, "not_found")
+		apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+d.ID), http.StatusNotFound, "not_found")
 	}
 	if n := len(rc.of(plain.ID)); n != 0 {
 		t.Fatalf("an export without a webhook was announced %d times", n)
 	}
-	if n := len(ts.list("").Exports); n != 4 {
+	if n := len(ts.List("").Exports); n != 4 {
 		t.Fatalf("the list shows %d jobs, want the 4 exports", n)
 	}
 	if n := ts.jobCount(); n != 4 {
@@ -272,7 +272,7 @@ func TestWebhookRetriesWithSameID(t *testing.T) {
 	})
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true,
 		Schedule: []time.Duration{10 * time.Millisecond}}})
-	j := ts.create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
+	j := ts.Create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
 	d := ts.waitDelivery(j.ID, store.StatusSucceeded)
 	got := rc.of(j.ID)
 	if len(got) != 2 || d.Attempt != 2 {
@@ -298,7 +298,7 @@ func TestWebhookGoneStopsDelivery(t *testing.T) {
 	rc := newHookReceiver(t, nil, func(_ int, w http.ResponseWriter) { w.WriteHeader(http.StatusGone) })
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true,
 		Schedule: []time.Duration{10 * time.Millisecond}}})
-	j := ts.create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
+	j := ts.Create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
 	d := ts.waitDelivery(j.ID, store.StatusSucceeded, store.StatusFailed)
 	if d.Status != store.StatusFailed || d.ErrorCode != "gone" || d.Attempt != 1 {
 		t.Fatalf("delivery job = %s attempt %d error %s, want FAILED gone on attempt 1", d.Status, d.Attempt, d.ErrorCode)
@@ -330,9 +330,9 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 	})
 	ts := newTestServer(t, testOpts{Now: now, Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true,
 		Schedule: []time.Duration{10 * time.Millisecond}}})
-	j := ts.create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
-	ts.waitStatus(j.ID, store.StatusSucceeded)
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	j := ts.Create(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL))
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		evs := ts.hookEvents(j.ID)
 		return len(evs) == 1, fmt.Sprintf("webhook events %+v", evs)
 	})
@@ -364,19 +364,19 @@ func TestWebhookIdempotency(t *testing.T) {
 	rc := newHookReceiver(t, nil, func(int, http.ResponseWriter) {})
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret, AllowPrivate: true}})
 	body := withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/a")
-	first := ts.post(body, "k1")
+	first := ts.Post(body, "k1")
 	if first.StatusCode != http.StatusAccepted {
-		t.Fatalf("first: %d %s", first.StatusCode, first.body)
+		t.Fatalf("first: %d %s", first.StatusCode, first.Body)
 	}
-	if again := ts.post(body, "k1"); again.Header.Get("Idempotent-Replayed") != "true" ||
-		decodeJob(t, again).ID != decodeJob(t, first).ID {
-		t.Fatalf("replay: %d %s", again.StatusCode, again.body)
+	if again := ts.Post(body, "k1"); again.Header.Get("Idempotent-Replayed") != "true" ||
+		apptest.DecodeJob(t, again).ID != apptest.DecodeJob(t, first).ID {
+		t.Fatalf("replay: %d %s", again.StatusCode, again.Body)
 	}
-	checkProblem(t, ts.post(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/b"), "k1"),
+	apptest.CheckProblem(t, ts.Post(withHook(`{"report":"demo","params":{"rows":5}}`, rc.URL+"/b"), "k1"),
 		http.StatusUnprocessableEntity, "idempotency_key_reused")
-	checkProblem(t, ts.post(`{"report":"demo","params":{"rows":5}}`, "k1"),
+	apptest.CheckProblem(t, ts.Post(`{"report":"demo","params":{"rows":5}}`, "k1"),
 		http.StatusUnprocessableEntity, "idempotency_key_reused")
-	id := decodeJob(t, first).ID
+	id := apptest.DecodeJob(t, first).ID
 	ts.waitDelivery(id, store.StatusSucceeded)
 	if n := len(rc.of(id)); n != 1 {
 		t.Fatalf("%d deliveries, want 1", n)
@@ -436,35 +436,4 @@ func TestWebhookConfigFile(t *testing.T) {
 }
 
 // eventTypes lists a job's event types in order, read from the store.
-func (ts *testServer) eventTypes(id string) []string {
-	ts.t.Helper()
-	evs, err := ts.store.Events(context.Background(), id)
-	if err != nil {
-		ts.t.Fatalf("events %s: %v", id, err)
-	}
-	out := make([]string, len(evs))
-	for i, e := range evs {
-		out[i] = e.Type
-	}
-	return out
-}
-
-// listPage is a page of GET /api/v1/exports.
-type listPage struct {
-	Exports    []apiv1.Job `json:"exports"`
-	NextCursor string      `json:"next_cursor"`
-}
-
-// list fetches GET /api/v1/exports with query, requiring a 200.
-func (ts *testServer) list(query string) listPage {
-	ts.t.Helper()
-	res := ts.get("/api/v1/exports" + query)
-	if res.StatusCode != http.StatusOK {
-		ts.t.Fatalf("list %s: status %d; body %s", query, res.StatusCode, res.body)
-	}
-	var page listPage
-	if err := json.Unmarshal(res.body, &page); err != nil {
-		ts.t.Fatalf("list %s: %v; body %s", query, err, res.body)
-	}
-	return page
-}
+func (ts *testServer) eventTypes(id string) []string { return apptest.EventTypes(ts.t, ts.store, id) }

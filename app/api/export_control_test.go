@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -27,7 +28,7 @@ func (ts *testServer) busyWorkers() []string {
 	ts.t.Helper()
 	var ids []string
 	for range ts.engine.Config().Workers {
-		ids = append(ids, ts.create(never).ID)
+		ids = append(ids, ts.Create(never).ID)
 	}
 	ts.t.Cleanup(func() {
 		for _, id := range ids {
@@ -37,30 +38,19 @@ func (ts *testServer) busyWorkers() []string {
 		}
 	})
 	for _, id := range ids {
-		ts.waitStatus(id, store.StatusProcessing)
+		ts.WaitStatus(id, store.StatusProcessing)
 	}
 	return ids
 }
 
 // action sends POST /api/v1/exports/{id}/{verb} without a body.
-func (ts *testServer) action(id, verb string) response {
+func (ts *testServer) action(id, verb string) apptest.Response {
 	ts.t.Helper()
-	return ts.request(http.MethodPost, "/api/v1/exports/"+id+"/"+verb, nil, nil)
+	return ts.Request(http.MethodPost, "/api/v1/exports/"+id+"/"+verb, nil, nil)
 }
 
 // eventTypes lists a job's event types in order, read from the store.
-func (ts *testServer) eventTypes(id string) []string {
-	ts.t.Helper()
-	evs, err := ts.store.Events(context.Background(), id)
-	if err != nil {
-		ts.t.Fatalf("events %s: %v", id, err)
-	}
-	out := make([]string, len(evs))
-	for i, e := range evs {
-		out[i] = e.Type
-	}
-	return out
-}
+func (ts *testServer) eventTypes(id string) []string { return apptest.EventTypes(ts.t, ts.store, id) }
 
 // TestCancelPending: a queued job is CANCELED at once (200); cancelling it again is a
 // conflict; an unknown job is 404.
@@ -68,31 +58,31 @@ func TestCancelPending(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	ts.busyWorkers()
-	j := ts.create(`{"report":"demo","params":{"rows":10}}`)
+	j := ts.Create(`{"report":"demo","params":{"rows":10}}`)
 	if store.Status(j.Status) != store.StatusPending {
 		t.Fatalf("job created with every worker busy is %s, want PENDING", j.Status)
 	}
 
 	res := ts.action(j.ID, "cancel")
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("cancel: status %d, want 200; body %s", res.StatusCode, res.body)
+		t.Fatalf("cancel: status %d, want 200; body %s", res.StatusCode, res.Body)
 	}
-	c := decodeJob(t, res)
+	c := apptest.DecodeJob(t, res)
 	if c.ID != j.ID || store.Status(c.Status) != store.StatusCanceled || c.FinishedAt == nil || c.CancelRequested {
 		t.Errorf("canceled job: %+v", c)
 	}
 	if res.Header.Get("Location") != "" || res.Header.Get("Retry-After") != "" {
 		t.Errorf("a finished cancel has Location %q, Retry-After %q", res.Header.Get("Location"), res.Header.Get("Retry-After"))
 	}
-	if got, _ := ts.job(j.ID); store.Status(got.Status) != store.StatusCanceled {
+	if got, _ := ts.Job(j.ID); store.Status(got.Status) != store.StatusCanceled {
 		t.Errorf("GET after cancel: %s", got.Status)
 	}
 
-	p := checkProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
+	p := apptest.CheckProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
 	if p["job"] != j.ID {
 		t.Errorf("problem job %v, want %s", p["job"], j.ID)
 	}
-	checkProblem(t, ts.action("nosuchjob", "cancel"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.action("nosuchjob", "cancel"), http.StatusNotFound, "not_found")
 	if got := ts.eventTypes(j.ID); !slices.Equal(got, []string{store.EventAccepted, store.EventCanceled}) {
 		t.Errorf("events %v", got)
 	}
@@ -103,14 +93,14 @@ func TestCancelPending(t *testing.T) {
 func TestCancelRunning(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(never)
-	ts.waitStatus(j.ID, store.StatusProcessing)
+	j := ts.Create(never)
+	ts.WaitStatus(j.ID, store.StatusProcessing)
 
 	res := ts.action(j.ID, "cancel")
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("cancel: status %d, want 202; body %s", res.StatusCode, res.body)
+		t.Fatalf("cancel: status %d, want 202; body %s", res.StatusCode, res.Body)
 	}
-	c := decodeJob(t, res)
+	c := apptest.DecodeJob(t, res)
 	if store.Status(c.Status) != store.StatusProcessing || !c.CancelRequested {
 		t.Errorf("cancel answer: status %s, cancel_requested %v; want PROCESSING, true", c.Status, c.CancelRequested)
 	}
@@ -121,12 +111,12 @@ func TestCancelRunning(t *testing.T) {
 		t.Error("202 without Retry-After")
 	}
 
-	done, _ := ts.waitStatus(j.ID, store.StatusCanceled)
+	done, _ := ts.WaitStatus(j.ID, store.StatusCanceled)
 	if done.CancelRequested || done.FinishedAt == nil || done.Attempt != 1 {
 		t.Errorf("canceled job: %+v", done)
 	}
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
-	checkProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
+	apptest.CheckProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
 	want := []string{store.EventAccepted, store.EventStarted, store.EventCancelRequested, store.EventCanceled}
 	if got := ts.eventTypes(j.ID); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
@@ -139,15 +129,15 @@ func TestRetryFailed(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	// Attempts 1 and 2 fail; with a budget of one, it takes two retries to succeed.
-	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
-	if f, _ := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded); store.Status(f.Status) != store.StatusFailed || f.Attempt != 1 {
+	j := ts.Create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
+	if f, _ := ts.WaitStatus(j.ID, store.StatusFailed, store.StatusSucceeded); store.Status(f.Status) != store.StatusFailed || f.Attempt != 1 {
 		t.Fatalf("first run ended %s at attempt %d, want FAILED at 1", f.Status, f.Attempt)
 	}
 
 	for attempt := 2; attempt <= 3; attempt++ {
 		res := ts.action(j.ID, "retry")
 		if res.StatusCode != http.StatusAccepted {
-			t.Fatalf("retry: status %d, want 202; body %s", res.StatusCode, res.body)
+			t.Fatalf("retry: status %d, want 202; body %s", res.StatusCode, res.Body)
 		}
 		if loc := res.Header.Get("Location"); loc != "/api/v1/exports/"+j.ID {
 			t.Errorf("Location %q", loc)
@@ -155,18 +145,18 @@ func TestRetryFailed(t *testing.T) {
 		if res.Header.Get("Retry-After") == "" {
 			t.Error("202 without Retry-After")
 		}
-		r := decodeJob(t, res)
+		r := apptest.DecodeJob(t, res)
 		if store.Status(r.Status) != store.StatusPending || r.Attempt != attempt-1 || r.MaxAttempts != attempt ||
 			r.Error != nil || r.FinishedAt != nil || r.StartedAt != nil {
 			t.Errorf("retried job: status %s, attempt %d/%d, error %+v, started %v, finished %v; want PENDING, %d/%d, cleared",
 				r.Status, r.Attempt, r.MaxAttempts, r.Error, r.StartedAt, r.FinishedAt, attempt-1, attempt)
 		}
-		done, _ := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
+		done, _ := ts.WaitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
 		if done.Attempt != attempt {
 			t.Fatalf("run after retry ended at attempt %d, want %d", done.Attempt, attempt)
 		}
 	}
-	done, _ := ts.job(j.ID)
+	done, _ := ts.Job(j.ID)
 	if store.Status(done.Status) != store.StatusSucceeded || done.DownloadURL == "" || done.Error != nil {
 		t.Fatalf("job after two retries: %s, download %q, error %+v", done.Status, done.DownloadURL, done.Error)
 	}
@@ -179,11 +169,11 @@ func TestRetryFailed(t *testing.T) {
 		t.Errorf("events %v\nwant %v", got, want)
 	}
 
-	p := checkProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
+	p := apptest.CheckProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
 	if p["job"] != j.ID {
 		t.Errorf("problem job %v, want %s", p["job"], j.ID)
 	}
-	checkProblem(t, ts.action("nosuchjob", "retry"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.action("nosuchjob", "retry"), http.StatusNotFound, "not_found")
 }
 
 // TestRetryCanceled: a canceled job runs again under a new attempt number; a running
@@ -191,19 +181,19 @@ func TestRetryFailed(t *testing.T) {
 func TestRetryCanceled(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(never)
-	ts.waitStatus(j.ID, store.StatusProcessing)
-	checkProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
+	j := ts.Create(never)
+	ts.WaitStatus(j.ID, store.StatusProcessing)
+	apptest.CheckProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
 	ts.cancel(j.ID)
 
 	res := ts.action(j.ID, "retry")
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry: status %d, want 202; body %s", res.StatusCode, res.body)
+		t.Fatalf("retry: status %d, want 202; body %s", res.StatusCode, res.Body)
 	}
-	if r := decodeJob(t, res); r.Attempt != 1 || r.MaxAttempts != 1+store.DefaultMaxAttempts {
+	if r := apptest.DecodeJob(t, res); r.Attempt != 1 || r.MaxAttempts != 1+store.DefaultMaxAttempts {
 		t.Errorf("retried: attempt %d of %d, want 1 of %d", r.Attempt, r.MaxAttempts, 1+store.DefaultMaxAttempts)
 	}
-	again, _ := ts.waitStatus(j.ID, store.StatusProcessing)
+	again, _ := ts.WaitStatus(j.ID, store.StatusProcessing)
 	if again.Attempt != 2 || again.CancelRequested {
 		t.Errorf("rerun: attempt %d, cancel_requested %v; want 2, false", again.Attempt, again.CancelRequested)
 	}
@@ -216,54 +206,54 @@ func TestDeleteExport(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
 	body := `{"report":"demo","params":{"rows":3}}`
-	j := decodeJob(t, ts.post(body, "delete-me"))
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := apptest.DecodeJob(t, ts.Post(body, "delete-me"))
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	path := jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("file of a succeeded job: %v", err)
 	}
 
-	res := ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil)
-	if res.StatusCode != http.StatusNoContent || len(res.body) != 0 {
-		t.Fatalf("delete: status %d, want 204; body %q", res.StatusCode, res.body)
+	res := ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil)
+	if res.StatusCode != http.StatusNoContent || len(res.Body) != 0 {
+		t.Fatalf("delete: status %d, want 204; body %q", res.StatusCode, res.Body)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("file after delete: %v, want gone", err)
 	}
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID), http.StatusNotFound, "not_found")
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusNotFound, "not_found")
-	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil), http.StatusNotFound, "not_found")
 	if got := ts.eventTypes(j.ID); len(got) != 0 {
 		t.Errorf("events left after delete: %v", got)
 	}
 
 	// The key went with the job: the same request now makes a new one.
-	res = ts.post(body, "delete-me")
+	res = ts.Post(body, "delete-me")
 	if res.StatusCode != http.StatusAccepted || res.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("reuse of a deleted job's key: status %d, replayed %q", res.StatusCode, res.Header.Get("Idempotent-Replayed"))
 	}
-	if n := decodeJob(t, res); n.ID == j.ID {
+	if n := apptest.DecodeJob(t, res); n.ID == j.ID {
 		t.Errorf("new job has the deleted job's id")
 	}
 
 	// A FAILED job has no file; that is fine.
-	f := ts.create(`{"report":"demo","params":{"rows":3,"fail_first":1}}`)
-	ts.waitStatus(f.ID, store.StatusFailed)
-	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+f.ID, nil, nil); res.StatusCode != http.StatusNoContent {
-		t.Errorf("delete of a failed job: status %d; body %s", res.StatusCode, res.body)
+	f := ts.Create(`{"report":"demo","params":{"rows":3,"fail_first":1}}`)
+	ts.WaitStatus(f.ID, store.StatusFailed)
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+f.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Errorf("delete of a failed job: status %d; body %s", res.StatusCode, res.Body)
 	}
 
-	r := ts.create(never)
-	p := checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports/"+r.ID, nil, nil), http.StatusConflict, "not_finished")
+	r := ts.Create(never)
+	p := apptest.CheckProblem(t, ts.Request(http.MethodDelete, "/api/v1/exports/"+r.ID, nil, nil), http.StatusConflict, "not_finished")
 	if p["job"] != r.ID {
 		t.Errorf("problem job %v, want %s", p["job"], r.ID)
 	}
-	if got, _ := ts.job(r.ID); store.Status(got.Status).Final() {
+	if got, _ := ts.Job(r.ID); store.Status(got.Status).Final() {
 		t.Errorf("refused delete left the job %s", got.Status)
 	}
 	ts.cancel(r.ID)
-	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+r.ID, nil, nil); res.StatusCode != http.StatusNoContent {
-		t.Errorf("delete after cancel: status %d; body %s", res.StatusCode, res.body)
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+r.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Errorf("delete after cancel: status %d; body %s", res.StatusCode, res.Body)
 	}
 }
 
@@ -272,8 +262,8 @@ func TestDeleteExport(t *testing.T) {
 func TestExpiredExport(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	// What the retention janitor does: remove the file, then expire the job.
 	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)); err != nil {
 		t.Fatal(err)
@@ -282,8 +272,8 @@ func TestExpiredExport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "expired")
-	e, res := ts.job(j.ID)
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "expired")
+	e, res := ts.Job(j.ID)
 	if store.Status(e.Status) != store.StatusExpired || e.DownloadURL != "" || e.File != nil {
 		t.Errorf("expired job: status %s, download_url %q, file %+v", e.Status, e.DownloadURL, e.File)
 	}
@@ -291,31 +281,31 @@ func TestExpiredExport(t *testing.T) {
 		t.Error("an expired job has Retry-After")
 	}
 	var raw map[string]any
-	if err := json.Unmarshal(res.body, &raw); err != nil {
+	if err := json.Unmarshal(res.Body, &raw); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := raw["download_url"]; ok {
-		t.Errorf("expired job JSON has download_url: %s", res.body)
+		t.Errorf("expired job JSON has download_url: %s", res.Body)
 	}
 	if got := ts.eventTypes(j.ID); got[len(got)-1] != store.EventExpired {
 		t.Errorf("events %v, want the last to be %s", got, store.EventExpired)
 	}
 
-	checkProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
-	checkProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
-	if res := ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
-		t.Errorf("delete of an expired job: status %d; body %s", res.StatusCode, res.body)
+	apptest.CheckProblem(t, ts.action(j.ID, "cancel"), http.StatusConflict, "already_finished")
+	apptest.CheckProblem(t, ts.action(j.ID, "retry"), http.StatusConflict, "not_retryable")
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Errorf("delete of an expired job: status %d; body %s", res.StatusCode, res.Body)
 	}
 }
 
 // TestListExportsByReport: ?report= keeps one report's jobs, and combines with ?status=.
 func TestListExportsByReport(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, testOpts{Now: tickClock()})
+	ts := newTestServer(t, testOpts{Now: apptest.TickClock()})
 	ts.busyWorkers()  // the demo jobs below stay PENDING
 	var demo []string // newest first
 	for range 3 {
-		demo = slices.Insert(demo, 0, ts.create(`{"report":"demo","params":{"rows":1}}`).ID)
+		demo = slices.Insert(demo, 0, ts.Create(`{"report":"demo","params":{"rows":1}}`).ID)
 	}
 	// Another report's export, put straight into the store: only its args matter here,
 	// and it stays PENDING behind the busy workers.
@@ -325,21 +315,21 @@ func TestListExportsByReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	busy := ids(ts.list("?status=PROCESSING").Exports)
-	if got := ids(ts.list("?report=demo").Exports); !slices.Equal(got, append(slices.Clone(demo), busy...)) {
+	busy := ids(ts.List("?status=PROCESSING").Exports)
+	if got := ids(ts.List("?report=demo").Exports); !slices.Equal(got, append(slices.Clone(demo), busy...)) {
 		t.Errorf("?report=demo lists %v, want %v then the busy ones %v", got, demo, busy)
 	}
-	if got := ids(ts.list("?report=demo&status=pending").Exports); !slices.Equal(got, demo) {
+	if got := ids(ts.List("?report=demo&status=pending").Exports); !slices.Equal(got, demo) {
 		t.Errorf("?report=demo&status=pending lists %v, want %v", got, demo)
 	}
-	if got := ids(ts.list("?report=orders").Exports); !slices.Equal(got, []string{other.ID}) {
+	if got := ids(ts.List("?report=orders").Exports); !slices.Equal(got, []string{other.ID}) {
 		t.Errorf("?report=orders lists %v, want [%s]", got, other.ID)
 	}
-	if got := ts.list("?report=nosuch").Exports; len(got) != 0 {
+	if got := ts.List("?report=nosuch").Exports; len(got) != 0 {
 		t.Errorf("?report=nosuch lists %v", ids(got))
 	}
-	first := ts.list("?report=demo&status=pending&limit=2")
-	rest := ts.list("?report=demo&status=pending&limit=2&cursor=" + first.NextCursor)
+	first := ts.List("?report=demo&status=pending&limit=2")
+	rest := ts.List("?report=demo&status=pending&limit=2&cursor=" + first.NextCursor)
 	if got := append(ids(first.Exports), ids(rest.Exports)...); !slices.Equal(got, demo) {
 		t.Errorf("paged ?report=demo lists %v, want %v", got, demo)
 	}
@@ -362,8 +352,8 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			res := ts.request(tt.method, tt.path, nil, nil)
-			checkProblem(t, res, http.StatusMethodNotAllowed, "method_not_allowed")
+			res := ts.Request(tt.method, tt.path, nil, nil)
+			apptest.CheckProblem(t, res, http.StatusMethodNotAllowed, "method_not_allowed")
 			if got := res.Header.Get("Allow"); got != tt.allow {
 				t.Errorf("Allow %q, want %q", got, tt.allow)
 			}
@@ -371,8 +361,8 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 	for _, path := range []string{"/api/v1/nope", "/api/v1/exports/abc/nope", "/api/v2/exports"} {
 		for _, m := range []string{http.MethodGet, http.MethodDelete} {
-			res := ts.request(m, path, nil, nil)
-			checkProblem(t, res, http.StatusNotFound, "no_route")
+			res := ts.Request(m, path, nil, nil)
+			apptest.CheckProblem(t, res, http.StatusNotFound, "no_route")
 			if a := res.Header.Get("Allow"); a != "" {
 				t.Errorf("%s %s: 404 with Allow %q", m, path, a)
 			}
@@ -391,13 +381,13 @@ func TestControlOnlyExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No handler takes its kind: the engine fails it at once.
-	waitFor(t, 20*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
 		cur, err := ts.store.Get(ctx, j.ID)
 		return err == nil && cur.Status == store.StatusFailed, fmt.Sprintf("job is %s (%v)", cur.Status, err)
 	})
-	checkProblem(t, ts.action(j.ID, "cancel"), http.StatusNotFound, "not_found")
-	checkProblem(t, ts.action(j.ID, "retry"), http.StatusNotFound, "not_found")
-	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.action(j.ID, "cancel"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.action(j.ID, "retry"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Request(http.MethodDelete, "/api/v1/exports/"+j.ID, nil, nil), http.StatusNotFound, "not_found")
 	if cur, err := ts.store.Get(ctx, j.ID); err != nil || cur.Status != store.StatusFailed {
 		t.Errorf("the other kind's job after refused actions: %s (%v)", cur.Status, err)
 	}

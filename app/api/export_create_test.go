@@ -18,6 +18,7 @@ import (
 
 	"sheetq/app/exports"
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -74,8 +75,8 @@ func TestCreateExportBadInputs(t *testing.T) {
 			if h == nil {
 				h = http.Header{"Content-Type": {"application/json"}}
 			}
-			res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(tt.body), h)
-			p := checkProblem(t, res, tt.status, tt.code)
+			res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(tt.body), h)
+			p := apptest.CheckProblem(t, res, tt.status, tt.code)
 			if tt.param != "" && p["param"] != tt.param {
 				t.Errorf("problem param %v, want %q", p["param"], tt.param)
 			}
@@ -87,9 +88,9 @@ func TestCreateExportBadInputs(t *testing.T) {
 			}
 		})
 	}
-	res := ts.get("/api/v1/exports")
-	if res.StatusCode != 200 || !bytes.Contains(res.body, []byte(`"exports": []`)) {
-		t.Errorf("list after refused requests: %d %s", res.StatusCode, res.body)
+	res := ts.Get("/api/v1/exports")
+	if res.StatusCode != 200 || !bytes.Contains(res.Body, []byte(`"exports": []`)) {
+		t.Errorf("list after refused requests: %d %s", res.StatusCode, res.Body)
 	}
 }
 
@@ -108,9 +109,9 @@ func TestCreateExportAcceptsJSONMediaTypes(t *testing.T) {
 		if ct != "" {
 			h.Set("Content-Type", ct)
 		}
-		res := ts.request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
+		res := ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo","params":{"rows":1}}`), h)
 		if res.StatusCode != http.StatusAccepted {
-			t.Errorf("Content-Type %q: status %d, want 202; body %s", ct, res.StatusCode, res.body)
+			t.Errorf("Content-Type %q: status %d, want 202; body %s", ct, res.StatusCode, res.Body)
 		}
 		if n := ts.jobCount(); n != i+1 {
 			t.Errorf("Content-Type %q: %d jobs, want %d", ct, n, i+1)
@@ -122,11 +123,11 @@ func TestCreateExportAcceptsJSONMediaTypes(t *testing.T) {
 func TestExportHappyPath(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	res := ts.post(`{"report":"demo","params":{"rows":2000}}`, "")
+	res := ts.Post(`{"report":"demo","params":{"rows":2000}}`, "")
 	if res.StatusCode != http.StatusAccepted {
-		t.Fatalf("status %d, want 202; body %s", res.StatusCode, res.body)
+		t.Fatalf("status %d, want 202; body %s", res.StatusCode, res.Body)
 	}
-	j := decodeJob(t, res)
+	j := apptest.DecodeJob(t, res)
 	if loc := res.Header.Get("Location"); loc != "/api/v1/exports/"+j.ID {
 		t.Errorf("Location %q, want /api/v1/exports/%s", loc, j.ID)
 	}
@@ -151,7 +152,7 @@ func TestExportHappyPath(t *testing.T) {
 		t.Errorf("accepted job: created_at %v, download_url %q, file %v", j.CreatedAt, j.DownloadURL, j.File)
 	}
 
-	done, res := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
+	done, res := ts.WaitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
 	if store.Status(done.Status) != store.StatusSucceeded {
 		t.Fatalf("job ended %s: %+v", done.Status, done.Error)
 	}
@@ -169,9 +170,9 @@ func TestExportHappyPath(t *testing.T) {
 		t.Fatalf("download_url %q, file %+v", done.DownloadURL, done.File)
 	}
 
-	file := ts.get(done.DownloadURL)
+	file := ts.Get(done.DownloadURL)
 	if file.StatusCode != http.StatusOK {
-		t.Fatalf("download: status %d; body %s", file.StatusCode, file.body)
+		t.Fatalf("download: status %d; body %s", file.StatusCode, file.Body)
 	}
 	if ct := file.Header.Get("Content-Type"); ct != "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" {
 		t.Errorf("download Content-Type %q, want the xlsx type", ct)
@@ -188,15 +189,15 @@ func TestExportHappyPath(t *testing.T) {
 	if done.File.Name != name {
 		t.Errorf("file.name %q, but the download is named %q", done.File.Name, name)
 	}
-	sum := sha256.Sum256(file.body)
+	sum := sha256.Sum256(file.Body)
 	if got := hex.EncodeToString(sum[:]); got != done.File.SHA256 {
 		t.Errorf("sha256 of the download %s, job says %s", got, done.File.SHA256)
 	}
-	if int64(len(file.body)) != done.File.Size {
-		t.Errorf("download is %d bytes, job says %d", len(file.body), done.File.Size)
+	if int64(len(file.Body)) != done.File.Size {
+		t.Errorf("download is %d bytes, job says %d", len(file.Body), done.File.Size)
 	}
 
-	f, err := excelize.OpenReader(bytes.NewReader(file.body))
+	f, err := excelize.OpenReader(bytes.NewReader(file.Body))
 	if err != nil {
 		t.Fatalf("open xlsx: %v", err)
 	}
@@ -224,22 +225,22 @@ func TestIdempotency(t *testing.T) {
 	// A slow job stays unfinished for the whole test, so replays answer 202.
 	slow := `{"report":"demo","params":{"rows":100,"seconds":30}}`
 
-	first := ts.post(slow, "key-1")
+	first := ts.Post(slow, "key-1")
 	if first.StatusCode != http.StatusAccepted || first.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first: status %d, Idempotent-Replayed %q; body %s",
-			first.StatusCode, first.Header.Get("Idempotent-Replayed"), first.body)
+			first.StatusCode, first.Header.Get("Idempotent-Replayed"), first.Body)
 	}
-	j := decodeJob(t, first)
+	j := apptest.DecodeJob(t, first)
 	defer ts.cancel(j.ID)
 
 	// The same request, written differently (a string int, an explicit default), is the
 	// same request once normalised.
 	for _, body := range []string{slow, `{"params":{"seconds":"30","rows":"100","fail_first":0},"report":"demo"}`} {
-		again := ts.post(body, "key-1")
+		again := ts.Post(body, "key-1")
 		if again.StatusCode != http.StatusAccepted {
-			t.Fatalf("replay %s: status %d, want 202; body %s", body, again.StatusCode, again.body)
+			t.Fatalf("replay %s: status %d, want 202; body %s", body, again.StatusCode, again.Body)
 		}
-		if got := decodeJob(t, again).ID; got != j.ID {
+		if got := apptest.DecodeJob(t, again).ID; got != j.ID {
 			t.Errorf("replay %s: job %s, want %s", body, got, j.ID)
 		}
 		if again.Header.Get("Idempotent-Replayed") != "true" {
@@ -250,8 +251,8 @@ func TestIdempotency(t *testing.T) {
 		}
 	}
 
-	reused := ts.post(`{"report":"demo","params":{"rows":101,"seconds":30}}`, "key-1")
-	p := checkProblem(t, reused, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	reused := ts.Post(`{"report":"demo","params":{"rows":101,"seconds":30}}`, "key-1")
+	p := apptest.CheckProblem(t, reused, http.StatusUnprocessableEntity, "idempotency_key_reused")
 	if p["job"] != j.ID || !strings.Contains(p["detail"].(string), j.ID) {
 		t.Errorf("reused key problem names job %v (detail %q), want %s", p["job"], p["detail"], j.ID)
 	}
@@ -265,19 +266,19 @@ func TestIdempotencyQuotedKey(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
 	body := `{"report":"demo","params":{"rows":10}}`
-	a := decodeJob(t, ts.post(body, `"abc"`))
-	res := ts.post(body, "abc")
+	a := apptest.DecodeJob(t, ts.Post(body, `"abc"`))
+	res := ts.Post(body, "abc")
 	if res.StatusCode != http.StatusAccepted && res.StatusCode != http.StatusOK {
-		t.Fatalf("bare key: status %d; body %s", res.StatusCode, res.body)
+		t.Fatalf("bare key: status %d; body %s", res.StatusCode, res.Body)
 	}
-	if b := decodeJob(t, res); b.ID != a.ID || res.Header.Get("Idempotent-Replayed") != "true" {
+	if b := apptest.DecodeJob(t, res); b.ID != a.ID || res.Header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf(`key abc gave job %s (replayed %q); key "abc" gave %s`, b.ID, res.Header.Get("Idempotent-Replayed"), a.ID)
 	}
 	// A finished job replays as 200 with the job, without Location.
-	ts.waitStatus(a.ID, store.StatusSucceeded)
-	res = ts.post(body, "abc")
-	if res.StatusCode != http.StatusOK || decodeJob(t, res).ID != a.ID || res.Header.Get("Location") != "" {
-		t.Errorf("replay of a finished job: status %d, Location %q; body %s", res.StatusCode, res.Header.Get("Location"), res.body)
+	ts.WaitStatus(a.ID, store.StatusSucceeded)
+	res = ts.Post(body, "abc")
+	if res.StatusCode != http.StatusOK || apptest.DecodeJob(t, res).ID != a.ID || res.Header.Get("Location") != "" {
+		t.Errorf("replay of a finished job: status %d, Location %q; body %s", res.StatusCode, res.Header.Get("Location"), res.Body)
 	}
 	if n := ts.jobCount(); n != 1 {
 		t.Errorf("%d jobs, want 1", n)
@@ -302,11 +303,11 @@ func TestIdempotencyConcurrent(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			// Not ts.post: t.Fatal must not run outside the test goroutine.
-			req, _ := http.NewRequest(http.MethodPost, ts.url+"/api/v1/exports",
+			req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/v1/exports",
 				strings.NewReader(`{"report":"demo","params":{"rows":10}}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Idempotency-Key", "same-key")
-			res, err := ts.hc.Do(req)
+			res, err := ts.HC.Do(req)
 			if err != nil {
 				answers[i].err = err.Error()
 				return
@@ -341,7 +342,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 	if c := ts.jobCount(); c != 1 {
 		t.Errorf("%d jobs in the store, want 1", c)
 	}
-	ts.waitStatus(answers[0].id, store.StatusSucceeded)
+	ts.WaitStatus(answers[0].id, store.StatusSucceeded)
 }
 
 // TestRetryThenSucceed: retryable failures within the attempt budget end in SUCCEEDED,
@@ -349,8 +350,8 @@ func TestIdempotencyConcurrent(t *testing.T) {
 func TestRetryThenSucceed(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
-	done, _ := ts.waitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
+	j := ts.Create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
+	done, _ := ts.WaitStatus(j.ID, store.StatusSucceeded, store.StatusFailed)
 	if store.Status(done.Status) != store.StatusSucceeded || done.Attempt != 3 || done.Error != nil {
 		t.Errorf("job ended %s at attempt %d with error %+v, want SUCCEEDED at attempt 3", done.Status, done.Attempt, done.Error)
 	}

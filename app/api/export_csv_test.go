@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -27,11 +28,11 @@ func TestCSVExportDownload(t *testing.T) {
 		{`{"report":"demo","params":{"rows":5},"format":"csv","bom":true}`, true},
 		{`{"report":"demo","params":{"rows":5},"format":"csv"}`, false},
 	} {
-		j := ts.create(tc.body)
+		j := ts.Create(tc.body)
 		if j.Format != "csv" || j.BOM != tc.bom {
 			t.Fatalf("%s: accepted job has format %q, bom %v", tc.body, j.Format, j.BOM)
 		}
-		done, _ := ts.waitStatus(j.ID, store.StatusSucceeded)
+		done, _ := ts.WaitStatus(j.ID, store.StatusSucceeded)
 		if done.File == nil || !strings.HasSuffix(done.File.Name, ".csv") {
 			t.Fatalf("%s: file %+v, want a .csv name", tc.body, done.File)
 		}
@@ -40,9 +41,9 @@ func TestCSVExportDownload(t *testing.T) {
 			t.Fatalf("%s: not published as <id>.csv: %v", tc.body, err)
 		}
 
-		res := ts.get("/api/v1/exports/" + j.ID + "/file")
-		if res.StatusCode != http.StatusOK || !bytes.Equal(res.body, onDisk) {
-			t.Fatalf("%s: download status %d, %d bytes; want 200 with the %d published", tc.body, res.StatusCode, len(res.body), len(onDisk))
+		res := ts.Get("/api/v1/exports/" + j.ID + "/file")
+		if res.StatusCode != http.StatusOK || !bytes.Equal(res.Body, onDisk) {
+			t.Fatalf("%s: download status %d, %d bytes; want 200 with the %d published", tc.body, res.StatusCode, len(res.Body), len(onDisk))
 		}
 		if ct := res.Header.Get("Content-Type"); ct != "text/csv; charset=utf-8" {
 			t.Errorf("%s: Content-Type %q", tc.body, ct)
@@ -51,7 +52,7 @@ func TestCSVExportDownload(t *testing.T) {
 		if err != nil || cd["filename"] != done.File.Name {
 			t.Errorf("%s: Content-Disposition %q, want filename %s", tc.body, res.Header.Get("Content-Disposition"), done.File.Name)
 		}
-		body, hasBOM := bytes.CutPrefix(res.body, []byte("\uFEFF"))
+		body, hasBOM := bytes.CutPrefix(res.Body, []byte("\uFEFF"))
 		if hasBOM != tc.bom {
 			t.Errorf("%s: file starts with a BOM: %v", tc.body, hasBOM)
 		}
@@ -65,12 +66,12 @@ func TestCSVExportDownload(t *testing.T) {
 		}
 	}
 
-	x := ts.create(`{"report":"demo","params":{"rows":2}}`)
+	x := ts.Create(`{"report":"demo","params":{"rows":2}}`)
 	if x.Format != "xlsx" || x.BOM {
 		t.Errorf("xlsx job shows format %q, bom %v", x.Format, x.BOM)
 	}
-	ts.waitStatus(x.ID, store.StatusSucceeded)
-	res := ts.get("/api/v1/exports/" + x.ID + "/file")
+	ts.WaitStatus(x.ID, store.StatusSucceeded)
+	res := ts.Get("/api/v1/exports/" + x.ID + "/file")
 	if ct := res.Header.Get("Content-Type"); ct != export.XLSXContentType || !strings.Contains(res.Header.Get("Content-Disposition"), ".xlsx") {
 		t.Errorf("xlsx download: Content-Type %q, Content-Disposition %q", ct, res.Header.Get("Content-Disposition"))
 	}
@@ -92,7 +93,7 @@ func TestCSVBadFormat(t *testing.T) {
 		{`{"report":"demo","format":5}`, "malformed_json", "", http.StatusBadRequest},
 		{`{"report":"demo","format":"csv","bom":"yes"}`, "malformed_json", "", http.StatusBadRequest},
 	} {
-		p := checkProblem(t, ts.post(tc.body, ""), tc.status, tc.code)
+		p := apptest.CheckProblem(t, ts.Post(tc.body, ""), tc.status, tc.code)
 		if d, _ := p["detail"].(string); !strings.Contains(d, tc.detail) {
 			t.Errorf("%s: detail %q, want it to say %q", tc.body, d, tc.detail)
 		}
@@ -108,21 +109,21 @@ func TestCSVBadFormat(t *testing.T) {
 func TestCSVIdempotencyCoversFormat(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	first := decodeJob(t, ts.post(`{"report":"demo","params":{"rows":3}}`, "key-x"))
-	same := ts.post(`{"report":"demo","params":{"rows":3},"format":"xlsx"}`, "key-x")
-	if same.StatusCode != http.StatusAccepted || decodeJob(t, same).ID != first.ID {
-		t.Fatalf("format xlsx named: status %d, body %s; want a replay of %s", same.StatusCode, same.body, first.ID)
+	first := apptest.DecodeJob(t, ts.Post(`{"report":"demo","params":{"rows":3}}`, "key-x"))
+	same := ts.Post(`{"report":"demo","params":{"rows":3},"format":"xlsx"}`, "key-x")
+	if same.StatusCode != http.StatusAccepted || apptest.DecodeJob(t, same).ID != first.ID {
+		t.Fatalf("format xlsx named: status %d, body %s; want a replay of %s", same.StatusCode, same.Body, first.ID)
 	}
-	p := checkProblem(t, ts.post(`{"report":"demo","params":{"rows":3},"format":"csv"}`, "key-x"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	p := apptest.CheckProblem(t, ts.Post(`{"report":"demo","params":{"rows":3},"format":"csv"}`, "key-x"), http.StatusUnprocessableEntity, "idempotency_key_reused")
 	if p["job"] != first.ID {
 		t.Errorf("reused key names job %v, want %s", p["job"], first.ID)
 	}
 
-	csvJob := decodeJob(t, ts.post(`{"report":"demo","params":{"rows":3},"format":"csv"}`, "key-c"))
-	checkProblem(t, ts.post(`{"report":"demo","params":{"rows":3},"format":"csv","bom":true}`, "key-c"), http.StatusUnprocessableEntity, "idempotency_key_reused")
-	again := ts.post(`{"format":"csv","report":"demo","params":{"rows":"3"}}`, "key-c")
-	if again.StatusCode != http.StatusAccepted || decodeJob(t, again).ID != csvJob.ID {
-		t.Fatalf("the same csv request: status %d, body %s; want a replay of %s", again.StatusCode, again.body, csvJob.ID)
+	csvJob := apptest.DecodeJob(t, ts.Post(`{"report":"demo","params":{"rows":3},"format":"csv"}`, "key-c"))
+	apptest.CheckProblem(t, ts.Post(`{"report":"demo","params":{"rows":3},"format":"csv","bom":true}`, "key-c"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	again := ts.Post(`{"format":"csv","report":"demo","params":{"rows":"3"}}`, "key-c")
+	if again.StatusCode != http.StatusAccepted || apptest.DecodeJob(t, again).ID != csvJob.ID {
+		t.Fatalf("the same csv request: status %d, body %s; want a replay of %s", again.StatusCode, again.Body, csvJob.ID)
 	}
 	if n := ts.jobCount(); n != 2 {
 		t.Fatalf("%d jobs, want 2", n)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -21,17 +22,17 @@ import (
 // file_missing and a WARN naming the path, and none of its bytes are sent.
 func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs apptest.SyncBuffer
 	ts := newTestServer(t, testOpts{Log: &logs})
-	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	path := jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := ts.get("/api/v1/exports/" + j.ID + "/file"); res.StatusCode != http.StatusOK || string(res.body) != string(good) {
-		t.Fatalf("the published file: status %d, %d bytes, want 200 with %d", res.StatusCode, len(res.body), len(good))
+	if res := ts.Get("/api/v1/exports/" + j.ID + "/file"); res.StatusCode != http.StatusOK || string(res.Body) != string(good) {
+		t.Fatalf("the published file: status %d, %d bytes, want 200 with %d", res.StatusCode, len(res.Body), len(good))
 	}
 
 	const secret = "root:x:0:0:secret outside the data directory"
@@ -92,10 +93,10 @@ func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
 				t.Fatal(err)
 			}
 			mark := len(logs.String())
-			res := ts.get("/api/v1/exports/" + j.ID + "/file")
-			checkProblem(t, res, http.StatusGone, "file_missing")
-			if strings.Contains(string(res.body), "secret") || res.Header.Get("ETag") != "" {
-				t.Errorf("refused file leaked: ETag %q, body %s", res.Header.Get("ETag"), res.body)
+			res := ts.Get("/api/v1/exports/" + j.ID + "/file")
+			apptest.CheckProblem(t, res, http.StatusGone, "file_missing")
+			if strings.Contains(string(res.Body), "secret") || res.Header.Get("ETag") != "" {
+				t.Errorf("refused file leaked: ETag %q, body %s", res.Header.Get("ETag"), res.Body)
 			}
 			if l := logs.String()[mark:]; !strings.Contains(l, "level=WARN") || !strings.Contains(l, path) {
 				t.Errorf("no WARN naming %s:\n%s", path, l)
@@ -104,7 +105,7 @@ func TestFileServesOnlyTheRegularFileItPublished(t *testing.T) {
 	}
 
 	// Put back, the file is served again.
-	if res := ts.get("/api/v1/exports/" + j.ID + "/file"); res.StatusCode != http.StatusOK || string(res.body) != string(good) {
-		t.Fatalf("restored file: status %d, %d bytes", res.StatusCode, len(res.body))
+	if res := ts.Get("/api/v1/exports/" + j.ID + "/file"); res.StatusCode != http.StatusOK || string(res.Body) != string(good) {
+		t.Fatalf("restored file: status %d, %d bytes", res.StatusCode, len(res.Body))
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"sheetq/app/api"
 	"sheetq/app/exports"
 	"sheetq/app/problem"
+	"sheetq/internal/apptest"
+	"sheetq/internal/datadir"
 	"sheetq/internal/objstore/objstoretest"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
@@ -49,7 +51,7 @@ func serveOneExport(t *testing.T, files func(exportsDir string) jobs.Files, mode
 	ctx := context.Background()
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st := openStore(t, filepath.Join(dir, "sheetq.db"), nil)
+	st := apptest.OpenStore(t, openStore, datadir.Dir{Root: dir}, nil)
 	exportsDir := filepath.Join(dir, "exports")
 	f := files(exportsDir)
 	data := make([]byte, 300<<10)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -23,33 +23,33 @@ func encodeB64(s string) string { return base64.RawURLEncoding.EncodeToString([]
 func TestUnknownExport(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	checkProblem(t, ts.get("/api/v1/exports/nosuchjob"), http.StatusNotFound, "not_found")
-	checkProblem(t, ts.get("/api/v1/exports/nosuchjob/file"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/nosuchjob"), http.StatusNotFound, "not_found")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/nosuchjob/file"), http.StatusNotFound, "not_found")
 }
 
 func TestUnknownAPIRoute(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	checkProblem(t, ts.get("/api/v1/nope"), http.StatusNotFound, "no_route")
+	apptest.CheckProblem(t, ts.Get("/api/v1/nope"), http.StatusNotFound, "no_route")
 	// A known path with another method is 405, not 404 (TestMethodNotAllowed).
-	checkProblem(t, ts.request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
+	apptest.CheckProblem(t, ts.Request(http.MethodDelete, "/api/v1/exports", nil, nil), http.StatusMethodNotAllowed, "method_not_allowed")
 }
 
 // TestFileOfUnfinishedJob: 409 not_finished while the job runs; 409 no_file once canceled.
 func TestFileOfUnfinishedJob(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":1000,"seconds":30}}`)
+	j := ts.Create(`{"report":"demo","params":{"rows":1000,"seconds":30}}`)
 
-	res := ts.get("/api/v1/exports/" + j.ID + "/file")
-	p := checkProblem(t, res, http.StatusConflict, "not_finished")
+	res := ts.Get("/api/v1/exports/" + j.ID + "/file")
+	p := apptest.CheckProblem(t, res, http.StatusConflict, "not_finished")
 	if p["job"] != j.ID {
 		t.Errorf("problem job %v, want %s", p["job"], j.ID)
 	}
 	if res.Header.Get("Retry-After") == "" {
 		t.Error("not_finished without Retry-After")
 	}
-	cur, curRes := ts.job(j.ID)
+	cur, curRes := ts.Job(j.ID)
 	if store.Status(cur.Status).Final() {
 		t.Fatalf("a 30-second job is already %s", cur.Status)
 	}
@@ -58,22 +58,22 @@ func TestFileOfUnfinishedJob(t *testing.T) {
 	}
 
 	// Once it runs, still not finished.
-	ts.waitStatus(j.ID, store.StatusProcessing)
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "not_finished")
+	ts.WaitStatus(j.ID, store.StatusProcessing)
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "not_finished")
 
 	ts.cancel(j.ID)
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
 }
 
 // TestFileOfFailedJob: a job out of attempts is FAILED with its error, and has no file.
 func TestFileOfFailedJob(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
-	j := ts.create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`)
+	j := ts.Create(`{"report":"demo","params":{"rows":10,"fail_first":1}}`)
 	if j.MaxAttempts != 1 {
 		t.Errorf("max_attempts %d, want the server's 1", j.MaxAttempts)
 	}
-	done, res := ts.waitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
+	done, res := ts.WaitStatus(j.ID, store.StatusFailed, store.StatusSucceeded)
 	if store.Status(done.Status) != store.StatusFailed {
 		t.Fatalf("job ended %s, want FAILED", done.Status)
 	}
@@ -83,7 +83,7 @@ func TestFileOfFailedJob(t *testing.T) {
 	if done.DownloadURL != "" || done.File != nil || res.Header.Get("Retry-After") != "" {
 		t.Errorf("failed job: download_url %q, file %+v, Retry-After %q", done.DownloadURL, done.File, res.Header.Get("Retry-After"))
 	}
-	p := checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
+	p := apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusConflict, "no_file")
 	if p["job"] != j.ID {
 		t.Errorf("problem job %v, want %s", p["job"], j.ID)
 	}
@@ -93,31 +93,12 @@ func TestFileOfFailedJob(t *testing.T) {
 func TestFileRemovedFromDisk(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	j := ts.create(`{"report":"demo","params":{"rows":3}}`)
-	ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"demo","params":{"rows":3}}`)
+	ts.WaitStatus(j.ID, store.StatusSucceeded)
 	if err := os.Remove(jobs.FilePath(ts.dir.Exports(), j.ID+export.FileExt)); err != nil {
 		t.Fatalf("remove file: %v", err)
 	}
-	checkProblem(t, ts.get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "file_missing")
-}
-
-// listPage is GET /api/v1/exports decoded.
-type listPage struct {
-	Exports    []apiv1.Job `json:"exports"`
-	NextCursor string      `json:"next_cursor"`
-}
-
-func (ts *testServer) list(query string) listPage {
-	ts.t.Helper()
-	res := ts.get("/api/v1/exports" + query)
-	if res.StatusCode != http.StatusOK {
-		ts.t.Fatalf("list %s: status %d; body %s", query, res.StatusCode, res.body)
-	}
-	var page listPage
-	if err := json.Unmarshal(res.body, &page); err != nil {
-		ts.t.Fatalf("list %s: %v; body %s", query, err, res.body)
-	}
-	return page
+	apptest.CheckProblem(t, ts.Get("/api/v1/exports/"+j.ID+"/file"), http.StatusGone, "file_missing")
 }
 
 func ids(js []apiv1.Job) []string {
@@ -131,26 +112,26 @@ func ids(js []apiv1.Job) []string {
 func TestListExports(t *testing.T) {
 	t.Parallel()
 	// Distinct created_at readings make "newest first" the reverse creation order.
-	ts := newTestServer(t, testOpts{MaxAttempts: 1, Now: tickClock()})
+	ts := newTestServer(t, testOpts{MaxAttempts: 1, Now: apptest.TickClock()})
 	var created, failed []string
 	for i := range 7 {
 		body := `{"report":"demo","params":{"rows":3}}`
 		if i%3 == 0 {
 			body = `{"report":"demo","params":{"rows":3,"fail_first":1}}`
 		}
-		j := ts.create(body)
+		j := ts.Create(body)
 		created = append(created, j.ID)
 		if i%3 == 0 {
 			failed = append(failed, j.ID)
 		}
 	}
 	for _, id := range created {
-		ts.waitStatus(id, store.StatusSucceeded, store.StatusFailed)
+		ts.WaitStatus(id, store.StatusSucceeded, store.StatusFailed)
 	}
 	newestFirst := slices.Clone(created)
 	slices.Reverse(newestFirst)
 
-	all := ts.list("")
+	all := ts.List("")
 	if got := ids(all.Exports); !slices.Equal(got, newestFirst) {
 		t.Errorf("list order\n got %v\nwant %v", got, newestFirst)
 	}
@@ -160,7 +141,7 @@ func TestListExports(t *testing.T) {
 
 	slices.Reverse(failed)
 	for _, status := range []string{"FAILED", "failed"} {
-		got := ts.list("?status=" + status)
+		got := ts.List("?status=" + status)
 		if !slices.Equal(ids(got.Exports), failed) {
 			t.Errorf("?status=%s gave %v, want %v", status, ids(got.Exports), failed)
 		}
@@ -170,10 +151,10 @@ func TestListExports(t *testing.T) {
 			}
 		}
 	}
-	if got := ts.list("?status=SUCCEEDED"); len(got.Exports) != len(created)-len(failed) {
+	if got := ts.List("?status=SUCCEEDED"); len(got.Exports) != len(created)-len(failed) {
 		t.Errorf("?status=SUCCEEDED gave %d jobs, want %d", len(got.Exports), len(created)-len(failed))
 	}
-	if got := ts.list("?status=EXPIRED"); len(got.Exports) != 0 {
+	if got := ts.List("?status=EXPIRED"); len(got.Exports) != 0 {
 		t.Errorf("?status=EXPIRED gave %v", ids(got.Exports))
 	}
 
@@ -184,7 +165,7 @@ func TestListExports(t *testing.T) {
 		if pages > len(created) {
 			t.Fatalf("cursor does not end: %v", paged)
 		}
-		page := ts.list(query)
+		page := ts.List(query)
 		if len(page.Exports) > 2 {
 			t.Fatalf("limit=2 gave %d jobs", len(page.Exports))
 		}
@@ -199,11 +180,11 @@ func TestListExports(t *testing.T) {
 	}
 
 	// The cursor also combines with a status filter.
-	first := ts.list("?status=failed&limit=1")
+	first := ts.List("?status=failed&limit=1")
 	if len(first.Exports) != 1 || first.NextCursor == "" {
 		t.Fatalf("?status=failed&limit=1: %v, cursor %q", ids(first.Exports), first.NextCursor)
 	}
-	rest := ts.list("?status=failed&limit=10&cursor=" + url.QueryEscape(first.NextCursor))
+	rest := ts.List("?status=failed&limit=10&cursor=" + url.QueryEscape(first.NextCursor))
 	if got := append(ids(first.Exports), ids(rest.Exports)...); !slices.Equal(got, failed) {
 		t.Errorf("failed jobs paged %v, want %v", got, failed)
 	}
@@ -225,23 +206,23 @@ func TestListExportsBadQuery(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimPrefix(tt.query, "?"), func(t *testing.T) {
-			checkProblem(t, ts.get("/api/v1/exports"+tt.query), http.StatusBadRequest, tt.code)
+			apptest.CheckProblem(t, ts.Get("/api/v1/exports"+tt.query), http.StatusBadRequest, tt.code)
 		})
 	}
 }
 
 func TestCursors(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, testOpts{Now: tickClock()})
+	ts := newTestServer(t, testOpts{Now: apptest.TickClock()})
 	var newestFirst []string
 	for range 4 {
-		newestFirst = slices.Insert(newestFirst, 0, ts.create(`{"report":"demo","params":{"rows":3}}`).ID)
+		newestFirst = slices.Insert(newestFirst, 0, ts.Create(`{"report":"demo","params":{"rows":3}}`).ID)
 	}
-	first := ts.list("?limit=1")
+	first := ts.List("?limit=1")
 	if c := first.NextCursor; c == "" || strings.ContainsAny(c, "+/=") {
 		t.Fatalf("next_cursor %q: want a URL-safe cursor", c)
 	}
-	if got := ids(ts.list("?cursor=" + first.NextCursor).Exports); !slices.Equal(got, newestFirst[1:]) {
+	if got := ids(ts.List("?cursor=" + first.NextCursor).Exports); !slices.Equal(got, newestFirst[1:]) {
 		t.Errorf("after the first page: %v, want %v", got, newestFirst[1:])
 	}
 
@@ -252,12 +233,12 @@ func TestCursors(t *testing.T) {
 		t.Fatal(err)
 	}
 	legacy := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.CreatedAt.UnixMilli(), 10) + "." + j.ID))
-	if got := ids(ts.list("?cursor=" + legacy).Exports); !slices.Equal(got, newestFirst[2:]) {
+	if got := ids(ts.List("?cursor=" + legacy).Exports); !slices.Equal(got, newestFirst[2:]) {
 		t.Errorf("after a legacy cursor: %v, want %v", got, newestFirst[2:])
 	}
 	gone := base64.RawURLEncoding.EncodeToString([]byte("1700000000000.nosuchjob"))
 	for _, c := range []string{gone, "!!", base64.RawURLEncoding.EncodeToString([]byte("-3")),
 		base64.RawURLEncoding.EncodeToString([]byte("0")), base64.RawURLEncoding.EncodeToString([]byte("x.y"))} {
-		checkProblem(t, ts.get("/api/v1/exports?cursor="+url.QueryEscape(c)), http.StatusBadRequest, "bad_cursor")
+		apptest.CheckProblem(t, ts.Get("/api/v1/exports?cursor="+url.QueryEscape(c)), http.StatusBadRequest, "bad_cursor")
 	}
 }

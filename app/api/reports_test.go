@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 
 	"sheetq/app/exports"
+	"sheetq/internal/apptest"
 	"sheetq/jobs/export"
 	"sheetq/store"
 )
@@ -36,32 +36,21 @@ const columnsReport = `-- title: Labelled
 SELECT :from;
 `
 
-// writeReport puts a report file in the test server's reports folder.
-func writeReport(t *testing.T, ts *testServer, name, text string) {
-	t.Helper()
-	if err := os.MkdirAll(ts.dir.Reports(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ts.dir.Reports(), name), []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // checkContract validates one exchange (a GET of path) against the OpenAPI document
 // the server serves, which must be the embedded one and valid OpenAPI 3.1: the request,
 // and the response's status, Content-Type and body. The whole document against every
 // route is checked in package app (TestOpenAPIMatchesTheServer).
 func checkContract(t *testing.T, ts *testServer, path string) {
 	t.Helper()
-	served := ts.get("/api/v1/openapi.json")
+	served := ts.Get("/api/v1/openapi.json")
 	embedded, err := os.ReadFile("openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if served.StatusCode != http.StatusOK || !bytes.Equal(served.body, embedded) {
+	if served.StatusCode != http.StatusOK || !bytes.Equal(served.Body, embedded) {
 		t.Fatalf("GET /api/v1/openapi.json: status %d, not the embedded document", served.StatusCode)
 	}
-	doc, err := libopenapi.NewDocument(served.body)
+	doc, err := libopenapi.NewDocument(served.Body)
 	if err != nil {
 		t.Fatalf("parse the OpenAPI document: %v", err)
 	}
@@ -83,8 +72,8 @@ func checkContract(t *testing.T, ts *testServer, path string) {
 	if ok, verrs := v.ValidateDocument(); !ok {
 		t.Fatalf("the OpenAPI document is invalid:\n%s", describe(verrs))
 	}
-	res := ts.get(path)
-	req, err := http.NewRequest(http.MethodGet, ts.url+path, nil)
+	res := ts.Get(path)
+	req, err := http.NewRequest(http.MethodGet, ts.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +81,9 @@ func checkContract(t *testing.T, ts *testServer, path string) {
 		t.Errorf("GET %s: the request does not match the document:\n%s", path, describe(errs))
 	}
 	hr := *res.Response
-	hr.Body = io.NopCloser(bytes.NewReader(res.body))
+	hr.Body = io.NopCloser(bytes.NewReader(res.Body))
 	if ok, errs := v.ValidateHttpResponse(req, &hr); !ok {
-		t.Errorf("GET %s -> %d: the response does not match the document:\n%s\nbody: %s", path, res.StatusCode, describe(errs), res.body)
+		t.Errorf("GET %s -> %d: the response does not match the document:\n%s\nbody: %s", path, res.StatusCode, describe(errs), res.Body)
 	}
 }
 
@@ -104,15 +93,15 @@ func checkContract(t *testing.T, ts *testServer, path string) {
 func TestAPIReportsShowColumns(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "labelled.sql", columnsReport)
+	apptest.WriteReport(t, ts.dir, "labelled.sql", columnsReport)
 	var list struct {
 		Reports []exports.Report `json:"reports"`
 	}
 	var got exports.Report
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		res := ts.get("/api/v1/reports")
-		if err := json.Unmarshal(res.body, &list); err != nil {
-			t.Fatalf("status %d: %v: %s", res.StatusCode, err, res.body)
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.Get("/api/v1/reports")
+		if err := json.Unmarshal(res.Body, &list); err != nil {
+			t.Fatalf("status %d: %v: %s", res.StatusCode, err, res.Body)
 		}
 		for _, r := range list.Reports {
 			if r.ID == "labelled" {
@@ -133,7 +122,7 @@ func TestAPIReportsShowColumns(t *testing.T) {
 	}
 	// The JSON's field names, as docs/reports-and-sources.md and the document give them.
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, ts.get("/api/v1/reports").body); err != nil {
+	if err := json.Compact(&compact, ts.Get("/api/v1/reports").Body); err != nil {
 		t.Fatal(err)
 	}
 	raw := compact.String()
@@ -160,7 +149,7 @@ func TestAPIReportsShowColumns(t *testing.T) {
 func TestDownloadNamedByPattern(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "named.sql", `-- title: Named
+	apptest.WriteReport(t, ts.dir, "named.sql", `-- title: Named
 -- source: demo
 -- param: rows int = 3
 -- param: from date
@@ -168,16 +157,16 @@ func TestDownloadNamedByPattern(t *testing.T) {
 -- filename: orders {region} {from}
 SELECT :rows, :from, :region;
 `)
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		return strings.Contains(string(ts.get("/api/v1/reports").body), `"named"`), "named not loaded yet"
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		return strings.Contains(string(ts.Get("/api/v1/reports").Body), `"named"`), "named not loaded yet"
 	})
-	j := ts.create(`{"report":"named","params":{"from":"2025-03-01","region":"north/east"}}`)
-	j, _ = ts.waitStatus(j.ID, store.StatusSucceeded)
+	j := ts.Create(`{"report":"named","params":{"from":"2025-03-01","region":"north/east"}}`)
+	j, _ = ts.WaitStatus(j.ID, store.StatusSucceeded)
 	const want = "orders north-east 2025-03-01.xlsx"
 	if j.File == nil || j.File.Name != want {
 		t.Fatalf("file %+v, want name %q", j.File, want)
 	}
-	res := ts.get("/api/v1/exports/" + j.ID + "/file")
+	res := ts.Get("/api/v1/exports/" + j.ID + "/file")
 	_, params, err := mime.ParseMediaType(res.Header.Get("Content-Disposition"))
 	if res.StatusCode != http.StatusOK || err != nil || params["filename"] != want {
 		t.Fatalf("status %d, Content-Disposition %q (%v); want filename %q", res.StatusCode, res.Header.Get("Content-Disposition"), err, want)

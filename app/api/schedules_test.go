@@ -7,40 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/internal/apptest"
 )
-
-// scheduleAnswer is a schedule as the API answers it.
-type scheduleAnswer struct {
-	ID           string         `json:"id"`
-	Params       map[string]any `json:"params"`
-	Paused       bool           `json:"paused"`
-	NextRunAt    *time.Time     `json:"next_run_at"`
-	LastFiredFor *time.Time     `json:"last_fired_for"`
-	NextRuns     []struct {
-		At     time.Time      `json:"at"`
-		Params map[string]any `json:"params"`
-	} `json:"next_runs"`
-}
-
-// schedule sends a JSON body (or none) to a schedules route, requires the status and
-// returns the schedule answered.
-func (ts *testServer) schedule(method, path, body string, want int) scheduleAnswer {
-	ts.t.Helper()
-	res := ts.request(method, path, strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
-	if res.StatusCode != want {
-		ts.t.Fatalf("%s %s: status %d, want %d: %s", method, path, res.StatusCode, want, res.body)
-	}
-	var sc scheduleAnswer
-	if want < 300 && len(res.body) > 0 {
-		if err := json.Unmarshal(res.body, &sc); err != nil {
-			ts.t.Fatalf("%s %s: %v: %s", method, path, err, res.body)
-		}
-	}
-	return sc
-}
 
 // A schedule with several wrong fields is refused once, naming every one: field and
 // param are the first's, errors lists them all in the order checked, a delivery target
@@ -59,9 +29,9 @@ func TestScheduleRefusalNamesEveryField(t *testing.T) {
 		Errors                     []fieldError
 	}) {
 		t.Helper()
-		res := ts.request("POST", "/api/v1/schedules", strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
-		if res.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(res.body, &p) != nil {
-			t.Fatalf("%s: %d %s", body, res.StatusCode, res.body)
+		res := ts.Request("POST", "/api/v1/schedules", strings.NewReader(body), http.Header{"Content-Type": {"application/json"}})
+		if res.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(res.Body, &p) != nil {
+			t.Fatalf("%s: %d %s", body, res.StatusCode, res.Body)
 		}
 		return p
 	}
@@ -109,9 +79,9 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	h := http.Header{"Content-Type": {"application/json"}}
-	send := func(method, path, body string) response {
+	send := func(method, path, body string) apptest.Response {
 		t.Helper()
-		return ts.request(method, path, strings.NewReader(body), h)
+		return ts.Request(method, path, strings.NewReader(body), h)
 	}
 	for body, path := range map[string]string{
 		`{"report":"demo","cron":"0 6 * * *","timezone":"UTC","cron":"0 7 * * *"}`:                                        `"cron"`,
@@ -119,19 +89,19 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 		`{"report":"demo","cron":"@daily","timezone":"UTC","params":{"rows":1,"rows":2}}`:                                 `"params.rows"`,
 		`{"report":"demo","cron":"@daily","timezone":"UTC","deliver":[{"type":"email","to":["a@x.io"],"to":["b@x.io"]}]}`: `"deliver[0].to"`,
 	} {
-		p := checkProblem(t, send("POST", "/api/v1/schedules", body), http.StatusBadRequest, "malformed_json")
+		p := apptest.CheckProblem(t, send("POST", "/api/v1/schedules", body), http.StatusBadRequest, "malformed_json")
 		if d, _ := p["detail"].(string); !strings.Contains(d, path) {
 			t.Errorf("%s: detail %q does not name %s", body, d, path)
 		}
 	}
 	var list struct{ Schedules []json.RawMessage }
-	if res := ts.get("/api/v1/schedules"); json.Unmarshal(res.body, &list) != nil || len(list.Schedules) != 0 {
-		t.Fatalf("refused bodies saved schedules: %s", res.body)
+	if res := ts.Get("/api/v1/schedules"); json.Unmarshal(res.Body, &list) != nil || len(list.Schedules) != 0 {
+		t.Fatalf("refused bodies saved schedules: %s", res.Body)
 	}
 
 	// A null parameter is one not given, as in an export request: the schedule keeps no
 	// null and its next runs show none (an unknown name is still refused).
-	withNull := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2,"seconds":null},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	withNull := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2,"seconds":null},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
 	if _, kept := withNull.Params["seconds"]; kept || len(withNull.NextRuns) == 0 {
 		t.Errorf(`"seconds": null saved as %+v`, withNull)
 	}
@@ -140,13 +110,13 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 			t.Errorf(`"seconds": null shown in a next run: %+v`, run.Params)
 		}
 	}
-	checkProblem(t, send("POST", "/api/v1/schedules/preview", `{"report":"demo","params":{"nosuch":null},"cron":"@daily","timezone":"UTC"}`),
+	apptest.CheckProblem(t, send("POST", "/api/v1/schedules/preview", `{"report":"demo","params":{"nosuch":null},"cron":"@daily","timezone":"UTC"}`),
 		http.StatusUnprocessableEntity, "invalid_schedule")
-	ts.schedule("DELETE", "/api/v1/schedules/"+withNull.ID, "", http.StatusNoContent)
+	ts.Schedule("DELETE", "/api/v1/schedules/"+withNull.ID, "", http.StatusNoContent)
 
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"@daily","timezone":"UTC","deliver":null}`, http.StatusCreated)
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"@daily","timezone":"UTC","deliver":null}`, http.StatusCreated)
 	var shown struct{ Deliver json.RawMessage }
-	if res := ts.get("/api/v1/schedules/" + sc.ID); json.Unmarshal(res.body, &shown) != nil || string(shown.Deliver) != "[]" {
+	if res := ts.Get("/api/v1/schedules/" + sc.ID); json.Unmarshal(res.Body, &shown) != nil || string(shown.Deliver) != "[]" {
 		t.Errorf(`"deliver": null shows as %s, want []`, shown.Deliver)
 	}
 
@@ -156,19 +126,19 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := ts.get("/api/v1/schedules/" + old.ID); json.Unmarshal(res.body, &shown) != nil || string(shown.Deliver) != "[]" {
+	if res := ts.Get("/api/v1/schedules/" + old.ID); json.Unmarshal(res.Body, &shown) != nil || string(shown.Deliver) != "[]" {
 		t.Errorf(`a row saved with "deliver": null shows it as %s, want []`, shown.Deliver)
 	}
 
 	p := "/api/v1/schedules/" + sc.ID
-	checkProblem(t, send("PATCH", p, `{"params":{"rows":3,"rows":4}}`), http.StatusBadRequest, "malformed_json")
+	apptest.CheckProblem(t, send("PATCH", p, `{"params":{"rows":3,"rows":4}}`), http.StatusBadRequest, "malformed_json")
 	for _, field := range []string{"cron", "timezone", "report", "params", "deliver", "paused"} {
-		prob := checkProblem(t, send("PATCH", p, `{"`+field+`":null}`), http.StatusUnprocessableEntity, "invalid_schedule")
+		prob := apptest.CheckProblem(t, send("PATCH", p, `{"`+field+`":null}`), http.StatusUnprocessableEntity, "invalid_schedule")
 		if prob["field"] != field {
 			t.Errorf("PATCH %s null: field %v", field, prob["field"])
 		}
 	}
-	after := ts.schedule("GET", p, "", http.StatusOK)
+	after := ts.Schedule("GET", p, "", http.StatusOK)
 	if len(after.NextRuns) == 0 || after.NextRuns[0].Params["rows"] != float64(2) {
 		t.Errorf("after the refused PATCHes: %+v", after)
 	}
@@ -180,14 +150,14 @@ func TestScheduleBodyRepeatedKeysAndNulls(t *testing.T) {
 func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
 	for _, path := range []string{"/api/v1/schedules", "/api/v1/schedules/" + sc.ID + "/exports"} {
 		for _, q := range []string{"?limit=1", "?cursor=x", "?report=demo", "?status=FAILED", "?limit=1&limit=2", "?a=%zz", "?a;b"} {
-			p := checkProblem(t, ts.get(path+q), http.StatusBadRequest, "bad_query")
+			p := apptest.CheckProblem(t, ts.Get(path+q), http.StatusBadRequest, "bad_query")
 			t.Logf("%s%s: %v", path, q, p["detail"])
 		}
-		if res := ts.get(path + "?_=123"); res.StatusCode != http.StatusOK {
-			t.Errorf("%s with a parameter it does not know: %d %s", path, res.StatusCode, res.body)
+		if res := ts.Get(path + "?_=123"); res.StatusCode != http.StatusOK {
+			t.Errorf("%s with a parameter it does not know: %d %s", path, res.StatusCode, res.Body)
 		}
 	}
 }
@@ -196,10 +166,10 @@ func TestScheduleListsRefuseQueryTheyIgnore(t *testing.T) {
 func TestScheduleEmptyBody(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":1},"cron":"@daily","timezone":"UTC"}`, http.StatusCreated)
 	for _, req := range [][2]string{{"POST", "/api/v1/schedules"}, {"POST", "/api/v1/schedules/preview"}, {"PATCH", "/api/v1/schedules/" + sc.ID}} {
 		for _, body := range []string{"", " \n"} {
-			p := checkProblem(t, ts.request(req[0], req[1], strings.NewReader(body), http.Header{"Content-Type": {"application/json"}}),
+			p := apptest.CheckProblem(t, ts.Request(req[0], req[1], strings.NewReader(body), http.Header{"Content-Type": {"application/json"}}),
 				http.StatusBadRequest, "malformed_json")
 			if d, _ := p["detail"].(string); !strings.HasPrefix(d, "the body is empty") {
 				t.Errorf("%s %s with %q: detail %q", req[0], req[1], body, d)
@@ -215,20 +185,20 @@ func TestScheduleRefusesHostOnlyZone(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
 	for _, zone := range []string{"right/UTC", "posix/Europe/Berlin"} {
-		res := ts.request("POST", "/api/v1/schedules",
+		res := ts.Request("POST", "/api/v1/schedules",
 			strings.NewReader(`{"report":"demo","cron":"@daily","timezone":"`+zone+`"}`), http.Header{"Content-Type": {"application/json"}})
-		p := checkProblem(t, res, http.StatusUnprocessableEntity, "invalid_schedule")
+		p := apptest.CheckProblem(t, res, http.StatusUnprocessableEntity, "invalid_schedule")
 		if p["field"] != "timezone" || !strings.Contains(p["detail"].(string), `unknown time zone "`+zone+`"`) {
-			t.Errorf("create in %s: %s", zone, res.body)
+			t.Errorf("create in %s: %s", zone, res.Body)
 		}
 	}
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"Etc/UTC"}`, http.StatusCreated)
-	res := ts.request("PATCH", "/api/v1/schedules/"+sc.ID, strings.NewReader(`{"timezone":"right/UTC"}`),
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","cron":"@daily","timezone":"Etc/UTC"}`, http.StatusCreated)
+	res := ts.Request("PATCH", "/api/v1/schedules/"+sc.ID, strings.NewReader(`{"timezone":"right/UTC"}`),
 		http.Header{"Content-Type": {"application/json"}})
-	if p := checkProblem(t, res, http.StatusUnprocessableEntity, "invalid_schedule"); p["field"] != "timezone" {
-		t.Errorf("change to right/UTC: %s", res.body)
+	if p := apptest.CheckProblem(t, res, http.StatusUnprocessableEntity, "invalid_schedule"); p["field"] != "timezone" {
+		t.Errorf("change to right/UTC: %s", res.Body)
 	}
-	ts.schedule("PATCH", "/api/v1/schedules/"+sc.ID, `{"timezone":"UTC"}`, http.StatusOK)
+	ts.Schedule("PATCH", "/api/v1/schedules/"+sc.ID, `{"timezone":"UTC"}`, http.StatusOK)
 }
 
 // A pause answers the schedule paused, with no next run and no next runs shown; a
@@ -237,12 +207,12 @@ func TestScheduleRefusesHostOnlyZone(t *testing.T) {
 func TestSchedulePauseAndResumeAnswers(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	sc := ts.schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
-	paused := ts.schedule("POST", "/api/v1/schedules/"+sc.ID+"/pause", "", http.StatusOK)
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"demo","params":{"rows":2},"cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
+	paused := ts.Schedule("POST", "/api/v1/schedules/"+sc.ID+"/pause", "", http.StatusOK)
 	if !paused.Paused || paused.NextRunAt != nil || len(paused.NextRuns) != 0 {
 		t.Fatalf("paused: %+v", paused)
 	}
-	resumed := ts.schedule("POST", "/api/v1/schedules/"+sc.ID+"/resume", "", http.StatusOK)
+	resumed := ts.Schedule("POST", "/api/v1/schedules/"+sc.ID+"/resume", "", http.StatusOK)
 	if resumed.Paused || resumed.NextRunAt == nil || len(resumed.NextRuns) == 0 {
 		t.Fatalf("resumed: %+v", resumed)
 	}
@@ -263,10 +233,10 @@ func TestScheduleDeclaredRefusedByTheAPI(t *testing.T) {
 		{"POST", "/api/v1/schedules/daily-demo/pause", ""},
 		{"DELETE", "/api/v1/schedules/daily-demo", ""},
 	} {
-		res := ts.request(call.method, call.path, strings.NewReader(call.body), http.Header{"Content-Type": {"application/json"}})
-		checkProblem(t, res, http.StatusConflict, "declared_in_config")
+		res := ts.Request(call.method, call.path, strings.NewReader(call.body), http.Header{"Content-Type": {"application/json"}})
+		apptest.CheckProblem(t, res, http.StatusConflict, "declared_in_config")
 	}
-	if got := ts.schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK); got.Paused || got.NextRunAt == nil {
+	if got := ts.Schedule("GET", "/api/v1/schedules/daily-demo", "", http.StatusOK); got.Paused || got.NextRunAt == nil {
 		t.Fatalf("the declared schedule after the refusals: %+v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"sheetq/internal/apptest"
 	"sheetq/jobs/webhook"
 )
 
@@ -23,7 +24,7 @@ func TestWebhookRequestValidation(t *testing.T) {
 	t.Parallel()
 	const body = `{"report":"demo","params":{"rows":5}}`
 	unconfigured := newTestServer(t, testOpts{})
-	checkProblem(t, unconfigured.post(withHook(body, "https://example.com/hook"), ""),
+	apptest.CheckProblem(t, unconfigured.Post(withHook(body, "https://example.com/hook"), ""),
 		http.StatusUnprocessableEntity, "webhooks_not_configured")
 
 	ts := newTestServer(t, testOpts{Webhooks: webhook.Config{Secret: testWebhookSecret}})
@@ -47,7 +48,7 @@ func TestWebhookRequestValidation(t *testing.T) {
 		{strings.TrimSuffix(body, "}") + `,"webhook":{"url":"https://example.com","secret":"x"}}`, 400, "malformed_json"},
 	} {
 		t.Run(fmt.Sprintf("%d_%s", i, tc.code), func(t *testing.T) {
-			checkProblem(t, ts.post(tc.body, ""), tc.status, tc.code)
+			apptest.CheckProblem(t, ts.Post(tc.body, ""), tc.status, tc.code)
 		})
 	}
 	if n := ts.jobCount() + unconfigured.jobCount(); n != 0 {

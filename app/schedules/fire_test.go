@@ -9,18 +9,10 @@ import (
 	"time"
 
 	"sheetq/app/schedules"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
-
-// monthReport is "orders in a period": a pair of dates, the end after the start.
-const monthReport = `-- title: Orders in a period
--- source: demo
--- param: from date "From"
--- param: to date "To" after=from
--- param: rows int "Rows" = 3
-SELECT :from, :to, :rows;
-`
 
 // Down for three days: the schedule fires once, for the latest missed time, and moves
 // on to its next time after now. Paused, it does not fire; resumed, it counts from then.
@@ -64,13 +56,13 @@ func TestFiresWhatNoLongerChecks(t *testing.T) {
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	h := newHarness(t, testOpts{Now: clock.Now})
 	ctx := context.Background()
-	h.writeReport("period.sql", monthReport)
+	h.writeReport("period.sql", apptest.MonthReport)
 	sc := h.create(schedules.Input{Report: "period", Params: map[string]any{"from": "month_start(-1)", "to": "month_start(0)"},
 		Cron: "0 6 * * *", TimeZone: "UTC"})
 	if err := os.Remove(filepath.Join(h.dir.Reports(), "period.sql")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		_, err := h.cat.Report("period")
 		return err != nil, "period still served"
 	})

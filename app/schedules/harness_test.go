@@ -3,16 +3,14 @@ package schedules_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"sheetq/app/exports"
 	"sheetq/app/schedules"
 	"sheetq/internal/apiv1"
+	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
@@ -42,6 +40,7 @@ type testOpts struct {
 // harness is the schedules service and what it stands on.
 type harness struct {
 	t      *testing.T
+	parts  *apptest.Parts
 	dir    datadir.Dir
 	store  *store.Store
 	engine *jobs.Engine
@@ -50,63 +49,26 @@ type harness struct {
 	sched  *schedules.Service
 }
 
-// openStore opens the test's store: the one place this package's tests open one.
-func openStore(t testing.TB, dir datadir.Dir, dsn string, now func() time.Time) *store.Store {
-	t.Helper()
-	var (
-		st  *store.Store
-		err error
-	)
-	if dsn != "" {
-		st, err = pg.Open(context.Background(), dsn, pg.Options{TestClock: now})
-	} else {
-		st, err = sqlite.Open(context.Background(), dir.DB(), sqlite.Options{Now: now})
+// opener opens the test's store: the one place this package's tests open one, on
+// PostgreSQL when dsn is set.
+func opener(dsn string) func(datadir.Dir, func() time.Time) (*store.Store, error) {
+	return func(dir datadir.Dir, now func() time.Time) (*store.Store, error) {
+		if dsn != "" {
+			return pg.Open(context.Background(), dsn, pg.Options{TestClock: now})
+		}
+		return sqlite.Open(context.Background(), dir.DB(), sqlite.Options{Now: now})
 	}
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
 }
 
 // newHarness builds the service and starts what it needs (the catalog, the engine
 // unless Idle); all of it stops when the test ends.
 func newHarness(t *testing.T, opts testOpts) *harness {
 	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	dir := datadir.Dir{Root: t.TempDir()}
-	st := openStore(t, dir, opts.Store, opts.Now)
-
-	cat := export.NewCatalog(dir.Reports(), export.Builtin(), log)
-	cat.SetQueues([]string{store.DefaultQueue})
-	if err := cat.Start(ctx); err != nil {
-		t.Fatalf("start catalog: %v", err)
-	}
-	t.Cleanup(cat.Stop)
-	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Version: "test"})
-
-	engine := jobs.New(st, jobs.Config{
-		Workers:       2,
-		Heartbeat:     50 * time.Millisecond,
-		StaleAfter:    10 * time.Second, // no recovery of live jobs on a slow -race machine
-		PollInterval:  20 * time.Millisecond,
-		BackoffBase:   10 * time.Millisecond,
-		BackoffMax:    50 * time.Millisecond,
-		ShutdownGrace: 200 * time.Millisecond,
-		TmpDir:        dir.Tmp(), ExportsDir: dir.Exports(), Logger: log, Now: opts.Now,
-		Gate: jobs.NewGate(time.Now, time.Sleep),
-	})
-	engine.Register(export.Name, kind)
+	p := apptest.NewParts(t, apptest.Options{Open: opener(opts.Store), Now: opts.Now})
 	if !opts.Idle {
-		if err := engine.Start(ctx); err != nil {
-			t.Fatalf("start engine: %v", err)
-		}
-		t.Cleanup(engine.Stop)
+		p.StartEngine()
 	}
-	svc := &exports.Service{Store: st, Engine: engine, Kind: kind}
-	sched := &schedules.Service{Store: st, Exports: svc, Engine: engine, Log: log, Now: opts.Now}
-	return &harness{t: t, dir: dir, store: st, engine: engine, cat: cat, svc: svc, sched: sched}
+	return &harness{t: t, parts: p, dir: p.Dir, store: p.Store, engine: p.Engine, cat: p.Catalog, svc: p.Exports, sched: p.Schedules}
 }
 
 // onBothStores runs fn on SQLite and on PostgreSQL (skipped without its test database).
@@ -139,15 +101,7 @@ func (h *harness) get(id string) store.Schedule {
 // /api/v1/schedules/{id}/exports shows them.
 func (h *harness) firings(id string) []apiv1.Job {
 	h.t.Helper()
-	js, err := h.sched.Firings(context.Background(), h.get(id))
-	if err != nil {
-		h.t.Fatalf("firings of %s: %v", id, err)
-	}
-	out := make([]apiv1.Job, 0, len(js))
-	for _, j := range js {
-		out = append(out, export.JobJSON(j, ""))
-	}
-	return out
+	return h.parts.Firings(h.get(id))
 }
 
 // fireDue fires what is due and requires want firings.
@@ -161,52 +115,19 @@ func (h *harness) fireDue(want int, what string) {
 // waitStatus polls export id until its status is one of want and returns it.
 func (h *harness) waitStatus(id string, want ...store.Status) apiv1.Job {
 	h.t.Helper()
-	var j apiv1.Job
-	waitFor(h.t, 20*time.Second, func() (bool, string) {
-		sj, err := h.svc.Load(context.Background(), id)
-		if err != nil {
-			h.t.Fatalf("load job %s: %v", id, err)
-		}
-		j = export.JobJSON(sj, "")
-		return slices.Contains(want, store.Status(j.Status)), fmt.Sprintf("job %s is %s (error %+v), want %v", id, j.Status, j.Error, want)
-	})
-	return j
+	return h.parts.WaitExport(id, want...)
 }
 
 // writeReport puts a report file in the reports folder and waits until the catalog
 // serves it.
 func (h *harness) writeReport(name, text string) {
 	h.t.Helper()
-	if err := os.MkdirAll(h.dir.Reports(), 0o755); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(h.dir.Reports(), name), []byte(text), 0o644); err != nil {
-		h.t.Fatal(err)
-	}
+	apptest.WriteReport(h.t, h.dir, name, text)
 	id := name[:len(name)-len(filepath.Ext(name))]
-	waitFor(h.t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(h.t, 10*time.Second, func() (bool, string) {
 		_, err := h.cat.Report(id)
 		return err == nil, fmt.Sprintf("%s not loaded: %v", id, err)
 	})
-}
-
-// waitFor polls cond until it holds or the deadline passes; cond's message says what was
-// seen last, for the failure.
-func waitFor(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %s", timeout, msg)
-		}
-		<-tick.C
-	}
 }
 
 // declaredHere lets Declare delete any declared schedule the file no longer declares,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -17,18 +18,18 @@ import (
 func TestUIFormsEstimate(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "dated.sql", "-- title: Dated\n-- source: demo\n-- param: from date \"From\" = 2025-01-01\n"+
+	apptest.WriteReport(t, ts.dir, "dated.sql", "-- title: Dated\n-- source: demo\n-- param: from date \"From\" = 2025-01-01\n"+
 		"-- param: to date \"To\" = 2025-01-11\n-- param: rows int \"Rows\" = 10\nSELECT :from, :to, :rows;\n")
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		return ts.get("/exports/new?report=dated").StatusCode == http.StatusOK, "report not loaded"
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		return ts.Get("/exports/new?report=dated").StatusCode == http.StatusOK, "report not loaded"
 	})
 	estimate := func(query string) *goquery.Selection {
 		t.Helper()
-		doc := page(t, ts.get("/exports/new/estimate?"+query), http.StatusOK)
+		doc := apptest.Page(t, ts.Get("/exports/new/estimate?"+query), http.StatusOK)
 		if doc.Find("header.top").Length() != 0 {
 			t.Error("the fragment carries the page layout")
 		}
-		e := tid(doc, "estimate")
+		e := apptest.TID(doc, "estimate")
 		if e.Length() != 1 {
 			t.Fatalf("%s: no estimate", query)
 		}
@@ -37,10 +38,10 @@ func TestUIFormsEstimate(t *testing.T) {
 	text := func(s *goquery.Selection) string { return strings.Join(strings.Fields(s.Text()), " ") }
 
 	e := estimate("report=demo&rows=10&seconds=0&fail_first=0&file-format=xlsx")
-	if got := text(tid(e, "estimate-none")); got != "No earlier runs to estimate from." {
+	if got := text(apptest.TID(e, "estimate-none")); got != "No earlier runs to estimate from." {
 		t.Errorf("no runs yet: %q", got)
 	}
-	if got := text(tid(e, "estimate-queue")); !strings.Contains(got, "start at once") {
+	if got := text(apptest.TID(e, "estimate-queue")); !strings.Contains(got, "start at once") {
 		t.Errorf("queue with idle workers: %q", got)
 	}
 
@@ -50,37 +51,37 @@ func TestUIFormsEstimate(t *testing.T) {
 		ts.waitStatus(j.ID, store.StatusSucceeded)
 	}
 	e = estimate("report=demo&rows=10&seconds=0&fail_first=0&file-format=xlsx")
-	if got := text(tid(e, "estimate-rows")); got != "about 10" {
+	if got := text(apptest.TID(e, "estimate-rows")); got != "about 10" {
 		t.Errorf("same params rows %q", got)
 	}
-	if got := text(tid(e, "estimate-basis")); got != "Estimated from 2 recent runs with these parameters." {
+	if got := text(apptest.TID(e, "estimate-basis")); got != "Estimated from 2 recent runs with these parameters." {
 		t.Errorf("same params basis %q", got)
 	}
-	if got := text(tid(e, "estimate-size")); !strings.Contains(got, "kB") {
+	if got := text(apptest.TID(e, "estimate-size")); !strings.Contains(got, "kB") {
 		t.Errorf("size %q", got)
 	}
-	if tid(e, "estimate-time").Length() != 1 {
+	if apptest.TID(e, "estimate-time").Length() != 1 {
 		t.Error("no run time")
 	}
 	e = estimate("report=demo&rows=25&seconds=0&fail_first=0&file-format=xlsx")
-	if got := text(tid(e, "estimate-basis")); got != "Estimated from 3 recent runs of this report with other parameters." {
+	if got := text(apptest.TID(e, "estimate-basis")); got != "Estimated from 3 recent runs of this report with other parameters." {
 		t.Errorf("other params basis %q", got)
 	}
-	if got := text(tid(estimate("report=demo&rows=10&file-format=csv"), "estimate-none")); got == "" {
+	if got := text(apptest.TID(estimate("report=demo&rows=10&file-format=csv"), "estimate-none")); got == "" {
 		t.Error("no csv run, yet an estimate")
 	}
 	// Twice the dates: twice the rows.
 	e = estimate("report=dated&from=2025-01-01&to=2025-01-21&rows=10&file-format=xlsx")
-	if got := text(tid(e, "estimate-rows")); got != "about 20" {
+	if got := text(apptest.TID(e, "estimate-rows")); got != "about 20" {
 		t.Errorf("scaled rows %q", got)
 	}
-	if got := text(tid(e, "estimate-basis")); got != "Estimated from 1 run of this report, scaled to 20 days." {
+	if got := text(apptest.TID(e, "estimate-basis")); got != "Estimated from 1 run of this report, scaled to 20 days." {
 		t.Errorf("scaled basis %q", got)
 	}
 	// A value the form will refuse gives no figures, only a note (issue 37): an estimate
 	// for values that cannot run would mislead.
 	e = estimate("report=dated&from=2025-01-01&to=nonsense&rows=10&file-format=xlsx")
-	if tid(e, "estimate-refused").Length() != 1 || tid(e, "estimate-rows").Length() != 0 {
+	if apptest.TID(e, "estimate-refused").Length() != 1 || apptest.TID(e, "estimate-rows").Length() != 0 {
 		t.Errorf("a wrong value: want the refusal note and no rows estimate, got %q", text(e))
 	}
 
@@ -95,18 +96,18 @@ func TestUIFormsEstimate(t *testing.T) {
 			ts.cancel(id)
 		}
 	}()
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		e = estimate("report=demo&rows=1&file-format=xlsx")
 		return e.AttrOr("data-position", "") == "4", "position " + e.AttrOr("data-position", "") + ", want 4"
 	})
-	if got := text(tid(e, "estimate-queue")); got != "It would be number 4 in the exports queue: 3 exports waiting ahead of it, 2 of 2 workers busy." {
+	if got := text(apptest.TID(e, "estimate-queue")); got != "It would be number 4 in the exports queue: 3 exports waiting ahead of it, 2 of 2 workers busy." {
 		t.Errorf("queue text %q", got)
 	}
 
 	// Without a script, the form shows the estimate of the values it is drawn with.
-	doc := page(t, ts.get("/exports/new?report=demo&rows=10"), http.StatusOK)
-	if got := text(tid(doc, "estimate-rows")); got != "about 10" {
+	doc := apptest.Page(t, ts.Get("/exports/new?report=demo&rows=10"), http.StatusOK)
+	if got := text(apptest.TID(doc, "estimate-rows")); got != "about 10" {
 		t.Errorf("the form's own estimate: rows %q", got)
 	}
-	page(t, ts.get("/exports/new/estimate?report=nosuch"), http.StatusNotFound)
+	apptest.Page(t, ts.Get("/exports/new/estimate?report=nosuch"), http.StatusNotFound)
 }

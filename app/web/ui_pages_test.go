@@ -14,6 +14,7 @@ import (
 
 	"sheetq/app/web"
 	"sheetq/assets"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -25,7 +26,7 @@ func TestUIStaticAssetsAreHashedAndCached(t *testing.T) {
 		if !regexp.MustCompile(`\?v=[0-9a-f]{12}$`).MatchString(u) {
 			t.Errorf("URL(%s) = %q, want a content hash", name, u)
 		}
-		res := ts.get(u)
+		res := ts.Get(u)
 		if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Cache-Control"), "immutable") {
 			t.Errorf("GET %s: status %d, Cache-Control %q", u, res.StatusCode, res.Header.Get("Cache-Control"))
 		}
@@ -35,11 +36,11 @@ func TestUIStaticAssetsAreHashedAndCached(t *testing.T) {
 func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{MaxAttempts: 1})
-	doc := page(t, ts.get("/"), http.StatusOK)
-	if tid(doc, "no-exports").Length() != 1 || tid(doc, "exports").Length() != 0 || tid(doc, "export-row").Length() != 0 {
+	doc := apptest.Page(t, ts.Get("/"), http.StatusOK)
+	if apptest.TID(doc, "no-exports").Length() != 1 || apptest.TID(doc, "exports").Length() != 0 || apptest.TID(doc, "export-row").Length() != 0 {
 		t.Errorf("empty home: want no-exports and no exports table")
 	}
-	if tid(doc, "new-export-link").Length() != 1 || tid(doc, "filters").Length() != 1 {
+	if apptest.TID(doc, "new-export-link").Length() != 1 || apptest.TID(doc, "filters").Length() != 1 {
 		t.Errorf("home lacks new-export-link or filters")
 	}
 
@@ -48,9 +49,9 @@ func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
 	ts.waitStatus(ok.ID, store.StatusSucceeded)
 	ts.waitStatus(bad.ID, store.StatusFailed)
 
-	doc = page(t, ts.get("/"), http.StatusOK)
-	rows := tid(doc, "export-row")
-	if rows.Length() != 2 || tid(doc, "no-exports").Length() != 0 {
+	doc = apptest.Page(t, ts.Get("/"), http.StatusOK)
+	rows := apptest.TID(doc, "export-row")
+	if rows.Length() != 2 || apptest.TID(doc, "no-exports").Length() != 0 {
 		t.Fatalf("%d rows, want 2", rows.Length())
 	}
 	// Newest first.
@@ -61,62 +62,62 @@ func TestUIHomeListsExportsWithStatusAndActions(t *testing.T) {
 	if st, _ := okRow.Attr("data-status"); st != "SUCCEEDED" {
 		t.Errorf("ok row status %q", st)
 	}
-	if href, _ := tid(okRow, "download").Attr("href"); href != "/api/v1/exports/"+ok.ID+"/file" {
+	if href, _ := apptest.TID(okRow, "download").Attr("href"); href != "/api/v1/exports/"+ok.ID+"/file" {
 		t.Errorf("download href %q", href)
 	}
-	if href, _ := tid(okRow, "job-link").Attr("href"); href != "/exports/"+ok.ID {
+	if href, _ := apptest.TID(okRow, "job-link").Attr("href"); href != "/exports/"+ok.ID {
 		t.Errorf("job-link href %q", href)
 	}
-	if got := tid(okRow, "progress-text").Text(); got != "1,234 rows" {
+	if got := apptest.TID(okRow, "progress-text").Text(); got != "1,234 rows" {
 		t.Errorf("progress-text %q, want 1,234 rows", got)
 	}
-	if tid(okRow, "error").Length() != 0 || tid(okRow, "attempt-info").Length() != 0 {
+	if apptest.TID(okRow, "error").Length() != 0 || apptest.TID(okRow, "attempt-info").Length() != 0 {
 		t.Error("succeeded first-attempt row shows an error or attempt info")
 	}
 	badRow := doc.Find(`[data-testid="export-row"][data-id="` + bad.ID + `"]`)
 	if st, _ := badRow.Attr("data-status"); st != "FAILED" {
 		t.Errorf("bad row status %q", st)
 	}
-	if got := tid(badRow, "error").Text(); !strings.Contains(got, "simulated upstream failure") {
+	if got := apptest.TID(badRow, "error").Text(); !strings.Contains(got, "simulated upstream failure") {
 		t.Errorf("failed row error %q", got)
 	}
-	if tid(badRow, "download").Length() != 0 {
+	if apptest.TID(badRow, "download").Length() != 0 {
 		t.Error("failed row offers a download")
 	}
-	if got, _ := tid(badRow, "status").Attr("data-status"); got != "FAILED" {
+	if got, _ := apptest.TID(badRow, "status").Attr("data-status"); got != "FAILED" {
 		t.Errorf("status badge %q", got)
 	}
 
 	// Filters: by status, and by report with a status that matches nothing.
-	doc = page(t, ts.get("/?status=FAILED"), http.StatusOK)
-	if n := tid(doc, "export-row").Length(); n != 1 {
+	doc = apptest.Page(t, ts.Get("/?status=FAILED"), http.StatusOK)
+	if n := apptest.TID(doc, "export-row").Length(); n != 1 {
 		t.Errorf("status=FAILED: %d rows", n)
 	}
-	if v, _ := tid(doc, "filter-status").Find("option[selected]").Attr("value"); v != "FAILED" {
+	if v, _ := apptest.TID(doc, "filter-status").Find("option[selected]").Attr("value"); v != "FAILED" {
 		t.Errorf("status filter keeps %q", v)
 	}
-	if tid(doc, "filter-report").Find(`option[value="demo"]`).Length() != 1 {
+	if apptest.TID(doc, "filter-report").Find(`option[value="demo"]`).Length() != 1 {
 		t.Error("report filter lacks demo")
 	}
-	doc = page(t, ts.get("/?report=demo&status=CANCELED"), http.StatusOK)
-	if tid(doc, "export-row").Length() != 0 || tid(doc, "no-exports").Length() != 1 {
+	doc = apptest.Page(t, ts.Get("/?report=demo&status=CANCELED"), http.StatusOK)
+	if apptest.TID(doc, "export-row").Length() != 0 || apptest.TID(doc, "no-exports").Length() != 1 {
 		t.Error("filter matching nothing: want the empty state")
 	}
-	page(t, ts.get("/?status=NOPE"), http.StatusBadRequest)
-	page(t, ts.get("/?cursor=%25%25"), http.StatusBadRequest)
+	apptest.Page(t, ts.Get("/?status=NOPE"), http.StatusBadRequest)
+	apptest.Page(t, ts.Get("/?cursor=%25%25"), http.StatusBadRequest)
 
 	// The row fragment the script fetches is the same row.
-	res := ts.get("/exports/" + ok.ID + "/row")
-	page(t, res, http.StatusOK)
+	res := ts.Get("/exports/" + ok.ID + "/row")
+	apptest.Page(t, res, http.StatusOK)
 	// A bare <tr> is only a row inside a table, as where the script puts it.
-	frag, err := goquery.NewDocumentFromReader(strings.NewReader("<table><tbody>" + string(res.body) + "</tbody></table>"))
+	frag, err := goquery.NewDocumentFromReader(strings.NewReader("<table><tbody>" + string(res.Body) + "</tbody></table>"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := tid(frag, "export-row").Attr("data-id"); id != ok.ID || tid(frag, "download").Length() != 1 {
+	if id, _ := apptest.TID(frag, "export-row").Attr("data-id"); id != ok.ID || apptest.TID(frag, "download").Length() != 1 {
 		t.Errorf("row fragment id %q", id)
 	}
-	page(t, ts.get("/exports/nosuch/row"), http.StatusNotFound)
+	apptest.Page(t, ts.Get("/exports/nosuch/row"), http.StatusNotFound)
 }
 
 func TestUIHomeLoadMore(t *testing.T) {
@@ -126,21 +127,21 @@ func TestUIHomeLoadMore(t *testing.T) {
 	for range web.HomePageSize + 2 {
 		ids = append(ids, ts.create(`{"report":"demo","params":{"rows":0}}`).ID)
 	}
-	doc := page(t, ts.get("/"), http.StatusOK)
-	if n := tid(doc, "export-row").Length(); n != web.HomePageSize {
+	doc := apptest.Page(t, ts.Get("/"), http.StatusOK)
+	if n := apptest.TID(doc, "export-row").Length(); n != web.HomePageSize {
 		t.Fatalf("first page: %d rows", n)
 	}
-	more, ok := tid(doc, "load-more").Attr("href")
+	more, ok := apptest.TID(doc, "load-more").Attr("href")
 	if !ok {
 		t.Fatal("no load-more link")
 	}
-	doc = page(t, ts.get(more), http.StatusOK)
+	doc = apptest.Page(t, ts.Get(more), http.StatusOK)
 	var rest []string
-	tid(doc, "export-row").Each(func(_ int, s *goquery.Selection) { rest = append(rest, s.AttrOr("data-id", "")) })
+	apptest.TID(doc, "export-row").Each(func(_ int, s *goquery.Selection) { rest = append(rest, s.AttrOr("data-id", "")) })
 	if len(rest) != 2 || rest[0] != ids[1] || rest[1] != ids[0] {
 		t.Errorf("second page %v, want the two oldest %v", rest, ids[:2])
 	}
-	if tid(doc, "load-more").Length() != 0 {
+	if apptest.TID(doc, "load-more").Length() != 0 {
 		t.Error("load-more on the last page")
 	}
 	if live, _ := doc.Find("#exports-table").Attr("data-live"); live != "false" {
@@ -154,27 +155,27 @@ func TestUIFailedJobPage(t *testing.T) {
 	j := ts.create(`{"report":"demo","params":{"rows":5,"fail_first":2}}`)
 	ts.waitStatus(j.ID, store.StatusFailed)
 
-	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
-	if st, _ := tid(doc, "job-status").Attr("data-status"); st != "FAILED" {
+	doc := apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
+	if st, _ := apptest.TID(doc, "job-status").Attr("data-status"); st != "FAILED" {
 		t.Errorf("job-status %q", st)
 	}
-	if got := tid(doc, "job-report").Text(); got != "demo" {
+	if got := apptest.TID(doc, "job-report").Text(); got != "demo" {
 		t.Errorf("job-report %q", got)
 	}
-	jobErr := tid(doc, "job-error").Text()
+	jobErr := apptest.TID(doc, "job-error").Text()
 	for _, want := range []string{"upstream", "simulated upstream failure", "Run again"} {
 		if !strings.Contains(jobErr, want) {
 			t.Errorf("job-error %q lacks %q", jobErr, want)
 		}
 	}
-	if tid(doc, "retry-button").Length() != 1 || tid(doc, "cancel-button").Length() != 0 || tid(doc, "download-button").Length() != 0 {
+	if apptest.TID(doc, "retry-button").Length() != 1 || apptest.TID(doc, "cancel-button").Length() != 0 || apptest.TID(doc, "download-button").Length() != 0 {
 		t.Errorf("buttons: retry %d cancel %d download %d, want only retry",
-			tid(doc, "retry-button").Length(), tid(doc, "cancel-button").Length(), tid(doc, "download-button").Length())
+			apptest.TID(doc, "retry-button").Length(), apptest.TID(doc, "cancel-button").Length(), apptest.TID(doc, "download-button").Length())
 	}
-	if tid(doc, "file-sha256").Length() != 0 {
+	if apptest.TID(doc, "file-sha256").Length() != 0 {
 		t.Error("failed job shows a file")
 	}
-	params := tid(doc, "job-params").Text()
+	params := apptest.TID(doc, "job-params").Text()
 	for _, want := range []string{"rows", "fail_first", "seconds"} {
 		if !strings.Contains(params, want) {
 			t.Errorf("job-params %q lacks %s", params, want)
@@ -185,36 +186,36 @@ func TestUIFailedJobPage(t *testing.T) {
 		t.Errorf("timeline %v, want %s", types, want)
 	}
 	for _, id := range []string{"timing-waited", "timing-ran", "timing-total", "job-progress", "progress-text"} {
-		if tid(doc, id).Length() != 1 {
+		if apptest.TID(doc, id).Length() != 1 {
 			t.Errorf("no %s", id)
 		}
 	}
 
 	// Retry from the page: 303 back, and the timeline says so.
-	res := ts.postForm("/exports/"+j.ID+"/retry", nil, nil)
+	res := ts.PostForm("/exports/"+j.ID+"/retry", nil, nil)
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/exports/"+j.ID {
 		t.Fatalf("retry: status %d, Location %q", res.StatusCode, res.Header.Get("Location"))
 	}
 	ts.waitStatus(j.ID, store.StatusFailed) // fails again: fail_first is 2
-	doc = page(t, ts.get("/exports/"+j.ID), http.StatusOK)
+	doc = apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
 	types = timelineTypes(doc)
 	if want := "accepted started failed retried started failed"; strings.Join(types, " ") != want {
 		t.Errorf("timeline after retry %v, want %s", types, want)
 	}
 	// Run again by hand, the job has a fresh budget (one attempt here): the page counts
 	// from there, and says how many went before, not "attempt 2 of 2".
-	if got := strings.Join(strings.Fields(tid(doc, "job-attempt").Text()), " "); got != "1 of 1 since it was run again by hand (1 before)" {
+	if got := strings.Join(strings.Fields(apptest.TID(doc, "job-attempt").Text()), " "); got != "1 of 1 since it was run again by hand (1 before)" {
 		t.Errorf("job-attempt %q", got)
 	}
-	if got := tid(doc, "attempt-info").Text(); got != "" {
+	if got := apptest.TID(doc, "attempt-info").Text(); got != "" {
 		t.Errorf("attempt-info %q, want none: the run's only attempt", got)
 	}
-	page(t, ts.get("/exports/nosuch"), http.StatusNotFound)
+	apptest.Page(t, ts.Get("/exports/nosuch"), http.StatusNotFound)
 }
 
 func timelineTypes(doc *goquery.Document) []string {
 	var out []string
-	tid(tid(doc, "timeline"), "timeline-item").Each(func(_ int, s *goquery.Selection) {
+	apptest.TID(apptest.TID(doc, "timeline"), "timeline-item").Each(func(_ int, s *goquery.Selection) {
 		out = append(out, s.AttrOr("data-type", ""))
 	})
 	return out
@@ -226,30 +227,30 @@ func TestUISucceededJobPage(t *testing.T) {
 	j := ts.create(`{"report":"demo","params":{"rows":50}}`)
 	done := ts.waitStatus(j.ID, store.StatusSucceeded)
 
-	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
-	if st, _ := tid(doc, "job-status").Attr("data-status"); st != "SUCCEEDED" {
+	doc := apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
+	if st, _ := apptest.TID(doc, "job-status").Attr("data-status"); st != "SUCCEEDED" {
 		t.Errorf("job-status %q", st)
 	}
-	if href, _ := tid(doc, "download-button").Attr("href"); href != done.DownloadURL {
+	if href, _ := apptest.TID(doc, "download-button").Attr("href"); href != done.DownloadURL {
 		t.Errorf("download-button %q, want %q", href, done.DownloadURL)
 	}
-	if tid(doc, "cancel-button").Length() != 0 || tid(doc, "retry-button").Length() != 0 || tid(doc, "job-error").Length() != 0 {
+	if apptest.TID(doc, "cancel-button").Length() != 0 || apptest.TID(doc, "retry-button").Length() != 0 || apptest.TID(doc, "job-error").Length() != 0 {
 		t.Error("succeeded job offers cancel or retry, or shows an error")
 	}
-	if got := tid(doc, "file-name").Text(); got != done.File.Name {
+	if got := apptest.TID(doc, "file-name").Text(); got != done.File.Name {
 		t.Errorf("file-name %q, want %q", got, done.File.Name)
 	}
-	if got := tid(doc, "file-sha256").Text(); got != done.File.SHA256 {
+	if got := apptest.TID(doc, "file-sha256").Text(); got != done.File.SHA256 {
 		t.Errorf("file-sha256 %q, want %q", got, done.File.SHA256)
 	}
-	if got := tid(doc, "file-size").Text(); !strings.Contains(got, strconv.FormatInt(done.File.Size, 10)) &&
+	if got := apptest.TID(doc, "file-size").Text(); !strings.Contains(got, strconv.FormatInt(done.File.Size, 10)) &&
 		!strings.Contains(got, formatThousands(done.File.Size)) {
 		t.Errorf("file-size %q, want %d bytes", got, done.File.Size)
 	}
 	if types := timelineTypes(doc); strings.Join(types, " ") != "accepted started succeeded" {
 		t.Errorf("timeline %v", types)
 	}
-	if v, _ := tid(doc, "job-progress").Attr("value"); v == "" {
+	if v, _ := apptest.TID(doc, "job-progress").Attr("value"); v == "" {
 		t.Error("a finished job's progress bar has no value")
 	}
 }
@@ -267,17 +268,17 @@ func TestUIPendingJobCanBeCanceled(t *testing.T) {
 	ts := newTestServer(t, testOpts{})
 	// Slow enough to still run when the page is read; canceled below.
 	j := ts.create(`{"report":"demo","params":{"rows":1000000,"seconds":600}}`)
-	doc := page(t, ts.get("/exports/"+j.ID), http.StatusOK)
-	if tid(doc, "cancel-button").Length() != 1 || tid(doc, "retry-button").Length() != 0 || tid(doc, "download-button").Length() != 0 {
+	doc := apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
+	if apptest.TID(doc, "cancel-button").Length() != 1 || apptest.TID(doc, "retry-button").Length() != 0 || apptest.TID(doc, "download-button").Length() != 0 {
 		t.Error("an unfinished job must offer cancel only")
 	}
-	res := ts.postForm("/exports/"+j.ID+"/cancel", nil, nil)
+	res := ts.PostForm("/exports/"+j.ID+"/cancel", nil, nil)
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("cancel: status %d", res.StatusCode)
 	}
 	ts.waitStatus(j.ID, store.StatusCanceled)
-	doc = page(t, ts.get("/exports/"+j.ID), http.StatusOK)
-	if tid(doc, "retry-button").Length() != 1 || tid(doc, "cancel-button").Length() != 0 {
+	doc = apptest.Page(t, ts.Get("/exports/"+j.ID), http.StatusOK)
+	if apptest.TID(doc, "retry-button").Length() != 1 || apptest.TID(doc, "cancel-button").Length() != 0 {
 		t.Error("a canceled job must offer retry only")
 	}
 	types := timelineTypes(doc)
@@ -285,7 +286,7 @@ func TestUIPendingJobCanBeCanceled(t *testing.T) {
 		t.Errorf("timeline %v does not end canceled", types)
 	}
 	// Canceling again changes nothing and goes back to the page.
-	if res := ts.postForm("/exports/"+j.ID+"/cancel", nil, nil); res.StatusCode != http.StatusSeeOther {
+	if res := ts.PostForm("/exports/"+j.ID+"/cancel", nil, nil); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("second cancel: status %d", res.StatusCode)
 	}
 }
@@ -293,7 +294,7 @@ func TestUIPendingJobCanBeCanceled(t *testing.T) {
 func TestUIFormInputTypesFollowParamTypes(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "typed.sql", `-- title: Typed
+	apptest.WriteReport(t, ts.dir, "typed.sql", `-- title: Typed
 -- source: demo
 -- param: day date "Day" = 2024-02-29
 -- param: at datetime "At"
@@ -304,13 +305,13 @@ func TestUIFormInputTypesFollowParamTypes(t *testing.T) {
 SELECT :day, :at, :n, :x, :flag, :name;
 `)
 	var doc *goquery.Document
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		res := ts.get("/exports/new?report=typed")
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		res := ts.Get("/exports/new?report=typed")
 		return res.StatusCode == http.StatusOK, "typed report not loaded: " + strconv.Itoa(res.StatusCode)
 	})
-	doc = page(t, ts.get("/exports/new?report=typed"), http.StatusOK)
+	doc = apptest.Page(t, ts.Get("/exports/new?report=typed"), http.StatusOK)
 	for name, want := range map[string]string{"day": "date", "at": "datetime-local", "n": "number", "x": "number", "flag": "checkbox", "name": "text"} {
-		in := tid(doc, "param-"+name)
+		in := apptest.TID(doc, "param-"+name)
 		if typ := in.AttrOr("type", ""); typ != want {
 			t.Errorf("param %s: type %q, want %q", name, typ, want)
 		}
@@ -318,33 +319,33 @@ SELECT :day, :at, :n, :x, :flag, :name;
 			t.Errorf("param %s has no label", name)
 		}
 	}
-	if v := tid(doc, "param-day").AttrOr("value", ""); v != "2024-02-29" {
+	if v := apptest.TID(doc, "param-day").AttrOr("value", ""); v != "2024-02-29" {
 		t.Errorf("date default %q", v)
 	}
-	if _, on := tid(doc, "param-flag").Attr("checked"); !on {
+	if _, on := apptest.TID(doc, "param-flag").Attr("checked"); !on {
 		t.Error("bool default true is not checked")
 	}
-	if _, req := tid(doc, "param-x").Attr("required"); !req {
+	if _, req := apptest.TID(doc, "param-x").Attr("required"); !req {
 		t.Error("a param without default is not required")
 	}
 	// Two required params left empty: both get an error at once.
-	form := formOf(t, doc)
+	form := apptest.FormOf(t, doc)
 	form.Del("flag") // unchecked
-	doc = page(t, ts.postForm("/exports", form, nil), http.StatusUnprocessableEntity)
+	doc = apptest.Page(t, ts.PostForm("/exports", form, nil), http.StatusUnprocessableEntity)
 	for _, name := range []string{"at", "x"} {
-		if got := tid(doc, "error-"+name).Text(); !strings.Contains(got, "required") {
+		if got := apptest.TID(doc, "error-"+name).Text(); !strings.Contains(got, "required") {
 			t.Errorf("error-%s %q", name, got)
 		}
 	}
-	if _, on := tid(doc, "param-flag").Attr("checked"); on {
+	if _, on := apptest.TID(doc, "param-flag").Attr("checked"); on {
 		t.Error("an unchecked box came back checked")
 	}
 	// With the params right, the export starts, with the box's false, not its default.
 	form.Set("at", "2024-03-01T10:00")
 	form.Set("x", "1.5")
-	res := ts.postForm("/exports", form, nil)
+	res := ts.PostForm("/exports", form, nil)
 	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("status %d; %s", res.StatusCode, res.body)
+		t.Fatalf("status %d; %s", res.StatusCode, res.Body)
 	}
 	j := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/"))
 	if j.Params["flag"] != false || j.Params["at"] != "2024-03-01T10:00:00Z" || j.Params["day"] != "2024-02-29" {
@@ -355,27 +356,27 @@ SELECT :day, :at, :n, :x, :flag, :name;
 func TestUIReportsPage(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "broken.sql", "-- title: Broken\n-- titel: typo\nSELECT 1;\n")
+	apptest.WriteReport(t, ts.dir, "broken.sql", "-- title: Broken\n-- titel: typo\nSELECT 1;\n")
 	var doc *goquery.Document
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		doc = page(t, ts.get("/reports"), http.StatusOK)
-		return tid(doc, "report-error").Length() == 1, "broken report not shown yet"
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		doc = apptest.Page(t, ts.Get("/reports"), http.StatusOK)
+		return apptest.TID(doc, "report-error").Length() == 1, "broken report not shown yet"
 	})
 	demo := doc.Find(`[data-testid="report"][data-id="demo"]`)
 	if demo.Length() != 1 {
 		t.Fatal("no demo report")
 	}
-	if got := tid(demo, "report-source").Text(); got != "demo" {
+	if got := apptest.TID(demo, "report-source").Text(); got != "demo" {
 		t.Errorf("demo source %q", got)
 	}
-	if got := tid(demo, "report-params").Text(); !strings.Contains(got, "fail_first") || !strings.Contains(got, "rows") {
+	if got := apptest.TID(demo, "report-params").Text(); !strings.Contains(got, "fail_first") || !strings.Contains(got, "rows") {
 		t.Errorf("demo params %q", got)
 	}
-	if href, _ := tid(demo, "report-new-export").Attr("href"); href != "/exports/new?report=demo" {
+	if href, _ := apptest.TID(demo, "report-new-export").Attr("href"); href != "/exports/new?report=demo" {
 		t.Errorf("demo new export %q", href)
 	}
 	broken := doc.Find(`[data-testid="report"][data-id="broken"]`)
-	errEl := tid(broken, "report-error")
+	errEl := apptest.TID(broken, "report-error")
 	file, _ := errEl.Attr("data-file")
 	if !strings.HasSuffix(file, "broken.sql") {
 		t.Errorf("report-error data-file %q", file)
@@ -383,21 +384,21 @@ func TestUIReportsPage(t *testing.T) {
 	if got := errEl.Text(); !regexp.MustCompile(`broken\.sql:2: .*titel`).MatchString(got) {
 		t.Errorf("report-error %q, want file:line: message", got)
 	}
-	if tid(broken, "report-new-export").Length() != 0 {
+	if apptest.TID(broken, "report-new-export").Length() != 0 {
 		t.Error("a broken report offers an export")
 	}
 
 	// The list fragment the script fetches, and a good report with its SQL.
-	writeReport(t, ts, "broken.sql", "-- title: Fixed now\n-- source: demo\nSELECT 42 AS answer;\n")
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		doc = page(t, ts.get("/reports?fragment=list"), http.StatusOK)
-		return tid(doc, "report-error").Length() == 0, "still broken"
+	apptest.WriteReport(t, ts.dir, "broken.sql", "-- title: Fixed now\n-- source: demo\nSELECT 42 AS answer;\n")
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		doc = apptest.Page(t, ts.Get("/reports?fragment=list"), http.StatusOK)
+		return apptest.TID(doc, "report-error").Length() == 0, "still broken"
 	})
 	fixed := doc.Find(`[data-testid="report"][data-id="broken"]`)
-	if got := tid(fixed, "report-title").Text(); !strings.Contains(got, "Fixed now") {
+	if got := apptest.TID(fixed, "report-title").Text(); !strings.Contains(got, "Fixed now") {
 		t.Errorf("fixed title %q", got)
 	}
-	if got := tid(fixed, "report-sql").Text(); !strings.Contains(got, "SELECT 42") {
+	if got := apptest.TID(fixed, "report-sql").Text(); !strings.Contains(got, "SELECT 42") {
 		t.Errorf("fixed SQL %q", got)
 	}
 	if doc.Find("header.top").Length() != 0 {
@@ -416,29 +417,29 @@ func TestUIQueuePage(t *testing.T) {
 	ts.waitStatus(f.ID, store.StatusFailed)
 
 	for _, rng := range []string{"", "?range=hour", "?range=day"} {
-		doc := page(t, ts.get("/queue"+rng), http.StatusOK)
+		doc := apptest.Page(t, ts.Get("/queue"+rng), http.StatusOK)
 		for status, want := range map[string]string{"PENDING": "0", "PROCESSING": "0", "SUCCEEDED": "2", "FAILED": "1", "CANCELED": "0", "EXPIRED": "0"} {
-			if got := strings.TrimSpace(tid(doc, "count-"+status).Text()); got != want {
+			if got := strings.TrimSpace(apptest.TID(doc, "count-"+status).Text()); got != want {
 				t.Errorf("%s count-%s = %q, want %s", rng, status, got, want)
 			}
 		}
-		if got := tid(doc, "workers-busy").Text(); got != "0 of 2 busy" {
+		if got := apptest.TID(doc, "workers-busy").Text(); got != "0 of 2 busy" {
 			t.Errorf("workers-busy %q", got)
 		}
 		for _, id := range []string{"oldest-pending", "late-heartbeats", "stalled-jobs", "range-hour", "range-day"} {
-			if tid(doc, id).Length() != 1 {
+			if apptest.TID(doc, id).Length() != 1 {
 				t.Errorf("%s: no %s", rng, id)
 			}
 		}
 		for _, id := range []string{"chart-throughput", "chart-wait", "chart-run"} {
-			if s := tid(doc, id); s.Length() != 1 || goquery.NodeName(s) != "svg" {
+			if s := apptest.TID(doc, id); s.Length() != 1 || goquery.NodeName(s) != "svg" {
 				t.Errorf("%s: %s is not one inline svg", rng, id)
 			}
 		}
 		// The throughput bars add up to what finished: 2 succeeded, 1 failed.
 		sum := func(class string) int {
 			n := 0
-			tid(doc, "chart-throughput").Find("rect." + class).Each(func(_ int, r *goquery.Selection) {
+			apptest.TID(doc, "chart-throughput").Find("rect." + class).Each(func(_ int, r *goquery.Selection) {
 				v, _ := strconv.Atoi(r.AttrOr("data-value", ""))
 				n += v
 			})
@@ -447,7 +448,7 @@ func TestUIQueuePage(t *testing.T) {
 		if ok, bad := sum("bar-ok"), sum("bar-bad"); ok != 2 || bad != 1 {
 			t.Errorf("%s: throughput bars %d succeeded, %d failed; want 2, 1", rng, ok, bad)
 		}
-		if n := tid(doc, "chart-run").Find("rect").Length(); n != 2 {
+		if n := apptest.TID(doc, "chart-run").Find("rect").Length(); n != 2 {
 			t.Errorf("%s: run chart has %d bars, want p50 and p95", rng, n)
 		}
 	}
@@ -463,16 +464,16 @@ func TestUILoginNextStaysOnThisServer(t *testing.T) {
 	for _, next := range []string{"/\t/evil.example", "/\n/evil.example", "/\r\n/evil.example", "/\x0b/evil.example",
 		"//evil.example", "/\\evil.example", "https://evil.example/"} {
 		// Without tokens /login sends the browser on at once.
-		res := open.get("/login?next=" + url.QueryEscape(next))
+		res := open.Get("/login?next=" + url.QueryEscape(next))
 		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
 			t.Errorf("GET /login?next=%q: %d, Location %q, want /", next, res.StatusCode, res.Header.Get("Location"))
 		}
-		res = signed.postForm("/login", url.Values{"token": {"s3cret-token-0123"}, "next": {next}}, nil)
+		res = signed.PostForm("/login", url.Values{"token": {"s3cret-token-0123"}, "next": {next}}, nil)
 		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/" {
 			t.Errorf("sign-in with next %q: %d, Location %q, want /", next, res.StatusCode, res.Header.Get("Location"))
 		}
 	}
-	res := open.get("/login?next=" + url.QueryEscape("/exports/new?report=demo"))
+	res := open.Get("/login?next=" + url.QueryEscape("/exports/new?report=demo"))
 	if loc := res.Header.Get("Location"); loc != "/exports/new?report=demo" {
 		t.Errorf("a path of this server: Location %q", loc)
 	}
@@ -483,14 +484,14 @@ func TestUILoginNextStaysOnThisServer(t *testing.T) {
 func TestUINewExportFormFormat(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	doc := page(t, ts.get("/exports/new?report=demo"), http.StatusOK)
-	if sel := tid(doc, "file-format").Find("option[selected]"); sel.AttrOr("value", "") != "xlsx" {
+	doc := apptest.Page(t, ts.Get("/exports/new?report=demo"), http.StatusOK)
+	if sel := apptest.TID(doc, "file-format").Find("option[selected]"); sel.AttrOr("value", "") != "xlsx" {
 		t.Errorf("format chosen by default: %q, want xlsx", sel.AttrOr("value", ""))
 	}
-	if _, on := tid(doc, "file-bom").Attr("checked"); on {
+	if _, on := apptest.TID(doc, "file-bom").Attr("checked"); on {
 		t.Error("the BOM box is checked by default")
 	}
-	form := formOf(t, doc)
+	form := apptest.FormOf(t, doc)
 
 	bad := url.Values{}
 	for k, v := range form {
@@ -498,11 +499,11 @@ func TestUINewExportFormFormat(t *testing.T) {
 	}
 	bad.Set("file-format", "xlsx")
 	bad.Set("file-bom", "true")
-	doc = page(t, ts.postForm("/exports", bad, nil), http.StatusUnprocessableEntity)
-	if got := tid(doc, "error-file-format").Text(); !strings.Contains(got, "only for CSV") {
+	doc = apptest.Page(t, ts.PostForm("/exports", bad, nil), http.StatusUnprocessableEntity)
+	if got := apptest.TID(doc, "error-file-format").Text(); !strings.Contains(got, "only for CSV") {
 		t.Errorf("error-file-format %q", got)
 	}
-	if _, on := tid(doc, "file-bom").Attr("checked"); !on {
+	if _, on := apptest.TID(doc, "file-bom").Attr("checked"); !on {
 		t.Error("the BOM box was not kept checked")
 	}
 	if n := ts.jobCount(); n != 0 {
@@ -511,9 +512,9 @@ func TestUINewExportFormFormat(t *testing.T) {
 
 	form.Set("file-format", "csv")
 	form.Set("file-bom", "true")
-	res := ts.postForm("/exports", form, nil)
+	res := ts.PostForm("/exports", form, nil)
 	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("submit: status %d; %s", res.StatusCode, res.body)
+		t.Fatalf("submit: status %d; %s", res.StatusCode, res.Body)
 	}
 	j := ts.job(strings.TrimPrefix(res.Header.Get("Location"), "/exports/"))
 	if j.Format != "csv" || !j.BOM {
@@ -525,15 +526,15 @@ func TestUINewExportFormFormat(t *testing.T) {
 func TestUIReportsPageShowsColumns(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{})
-	writeReport(t, ts, "labelled.sql", columnsReport)
+	apptest.WriteReport(t, ts.dir, "labelled.sql", columnsReport)
 	var doc *goquery.Document
-	waitFor(t, 10*time.Second, func() (bool, string) {
-		doc = page(t, ts.get("/reports"), http.StatusOK)
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		doc = apptest.Page(t, ts.Get("/reports"), http.StatusOK)
 		return doc.Find(`[data-testid="report"][data-id="labelled"]`).Length() == 1, "labelled not shown yet"
 	})
 	r := doc.Find(`[data-testid="report"][data-id="labelled"]`)
 	var rows []string
-	tid(r, "report-columns").Find("tbody tr").Each(func(_ int, tr *goquery.Selection) {
+	apptest.TID(r, "report-columns").Find("tbody tr").Each(func(_ int, tr *goquery.Selection) {
 		var cells []string
 		tr.Find("td").Each(func(_ int, td *goquery.Selection) { cells = append(cells, strings.TrimSpace(td.Text())) })
 		rows = append(rows, strings.Join(cells, "|"))
@@ -542,14 +543,14 @@ func TestUIReportsPageShowsColumns(t *testing.T) {
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("columns table %q, want %q", rows, want)
 	}
-	if got := strings.TrimSpace(tid(r, "report-filename").Text()); got != "orders-{from}" {
+	if got := strings.TrimSpace(apptest.TID(r, "report-filename").Text()); got != "orders-{from}" {
 		t.Errorf("report-filename %q", got)
 	}
 	if got := r.Text(); !strings.Contains(got, "with money as money.") {
 		t.Errorf("the description is not shown: %q", got)
 	}
 	// A report without column lines shows no columns table.
-	if n := tid(doc.Find(`[data-testid="report"][data-id="demo"]`), "report-columns").Length(); n != 0 {
+	if n := apptest.TID(doc.Find(`[data-testid="report"][data-id="demo"]`), "report-columns").Length(); n != 0 {
 		t.Errorf("demo shows %d columns tables", n)
 	}
 }
@@ -569,5 +570,5 @@ SELECT :from;
 
 // noRedirects makes the test server's client return redirects instead of following them.
 func noRedirects(ts *testServer) {
-	ts.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	ts.HC.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"sheetq/internal/apptest"
 	"sheetq/store"
 )
 
@@ -34,23 +35,23 @@ func TestUIQueueDashboard(t *testing.T) {
 		waiting = append(waiting, ts.create(`{"report":"demo","params":{"rows":1}}`).ID)
 	}
 
-	doc := page(t, ts.get("/queue"), http.StatusOK)
+	doc := apptest.Page(t, ts.Get("/queue"), http.StatusOK)
 	for _, status := range []string{"PENDING", "PROCESSING", "SUCCEEDED", "FAILED", "CANCELED", "EXPIRED"} {
-		link := tid(doc, "count-link-"+status)
+		link := apptest.TID(doc, "count-link-"+status)
 		if href := link.AttrOr("href", ""); href != "/?status="+status {
 			t.Errorf("count-link-%s href %q", status, href)
 		}
-		if tid(link, "count-"+status).Length() != 1 {
+		if apptest.TID(link, "count-"+status).Length() != 1 {
 			t.Errorf("count-%s is not inside its link", status)
 		}
 	}
 	// The link opens the exports list filtered by that state.
-	list := page(t, ts.get(tid(doc, "count-link-FAILED").AttrOr("href", "")), http.StatusOK)
+	list := apptest.Page(t, ts.Get(apptest.TID(doc, "count-link-FAILED").AttrOr("href", "")), http.StatusOK)
 	if !strings.Contains(string(must(list.Html())), bad.ID) || strings.Contains(string(must(list.Html())), ok.ID) {
 		t.Error("/?status=FAILED does not list just the failed export")
 	}
 
-	rows := tid(doc, "running-row")
+	rows := apptest.TID(doc, "running-row")
 	if rows.Length() != 2 {
 		t.Fatalf("running rows %d, want 2", rows.Length())
 	}
@@ -69,12 +70,12 @@ func TestUIQueueDashboard(t *testing.T) {
 		if got := strings.TrimSpace(cells.Eq(2).Text()); got == "" {
 			t.Error("no worker")
 		}
-		if ms, err := strconv.Atoi(tid(r, "running-for").AttrOr("data-elapsed-ms", "")); err != nil || ms < 0 {
+		if ms, err := strconv.Atoi(apptest.TID(r, "running-for").AttrOr("data-elapsed-ms", "")); err != nil || ms < 0 {
 			t.Errorf("running-for data-elapsed-ms %v", err)
 		}
 	})
 
-	wrows := tid(doc, "waiting-row")
+	wrows := apptest.TID(doc, "waiting-row")
 	if wrows.Length() != 50 {
 		t.Fatalf("waiting rows %d, want the first 50", wrows.Length())
 	}
@@ -84,35 +85,35 @@ func TestUIQueueDashboard(t *testing.T) {
 			t.Errorf("waiting row %d: %s at %s, want %s at %d", i, id, pos, waiting[i], i+1)
 		}
 	})
-	if got := strings.TrimSpace(tid(doc, "waiting-more").Text()); got != "and 3 more" {
+	if got := strings.TrimSpace(apptest.TID(doc, "waiting-more").Text()); got != "and 3 more" {
 		t.Errorf("waiting-more %q", got)
 	}
-	if tid(doc, "running-more").Length() != 0 {
+	if apptest.TID(doc, "running-more").Length() != 0 {
 		t.Error("running-more with all running listed")
 	}
 
 	// Throughput: one succeeded and one failed, in one slot or two: the axis ends at
 	// the highest stack, not at 100.
-	if top := tid(doc, "chart-throughput").AttrOr("data-top", ""); top != "1" && top != "2" {
+	if top := apptest.TID(doc, "chart-throughput").AttrOr("data-top", ""); top != "1" && top != "2" {
 		t.Errorf("throughput top %q", top)
 	}
 	for _, id := range []string{"chart-throughput", "chart-depth", "chart-wait", "chart-run"} {
-		svg := tid(doc, id)
+		svg := apptest.TID(doc, id)
 		if svg.Length() != 1 || goquery.NodeName(svg) != "svg" || svg.AttrOr("width", "") != "100%" {
 			t.Errorf("%s: not one full-width svg", id)
 		}
 	}
-	if wait, run := tid(doc, "chart-wait").AttrOr("data-top", ""), tid(doc, "chart-run").AttrOr("data-top", ""); wait != run {
+	if wait, run := apptest.TID(doc, "chart-wait").AttrOr("data-top", ""), apptest.TID(doc, "chart-run").AttrOr("data-top", ""); wait != run {
 		t.Errorf("wait and run scales differ: %q, %q", wait, run)
 	}
-	if note := tid(doc, "depth-note").Text(); !strings.Contains(note, "since this server started") {
+	if note := apptest.TID(doc, "depth-note").Text(); !strings.Contains(note, "since this server started") {
 		t.Errorf("depth-note %q", note)
 	}
 	// The sampler (every 5 s) sees the 53 waiting.
-	waitFor(t, 20*time.Second, func() (bool, string) {
-		d := page(t, ts.get("/queue"), http.StatusOK)
+	apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
+		d := apptest.Page(t, ts.Get("/queue"), http.StatusOK)
 		vals := []string{}
-		tid(d, "chart-depth").Find("rect").Each(func(_ int, r *goquery.Selection) { vals = append(vals, r.AttrOr("data-value", "")) })
+		apptest.TID(d, "chart-depth").Find("rect").Each(func(_ int, r *goquery.Selection) { vals = append(vals, r.AttrOr("data-value", "")) })
 		for _, v := range vals {
 			if v == "53" {
 				return true, ""

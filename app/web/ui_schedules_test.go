@@ -11,19 +11,10 @@ import (
 
 	"sheetq/app/schedules"
 	"sheetq/internal/apiv1"
-	"sheetq/jobs/export"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
-
-// monthReport is "orders in a period": a pair of dates, the end after the start.
-const monthReport = `-- title: Orders in a period
--- source: demo
--- param: from date "From"
--- param: to date "To" after=from
--- param: rows int "Rows" = 3
-SELECT :from, :to, :rows;
-`
 
 // scheduleFormValues is the form of "last month's orders on the 1st at 06:00 in Berlin".
 func scheduleFormValues(action string) url.Values {
@@ -61,20 +52,11 @@ func (ts *testServer) schedule(id string) (store.Schedule, map[string]any) {
 	return sc, params
 }
 
-// firings are the exports schedule id's firings made, as GET
-// /api/v1/schedules/{id}/exports shows them.
+// firings are the exports schedule id's firings made.
 func (ts *testServer) firings(id string) []apiv1.Job {
 	ts.t.Helper()
 	sc, _ := ts.schedule(id)
-	js, err := ts.sched.Firings(context.Background(), sc)
-	if err != nil {
-		ts.t.Fatalf("firings of %s: %v", id, err)
-	}
-	out := make([]apiv1.Job, 0, len(js))
-	for _, j := range js {
-		out = append(out, export.JobJSON(j, ""))
-	}
-	return out
+	return ts.parts.Firings(sc)
 }
 
 // A schedule's page lists the exports its firings made, each linking to its page.
@@ -82,24 +64,24 @@ func TestUISchedulePageListsFirings(t *testing.T) {
 	t.Parallel()
 	clock := storetest.ClockAt(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	ts := newTestServer(t, testOpts{Now: clock.Now})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
+	apptest.WriteReport(t, ts.dir, "period.sql", apptest.MonthReport)
+	ts.WaitReport("period")
 	sc := ts.createSchedule(schedules.Input{Report: "period", Params: map[string]any{"from": "month_start(-1)", "to": "month_start(0)"},
 		Cron: "0 6 1 * *", TimeZone: "Europe/Berlin"})
 	clock.Advance(time.Date(2026, 12, 1, 5, 0, 30, 0, time.UTC).Sub(clock.Now()))
-	waitFor(t, 10*time.Second, func() (bool, string) {
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
 		return len(ts.firings(sc.ID)) == 1, "no firing yet"
 	})
 	job := ts.firings(sc.ID)[0].ID
-	doc := page(t, ts.get("/schedules/"+sc.ID), http.StatusOK)
-	f := tid(doc, "schedule-firing")
+	doc := apptest.Page(t, ts.Get("/schedules/"+sc.ID), http.StatusOK)
+	f := apptest.TID(doc, "schedule-firing")
 	if f.Length() != 1 {
 		t.Fatalf("%d firings shown", f.Length())
 	}
 	if href, _ := f.Find("a").Attr("href"); href != "/exports/"+job {
 		t.Errorf("firing links to %q, want /exports/%s", href, job)
 	}
-	if st, _ := tid(f, "schedule-firing-status").Attr("data-status"); st == "" {
+	if st, _ := apptest.TID(f, "schedule-firing-status").Attr("data-status"); st == "" {
 		t.Errorf("firing without a status")
 	}
 	if iso, _ := f.Find("time").Attr("datetime"); iso != "2026-12-01T05:00:00Z" {
@@ -117,17 +99,17 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 	if _, _, _, err := ts.sched.Declare(context.Background(), []schedules.Declared{decl}, declaredHere); err != nil {
 		t.Fatal(err)
 	}
-	doc := page(t, ts.get("/schedules"), http.StatusOK)
-	if tid(doc, "schedule-declared").Length() != 1 || tid(doc, "pause-button").Length() != 0 {
+	doc := apptest.Page(t, ts.Get("/schedules"), http.StatusOK)
+	if apptest.TID(doc, "schedule-declared").Length() != 1 || apptest.TID(doc, "pause-button").Length() != 0 {
 		t.Errorf("list: a declared schedule has a Pause button")
 	}
-	doc = page(t, ts.get("/schedules/kept-in-git"), http.StatusOK)
-	if tid(doc, "schedule-declared-notice").Length() != 1 || tid(doc, "edit-button").Length() != 0 ||
-		tid(doc, "delete-button").Length() != 0 || tid(doc, "pause-button").Length() != 0 {
+	doc = apptest.Page(t, ts.Get("/schedules/kept-in-git"), http.StatusOK)
+	if apptest.TID(doc, "schedule-declared-notice").Length() != 1 || apptest.TID(doc, "edit-button").Length() != 0 ||
+		apptest.TID(doc, "delete-button").Length() != 0 || apptest.TID(doc, "pause-button").Length() != 0 {
 		t.Errorf("page: a declared schedule has buttons")
 	}
-	doc = page(t, ts.get("/schedules/kept-in-git/edit"), http.StatusConflict)
-	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
+	doc = apptest.Page(t, ts.Get("/schedules/kept-in-git/edit"), http.StatusConflict)
+	if msg := apptest.TID(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
 		t.Errorf("edit: %q", msg)
 	}
 }
@@ -137,27 +119,27 @@ func TestUIScheduleDeclaredHasNoButtons(t *testing.T) {
 func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "two.sql", "-- title: Two\n-- source: demo\n-- param: a int \"A\"\n-- param: b number \"B\"\n"+
+	apptest.WriteReport(t, ts.dir, "two.sql", "-- title: Two\n-- source: demo\n-- param: a int \"A\"\n-- param: b number \"B\"\n"+
 		"-- param: c date \"C\"\nSELECT :a, :b, :c;\n")
-	ts.waitReport("two")
+	ts.WaitReport("two")
 	form := url.Values{"report": {"two"}, "param.a": {"abc"}, "param.b": {"NaN"}, "param.c": {"month_start(-1)"},
 		"cron": {"0 6 * * *"}, "timezone": {"UTC"}, "action": {"save"}}
-	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusUnprocessableEntity)
+	doc := apptest.Page(t, ts.PostForm("/schedules", form, nil), http.StatusUnprocessableEntity)
 	for name, want := range map[string]string{"a": "integer", "b": "number"} {
-		if e := tid(doc, "error-param."+name).Text(); !strings.Contains(e, want) {
+		if e := apptest.TID(doc, "error-param."+name).Text(); !strings.Contains(e, want) {
 			t.Errorf("error beside %s: %q", name, e)
 		}
-		if v := tid(doc, "param-param."+name).AttrOr("value", ""); v != form.Get("param."+name) {
+		if v := apptest.TID(doc, "param-param."+name).AttrOr("value", ""); v != form.Get("param."+name) {
 			t.Errorf("%s kept as %q", name, v)
 		}
 	}
-	if tid(doc, "error-param.c").Length() != 0 {
-		t.Errorf("a right parameter is marked: %q", tid(doc, "error-param.c").Text())
+	if apptest.TID(doc, "error-param.c").Length() != 0 {
+		t.Errorf("a right parameter is marked: %q", apptest.TID(doc, "error-param.c").Text())
 	}
 	// The preview fragment names both too.
 	form.Del("action")
-	doc = page(t, ts.postForm("/schedules/preview", form, nil), http.StatusOK)
-	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "a: ") || !strings.Contains(e, "b: ") {
+	doc = apptest.Page(t, ts.PostForm("/schedules/preview", form, nil), http.StatusOK)
+	if e := apptest.TID(doc, "preview-error").Text(); !strings.Contains(e, "a: ") || !strings.Contains(e, "b: ") {
 		t.Errorf("preview error %q", e)
 	}
 }
@@ -167,12 +149,12 @@ func TestUIScheduleMarksEveryWrongParam(t *testing.T) {
 func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
+	apptest.WriteReport(t, ts.dir, "period.sql", apptest.MonthReport)
+	ts.WaitReport("period")
 	form := scheduleFormValues("PREVIEW")
 	form.Del("email") // no relay here
-	doc := page(t, ts.postForm("/schedules", form, nil), http.StatusBadRequest)
-	if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, `"PREVIEW"`) || !strings.Contains(msg, "nothing was saved") {
+	doc := apptest.Page(t, ts.PostForm("/schedules", form, nil), http.StatusBadRequest)
+	if msg := apptest.TID(doc, "page-error").Text(); !strings.Contains(msg, `"PREVIEW"`) || !strings.Contains(msg, "nothing was saved") {
 		t.Errorf("page %q", msg)
 	}
 	if list, err := ts.sched.List(t.Context()); err != nil || len(list) != 0 {
@@ -180,8 +162,8 @@ func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
 	}
 	// Without an action (a script's form) it saves, as Save does.
 	form.Del("action")
-	if res := ts.postForm("/schedules", form, nil); res.StatusCode != http.StatusSeeOther {
-		t.Errorf("without an action: %d %s", res.StatusCode, res.body)
+	if res := ts.PostForm("/schedules", form, nil); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("without an action: %d %s", res.StatusCode, res.Body)
 	}
 }
 
@@ -191,19 +173,19 @@ func TestUIScheduleUnknownActionSavesNothing(t *testing.T) {
 func TestUISchedulePreviewNamesEachFieldOnce(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "period.sql", monthReport)
-	ts.waitReport("period")
+	apptest.WriteReport(t, ts.dir, "period.sql", apptest.MonthReport)
+	ts.WaitReport("period")
 	f := scheduleFormValues("")
 	f.Set("timezone", "Local")
 	f.Set("param.rows", "abc")
-	doc := page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
-	e := tid(doc, "preview-error").Text()
+	doc := apptest.Page(t, ts.PostForm("/schedules/preview", f, nil), http.StatusOK)
+	e := apptest.TID(doc, "preview-error").Text()
 	if !strings.Contains(e, "Time zone: Local") || strings.Contains(e, "Time zone: Time zone") {
 		t.Errorf("time zone in the preview error: %q", e)
 	}
 	f.Set("timezone", "UTC")
-	doc = page(t, ts.postForm("/schedules/preview", f, nil), http.StatusOK)
-	if e := tid(doc, "preview-error").Text(); !strings.Contains(e, "rows: must be an integer") || strings.Contains(strings.ToLower(e), `param "rows"`) {
+	doc = apptest.Page(t, ts.PostForm("/schedules/preview", f, nil), http.StatusOK)
+	if e := apptest.TID(doc, "preview-error").Text(); !strings.Contains(e, "rows: must be an integer") || strings.Contains(strings.ToLower(e), `param "rows"`) {
 		t.Errorf("rows in the preview error: %q", e)
 	}
 }
@@ -219,8 +201,8 @@ func TestScheduleDeclaredRefusedByThePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, action := range []string{"pause", "delete"} {
-		doc := page(t, ts.postForm("/schedules/kept-in-git/"+action, url.Values{"confirm": {"yes"}}, nil), http.StatusConflict)
-		if msg := tid(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
+		doc := apptest.Page(t, ts.PostForm("/schedules/kept-in-git/"+action, url.Values{"confirm": {"yes"}}, nil), http.StatusConflict)
+		if msg := apptest.TID(doc, "page-error").Text(); !strings.Contains(msg, "sheetq.toml") {
 			t.Errorf("%s: page says %q", action, msg)
 		}
 	}
@@ -234,7 +216,7 @@ func TestFormEditKeepsAPauseMadeMeanwhile(t *testing.T) {
 	ts.sched.Stop()
 	sc := ts.createSchedule(schedules.Input{Report: "demo", Params: map[string]any{"rows": 1}, Cron: "0 6 * * *", TimeZone: "UTC"})
 	loc := "/schedules/" + sc.ID
-	doc := page(t, ts.get(loc+"/edit"), http.StatusOK)
+	doc := apptest.Page(t, ts.Get(loc+"/edit"), http.StatusOK)
 	was, _ := doc.Find(`input[name="paused_was"]`).Attr("value")
 	if was != "false" {
 		t.Fatalf("the edit form carries paused_was %q, want false", was)
@@ -246,8 +228,8 @@ func TestFormEditKeepsAPauseMadeMeanwhile(t *testing.T) {
 		"timezone": {"UTC"}, "paused_was": {was}, "action": {"save"}}
 	save := func(form url.Values) (store.Schedule, map[string]any) {
 		t.Helper()
-		if res := ts.postForm(loc+"/edit", form, nil); res.StatusCode != http.StatusSeeOther {
-			t.Fatalf("save: %d: %s", res.StatusCode, res.body)
+		if res := ts.PostForm(loc+"/edit", form, nil); res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("save: %d: %s", res.StatusCode, res.Body)
 		}
 		return ts.schedule(sc.ID)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"sheetq/app/schedules"
+	"sheetq/internal/apptest"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -76,23 +77,23 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 		}
 		cookie := http.Header{"Cookie": {"tz=" + tc.zone}}
 		for _, path := range pages {
-			doc := page(t, ts.request("GET", path, nil, cookie), http.StatusOK)
+			doc := apptest.Page(t, ts.Request("GET", path, nil, cookie), http.StatusOK)
 			// The row fragment goes into the table, whose heading names the zone.
 			checkPageTimes(t, tc.zone+" "+path, doc, loc, tc.short, tc.other, !strings.HasSuffix(path, "/row"))
 		}
 		// The schedule form's live preview, a fragment of its own.
 		form := url.Values{"report": {"demo"}, "param.rows": {"2"}, "cron": {"0 6 * * *"}, "timezone": {"Europe/Berlin"}}
-		h := http.Header{"Cookie": {"tz=" + tc.zone}, "Origin": {ts.url}, "Sec-Fetch-Site": {"same-origin"}}
-		res := ts.postForm("/schedules/preview", form, h)
-		doc := page(t, res, http.StatusOK)
+		h := http.Header{"Cookie": {"tz=" + tc.zone}, "Origin": {ts.URL}, "Sec-Fetch-Site": {"same-origin"}}
+		res := ts.PostForm("/schedules/preview", form, h)
+		doc := apptest.Page(t, res, http.StatusOK)
 		checkPageTimes(t, tc.zone+" preview", doc, loc, tc.short, tc.other, true)
-		if n := tid(doc, "schedule-run-at").Length(); n == 0 {
+		if n := apptest.TID(doc, "schedule-run-at").Length(); n == 0 {
 			t.Errorf("%s preview: no runs", tc.zone)
 		}
 
 		// The sentences of the timeline: from the event's data and from the reason's text.
-		doc = page(t, ts.request("GET", "/exports/"+j.ID, nil, cookie), http.StatusOK)
-		timeline := tid(doc, "timeline").Text()
+		doc = apptest.Page(t, ts.Request("GET", "/exports/"+j.ID, nil, cookie), http.StatusOK)
+		timeline := apptest.TID(doc, "timeline").Text()
 		for _, want := range []string{
 			"(next try at " + retryAt.In(loc).Format("2006-01-02 15:04:05") + ")",
 			"last heartbeat " + heartbeat.In(loc).Format("2006-01-02 15:04:05") + ")",
@@ -101,13 +102,13 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 				t.Errorf("%s: timeline lacks %q:\n%s", tc.zone, want, squeeze(timeline))
 			}
 		}
-		if got := squeeze(tid(doc, "timeline-zone").Text()); got != "Times in "+tc.short+"." {
+		if got := squeeze(apptest.TID(doc, "timeline-zone").Text()); got != "Times in "+tc.short+"." {
 			t.Errorf("%s: timeline names its zone %q", tc.zone, got)
 		}
 
 		// A table names the zone once, in its heading.
-		doc = page(t, ts.request("GET", "/", nil, cookie), http.StatusOK)
-		if got := tid(doc, "list-zone").Text(); !strings.Contains(got, tc.short) {
+		doc = apptest.Page(t, ts.Request("GET", "/", nil, cookie), http.StatusOK)
+		if got := apptest.TID(doc, "list-zone").Text(); !strings.Contains(got, tc.short) {
 			t.Errorf("%s: the exports table's heading %q does not name the zone", tc.zone, got)
 		}
 
@@ -115,9 +116,9 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 		// clock times are of this hour or the one before, there.
 		now := clock.Now()
 		hours := map[string]bool{now.In(loc).Format("15"): true, now.Add(-time.Hour).In(loc).Format("15"): true}
-		doc = page(t, ts.request("GET", "/queue", nil, cookie), http.StatusOK)
+		doc = apptest.Page(t, ts.Request("GET", "/queue", nil, cookie), http.StatusOK)
 		labels := 0
-		tid(doc, "chart-throughput").Find("text").Each(func(_ int, s *goquery.Selection) {
+		apptest.TID(doc, "chart-throughput").Find("text").Each(func(_ int, s *goquery.Selection) {
 			if l := strings.TrimSpace(s.Text()); clockLabel.MatchString(l) {
 				labels++
 				if !hours[l[:2]] {
@@ -128,7 +129,7 @@ func TestUITimesInTheViewersZone(t *testing.T) {
 		if labels == 0 {
 			t.Errorf("%s: the throughput chart has no time labels", tc.zone)
 		}
-		if got := tid(doc, "chart-zone").Text(); !strings.Contains(got, tc.short) {
+		if got := apptest.TID(doc, "chart-zone").Text(); !strings.Contains(got, tc.short) {
 			t.Errorf("%s: the chart's legend %q does not name the zone", tc.zone, got)
 		}
 	}
@@ -197,7 +198,7 @@ func checkPageTimes(t *testing.T, name string, doc *goquery.Document, loc *time.
 		t.Errorf("%s: shows times but never names the zone %s", name, short)
 	}
 	for _, place := range []string{"export-row", "timeline-item", "schedule-run", "schedule-row", "schedule-firing"} {
-		tid(doc, place).Each(func(_ int, s *goquery.Selection) {
+		apptest.TID(doc, place).Each(func(_ int, s *goquery.Selection) {
 			if got := s.Find("time").Text(); strings.Contains(got, short) {
 				t.Errorf("%s: a %s names the zone on its own: %q", name, place, squeeze(got))
 			}
@@ -215,10 +216,10 @@ func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
 func TestUIDatetimeFieldInTheViewersZone(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, testOpts{Idle: true})
-	writeReport(t, ts, "since.sql", "-- title: Since\n-- source: demo\n-- param: since datetime \"Since\" = 2025-03-01T05:00:00Z\n-- param: rows int \"Rows\" = 1\nSELECT :since, :rows;\n")
-	ts.waitReport("since")
-	h := http.Header{"Cookie": {"tz=Europe/Berlin"}, "Origin": {ts.url}, "Sec-Fetch-Site": {"same-origin"}}
-	doc := page(t, ts.request("GET", "/exports/new?report=since", nil, h), http.StatusOK)
+	apptest.WriteReport(t, ts.dir, "since.sql", "-- title: Since\n-- source: demo\n-- param: since datetime \"Since\" = 2025-03-01T05:00:00Z\n-- param: rows int \"Rows\" = 1\nSELECT :since, :rows;\n")
+	ts.WaitReport("since")
+	h := http.Header{"Cookie": {"tz=Europe/Berlin"}, "Origin": {ts.URL}, "Sec-Fetch-Site": {"same-origin"}}
+	doc := apptest.Page(t, ts.Request("GET", "/exports/new?report=since", nil, h), http.StatusOK)
 	field := doc.Find(`input[name="since"]`)
 	if v, _ := field.Attr("value"); v != "2025-03-01T06:00" {
 		t.Errorf("the default shows as %q to a Berlin viewer, want 2025-03-01T06:00", v)
@@ -226,11 +227,11 @@ func TestUIDatetimeFieldInTheViewersZone(t *testing.T) {
 	if hint := doc.Find(`[data-testid="export-form"]`).Text(); !strings.Contains(hint, "In CE") {
 		t.Errorf("the form does not say the field's zone: %q", squeeze(hint))
 	}
-	form := formOf(t, doc)
+	form := apptest.FormOf(t, doc)
 	form.Set("since", "2025-07-01T08:30")
-	res := ts.postForm("/exports", form, h)
+	res := ts.PostForm("/exports", form, h)
 	if res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("submit: %d: %s", res.StatusCode, res.body)
+		t.Fatalf("submit: %d: %s", res.StatusCode, res.Body)
 	}
 	id := strings.TrimPrefix(res.Header.Get("Location"), "/exports/")
 	j := ts.job(id)

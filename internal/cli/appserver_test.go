@@ -2,16 +2,13 @@ package cli
 
 import (
 	"context"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"sheetq/app"
-	"sheetq/jobs"
+	"sheetq/internal/apptest"
 	"sheetq/jobs/deliver"
 	"sheetq/jobs/webhook"
 )
@@ -26,17 +23,9 @@ func startApp(t *testing.T) string {
 	cfg := app.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
 		File:   &app.FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: apptest.Logger(t, nil),
 		Test:   &app.TestHooks{Webhooks: &webhook.Config{}},
-		Engine: jobs.Config{
-			Workers:       2,
-			Heartbeat:     50 * time.Millisecond,
-			StaleAfter:    10 * time.Second,
-			PollInterval:  20 * time.Millisecond,
-			BackoffBase:   10 * time.Millisecond,
-			BackoffMax:    50 * time.Millisecond,
-			ShutdownGrace: 200 * time.Millisecond,
-		},
+		Engine: apptest.EngineConfig(),
 	}
 	ctx := context.Background()
 	a, err := app.New(ctx, cfg)
@@ -53,24 +42,6 @@ func startApp(t *testing.T) string {
 	// Close does not wait for them.
 	t.Cleanup(a.Stop)
 	return hs.URL
-}
-
-// syncBuffer is an io.Writer that a test may read while a command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eventually fails the test unless cond holds within d, checking every 10 ms.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sheetq/internal/apptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,10 +163,10 @@ func TestJobsWaitDownloadDelete(t *testing.T) {
 func TestJobsEvents(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	srv := startApp(t)
-	follow := func(args ...string) (out *syncBuffer, stop func() int) {
+	follow := func(args ...string) (out *apptest.SyncBuffer, stop func() int) {
 		ctx, cancel := context.WithCancel(t.Context())
-		out = &syncBuffer{}
-		var errOut syncBuffer
+		out = &apptest.SyncBuffer{}
+		var errOut apptest.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
 			err := Run(ctx, "test", append(append([]string{"jobs", "events"}, args...), "--server", srv), out, &errOut)
@@ -191,12 +192,12 @@ func TestJobsEvents(t *testing.T) {
 	all, stopAll := follow()
 	only, stopOnly := follow(a)
 	// Both streams are open once they show a's progress; only then is b made.
-	progressOf := func(buf *syncBuffer, id string) bool {
+	progressOf := func(buf *apptest.SyncBuffer, id string) bool {
 		return regexp.MustCompile(`(?m)^\S+ \S+ \S+  progress +` + id + `  `).MatchString(buf.String())
 	}
 	eventually(t, 30*time.Second, "both streams open", func() bool { return progressOf(all, a) && progressOf(only, a) })
 	b := newExport(t, srv, "rows=10")
-	succeeded := func(buf *syncBuffer, id string) bool {
+	succeeded := func(buf *apptest.SyncBuffer, id string) bool {
 		return regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+  succeeded +` + id + ` +SUCCEEDED, attempt 1/3`).MatchString(buf.String())
 	}
 	eventually(t, 30*time.Second, "all exports' events", func() bool { return succeeded(all, a) && succeeded(all, b) })

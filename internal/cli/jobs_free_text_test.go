@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sheetq/internal/apptest"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestJobsHumanOutputKeepsFreeTextOnOneLine(t *testing.T) {
 	events := func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
-		out, errOut := &syncBuffer{}, &syncBuffer{}
+		out, errOut := &apptest.SyncBuffer{}, &apptest.SyncBuffer{}
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(ctx, "test", append(append([]string{"jobs", "events"}, args...), s...), out, errOut)

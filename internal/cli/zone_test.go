@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"sheetq/internal/apptest"
 	"strings"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestJobsEventsShowsTimesInTheLocalZone(t *testing.T) {
 		if tt.utc {
 			args = append(args, "--utc")
 		}
-		var out, errOut syncBuffer
+		var out, errOut apptest.SyncBuffer
 		cmd := childCLI(t, tt.tz, args...)
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		if err := cmd.Start(); err != nil {
