@@ -38,6 +38,7 @@ type Config struct {
 // concurrent use.
 type Store struct {
 	d         Driver
+	checker   JobChecker // d, when it checks jobs before they are batched; else nil
 	followUps FollowUpFunc
 	unbatched bool
 	batch     batcher
@@ -46,17 +47,14 @@ type Store struct {
 // New makes the Store of d, which is open and migrated, and gives d the checked
 // follow-up hook. Close closes d.
 func New(d Driver, cfg Config) *Store {
-	s := &Store{d: d, followUps: cfg.FollowUps, unbatched: cfg.Unbatched}
-	d.SetFollowUps(s.checkedFollowUps)
-	s.batch.start(s, cmpOr(cfg.MaxBatch, 128))
-	return s
-}
-
-func cmpOr(v, def int) int {
-	if v <= 0 {
-		return def
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 128
 	}
-	return v
+	s := &Store{d: d, followUps: cfg.FollowUps, unbatched: cfg.Unbatched}
+	s.checker, _ = d.(JobChecker)
+	d.SetFollowUps(s.checkedFollowUps)
+	s.batch.start(s, cfg.MaxBatch)
+	return s
 }
 
 // Driver returns the driver, for the composition root to ask what else it can do
@@ -135,6 +133,11 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 		return Job{}, false, err
 	}
 	nj = withDefaults(nj)
+	if s.checker != nil {
+		if err := s.checker.CheckJob(nj); err != nil {
+			return Job{}, false, err
+		}
+	}
 	if s.unbatched {
 		var rs []Enqueued
 		if rs, err = s.d.EnqueueBatch(ctx, []NewJob{nj}); err == nil {

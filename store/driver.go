@@ -122,6 +122,13 @@ type Enqueued struct {
 // The capabilities a driver may have beyond the operations. The composition root asks
 // for them with a type assertion on Store.Driver(), never by the driver's type.
 type (
+	// JobChecker refuses a job the driver's database could not keep (PostgreSQL: a NUL
+	// character), before it joins a group commit, on the caller's goroutine: one such job
+	// would otherwise fail its group's statement, and a check on the committer's
+	// goroutine would hold every group behind it.
+	JobChecker interface {
+		CheckJob(nj NewJob) error
+	}
 	// ClaimNexter answers, with a claim, what NextRunIn would answer right after it, in
 	// the claim's own round trip (a driver whose reads cost a round trip has it).
 	ClaimNexter interface {

@@ -74,9 +74,12 @@ func uEscape(b []byte, i int) (r rune, ok bool) {
 	return r, true
 }
 
-// checkNewJobText refuses a job whose text the store could not keep or whose args it
-// could not read back (store.ErrUnstorable), before the job joins a group: one such job
-// would otherwise fail its whole statement.
+// CheckJob refuses a job whose text the store could not keep or whose args it could not
+// read back (store.ErrUnstorable), before the job joins a group: one such job would
+// otherwise fail its whole statement (store.JobChecker).
+func (s *Store) CheckJob(nj store.NewJob) error { return checkNewJobText(nj) }
+
+// checkNewJobText is CheckJob, for FireSchedule's job too.
 func checkNewJobText(nj store.NewJob) error {
 	if hasNUL(nj.ID, nj.Kind, nj.Queue, nj.IdempotencyKey, nj.RequestHash, nj.NotifyURL, nj.CreatedBy) {
 		return fmt.Errorf("enqueue: a text field %w", store.ErrUnstorable)

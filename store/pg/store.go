@@ -135,6 +135,7 @@ var (
 	_ store.Shared      = (*Store)(nil)
 	_ store.Listener    = (*Store)(nil)
 	_ store.Announcer   = (*Store)(nil)
+	_ store.JobChecker  = (*Store)(nil)
 )
 
 // SetFollowUps sets the hook the ends call in their transaction (store.Driver).
