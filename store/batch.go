@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"sheetq/internal/groupcommit"
 )
@@ -25,12 +24,10 @@ import (
 // A caller that gives up while its call still waits is dropped, never written; once its
 // group is taken it waits for the real outcome, so an error never hides a committed job.
 // The driver's batch runs on a context no caller can cancel (a caller that gives up
-// must not roll back the others' rows), bounded by batchTimeout.
-
-// batchTimeout bounds one group's statements. Only a database that stops answering for
-// this long leaves a group's outcome unknown, as any statement on a lost connection
-// does (the client retries with its idempotency key).
-const batchTimeout = 30 * time.Second
+// must not roll back the others' rows), and that cannot be canceled at all: a
+// cancelable context costs database/sql a goroutine per transaction and the SQLite
+// driver one per statement. A driver whose statements can hang (a server that stops
+// answering) bounds them itself (store/pg's batchTimeout).
 
 // enqueueCall is one waiting Enqueue.
 type enqueueCall struct {
@@ -88,9 +85,7 @@ func (b *batcher) commit(s *Store, group []*enqueueCall) {
 		return
 	}
 	b.commits.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-	defer cancel()
-	rs, err := s.d.EnqueueBatch(ctx, njs)
+	rs, err := s.d.EnqueueBatch(context.Background(), njs)
 	for i, c := range taken {
 		if err != nil {
 			// Nothing was committed: every call fails, none with a job.

@@ -33,6 +33,11 @@ import (
 // commits nothing; its calls then go again one statement each, so that the bad one
 // fails alone and the others commit.
 
+// batchTimeout bounds one group's statements. Only a database that stops answering for
+// this long leaves a group's outcome unknown, as any statement on a lost connection
+// does (the client retries with its idempotency key).
+const batchTimeout = 30 * time.Second
+
 // enqueueCall is one job of a group and its answer.
 type enqueueCall struct {
 	nj    store.NewJob
@@ -52,6 +57,8 @@ func (c *enqueueCall) answer(job store.Job, existed bool, err error) {
 // insert and the lookup, or the server refused the statement. A job PostgreSQL cannot
 // store (a NUL, nul.go) never gets here: the core asked CheckJob first.
 func (s *Store) EnqueueBatch(ctx context.Context, njs []store.NewJob) ([]store.Enqueued, error) {
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	defer cancel()
 	calls := make([]enqueueCall, len(njs))
 	for i, nj := range njs {
 		calls[i].nj = nj
