@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"time"
 
 	"sheetq/jobs"
@@ -76,8 +77,11 @@ type Library interface {
 
 // Report is a named, parameterised query over one source, written to one sheet.
 type Report struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
+	ID string `json:"id"`
+	// Access are the groups whose members may see and run the report ("-- access:
+	// sales, finance"); nil: everyone signed in, or admins only ([access] default).
+	Access []string `json:"access,omitempty"`
+	Title  string   `json:"title"`
 	// Description is free text from the report file's description lines.
 	Description string  `json:"description,omitempty"`
 	Source      string  `json:"source"` // name of the Source that runs it
@@ -122,6 +126,28 @@ func New(cfg Config) *Kind {
 // every declared parameter, defaults applied, in canonical form. Errors wrap
 // ErrUnknownReport or are a *ParamError.
 func (k *Kind) Validate(report string, params map[string]any) (Args, error) {
+	return k.ValidateAs(report, params, nil)
+}
+
+// AttrFunc looks up an attribute of whoever runs a report, for its from=person.<attr>
+// parameters; nil has none.
+type AttrFunc func(name string) (string, bool)
+
+// AttrError is a report's from=person.<Attr> parameter that the person running it has no
+// value for: they cannot run the report.
+type AttrError struct {
+	Report, Param, Attr string
+}
+
+func (e *AttrError) Error() string {
+	return fmt.Sprintf("report %q takes parameter %q from your account's attribute %q, which your account does not have; ask an admin to set it",
+		e.Report, e.Param, e.Attr)
+}
+
+// ValidateAs is Validate for someone whose attributes attr looks up: each from=person.<attr>
+// parameter takes that attribute's value, and a request that gives one is a *ParamError.
+// A missing attribute is an *AttrError.
+func (k *Kind) ValidateAs(report string, params map[string]any, attr AttrFunc) (Args, error) {
 	rep, err := k.report(report)
 	if err != nil {
 		return Args{}, err
@@ -129,6 +155,9 @@ func (k *Kind) Validate(report string, params map[string]any) (Args, error) {
 	if _, ok := k.sources[rep.Source]; !ok {
 		return Args{}, fmt.Errorf("%w: report %q uses source %q, which the config file does not name",
 			ErrUnknownSource, rep.ID, rep.Source)
+	}
+	if params, err = bindAttrs(rep, params, attr); err != nil {
+		return Args{}, err
 	}
 	canon, err := validateParams(rep.Params, params)
 	if err != nil {
@@ -216,4 +245,38 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 		l.w = w
 	}
 	return l.w.Write(p)
+}
+
+// bindAttrs returns params with rep's from=person.<attr> parameters set from attr. A
+// request never sets one: the value is whoever runs the report's, so that a member sees
+// only their rows.
+func bindAttrs(rep Report, params map[string]any, attr AttrFunc) (map[string]any, error) {
+	var out map[string]any
+	for _, p := range rep.Params {
+		if p.From == "" {
+			continue
+		}
+		if _, sent := params[p.Name]; sent {
+			return nil, &ParamError{Param: p.Name, Message: "is set from the account running the report (person." + p.From + ") and cannot be given"}
+		}
+		var v string
+		ok := false
+		if attr != nil {
+			v, ok = attr(p.From)
+		}
+		if !ok {
+			return nil, &AttrError{Report: rep.ID, Param: p.Name, Attr: p.From}
+		}
+		if out == nil {
+			out = maps.Clone(params)
+			if out == nil {
+				out = map[string]any{}
+			}
+		}
+		out[p.Name] = v
+	}
+	if out == nil {
+		return params, nil
+	}
+	return out, nil
 }

@@ -61,6 +61,10 @@ type Param struct {
 	// that this one must be later than (greater than): `after=from` on a "to" date. The
 	// rule applies when both have a value.
 	After string `json:"after,omitempty"`
+	// From names the attribute of the person (or token) running the report that gives
+	// the parameter its value ("from=person.region" is "region"): row-level parameters.
+	// The request may not give it; a person without the attribute cannot run the report.
+	From string `json:"from,omitempty"`
 }
 
 // orderable is whether parameters of type t can be compared by After.

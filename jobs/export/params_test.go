@@ -293,3 +293,31 @@ func TestValidateParamsAfter(t *testing.T) {
 		t.Fatalf("err = %v, want from is required", err)
 	}
 }
+
+// TestBindAttrs: a from=person.<attr> parameter takes the runner's attribute, a request
+// that gives one is refused, and a runner without the attribute cannot run the report.
+func TestBindAttrs(t *testing.T) {
+	rep := Report{ID: "sales", Params: []Param{{Name: "region", Type: TypeText, From: "region"}, {Name: "year", Type: TypeInt}}}
+	attrs := func(m map[string]string) AttrFunc {
+		return func(n string) (string, bool) { v, ok := m[n]; return v, ok }
+	}
+	got, err := bindAttrs(rep, map[string]any{"year": 2025}, attrs(map[string]string{"region": "North"}))
+	if err != nil || got["region"] != "North" || got["year"] != 2025 {
+		t.Fatalf("bound = %v, %v", got, err)
+	}
+	var pe *ParamError
+	if _, err := bindAttrs(rep, map[string]any{"region": "South"}, attrs(map[string]string{"region": "North"})); !errors.As(err, &pe) || pe.Param != "region" {
+		t.Fatalf("a request giving region: %v, want a *ParamError", err)
+	}
+	var ae *AttrError
+	for _, attr := range []AttrFunc{nil, attrs(map[string]string{"team": "x"})} {
+		if _, err := bindAttrs(rep, nil, attr); !errors.As(err, &ae) || ae.Attr != "region" || ae.Param != "region" {
+			t.Fatalf("without the attribute: %v, want an *AttrError", err)
+		}
+	}
+	plain := Report{ID: "p", Params: []Param{{Name: "year", Type: TypeInt}}}
+	in := map[string]any{"year": 1}
+	if got, err := bindAttrs(plain, in, nil); err != nil || len(got) != 1 {
+		t.Fatalf("a report without from=: %v, %v", got, err)
+	}
+}

@@ -47,7 +47,7 @@ var (
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
-var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename"}
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access"}
 
 // paramTypes are the parameter types in the order messages list them.
 var paramTypes = []Type{TypeText, TypeInt, TypeNumber, TypeDate, TypeDatetime, TypeBool}
@@ -114,17 +114,17 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// The header is the leading run of "--" lines and blank lines.
 	var (
-		title, source, sheet, count, queue, filename headerField
-		params                                       []Param
-		paramLines                                   []int
-		columns                                      []ColumnSpec
-		columnLines                                  []int
-		description                                  []string
-		bodyStart                                    = len(text)
-		bodyLine                                     = 0
+		title, source, sheet, count, queue, filename, acc headerField
+		params                                            []Param
+		paramLines                                        []int
+		columns                                           []ColumnSpec
+		columnLines                                       []int
+		description                                       []string
+		bodyStart                                         = len(text)
+		bodyLine                                          = 0
 	)
 	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue,
-		"filename": &filename}
+		"filename": &filename, "access": &acc}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -252,7 +252,15 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		}
 	}
 
+	var groups []string
+	if acc.line != 0 {
+		if groups, ok = p.access(acc.line, acc.value); !ok {
+			return Report{}, false
+		}
+	}
+
 	rep := Report{
+		Access:      groups,
 		Description: strings.Join(description, "\n"),
 		ID:          id,
 		Title:       cmp.Or(title.value, id),
@@ -344,7 +352,7 @@ func (p *reportParser) headerLine(n int, line string) (key, value string, isKey,
 
 // param parses a param declaration: <name> <type> ["Label"] [= default].
 func (p *reportParser) param(n int, s string) (Param, bool) {
-	const syntax = `want: param: <name> <type> ["Label"] [after=<param>] [= default]`
+	const syntax = `want: param: <name> <type> ["Label"] [after=<param>] [from=person.<attribute>] [= default]`
 	name, rest := headerWord(s)
 	if name == "" {
 		return Param{}, p.fail(n, "param: missing name; %s", syntax)
@@ -383,6 +391,17 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 			word = rest[:end]
 		}
 		rest = strings.TrimSpace(rest[len(word):])
+		if attr, ok := strings.CutPrefix(word, "from="); ok {
+			attr, ok = strings.CutPrefix(attr, "person.")
+			switch {
+			case prm.From != "":
+				return Param{}, p.fail(n, "param %q: from= is given twice", name)
+			case !ok || !attrNameRe.MatchString(attr):
+				return Param{}, p.fail(n, "param %q: from= must be person.<attribute>, the attribute being letters, digits, _, -, . or : (at most 64)", name)
+			}
+			prm.From = attr
+			continue
+		}
 		other, ok := strings.CutPrefix(word, "after=")
 		if !ok {
 			return Param{}, p.fail(n, "param %q: unexpected %q; %s", name, word, syntax)
@@ -401,6 +420,9 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 	}
 	if rest == "" {
 		return prm, true
+	}
+	if prm.From != "" {
+		return Param{}, p.fail(n, "param %q: a parameter set from=person.%s takes no default: a person without the attribute cannot run the report", name, prm.From)
 	}
 	def, ok := strings.CutPrefix(rest, "=")
 	if !ok {
@@ -432,6 +454,36 @@ func (p *reportParser) param(n int, s string) (Param, bool) {
 	}
 	prm.Default = v
 	return prm, true
+}
+
+// attrNameRe is the syntax of the attribute a from=person.<attribute> parameter reads:
+// a claim's name, such as "region", "custom:region" or "ext.cost_center".
+var attrNameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$`)
+
+// maxAccessGroups bounds the groups of one "-- access:" line.
+const maxAccessGroups = 64
+
+// access reads an "-- access: sales, finance" line: the groups whose members may see and
+// run the report. A group's name is what the provider sends (a name, a path such as
+// /sales, an object id), so anything printable but a comma goes.
+func (p *reportParser) access(n int, s string) ([]string, bool) {
+	var groups []string
+	for _, g := range strings.Split(s, ",") {
+		g = strings.TrimSpace(g)
+		switch {
+		case g == "":
+			return nil, p.fail(n, "access: an empty group name; want: access: <group>[, <group>...]")
+		case utf8.RuneCountInString(g) > 128 || hasControl(g):
+			return nil, p.fail(n, "access: group %q must be at most 128 characters of text", g)
+		case slices.ContainsFunc(groups, func(h string) bool { return strings.EqualFold(g, h) }):
+			return nil, p.fail(n, "access: group %q is named twice", g)
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) > maxAccessGroups {
+		return nil, p.fail(n, "access: at most %d groups", maxAccessGroups)
+	}
+	return groups, true
 }
 
 // hasControl reports whether a header line's free text (a title, a description line)

@@ -151,6 +151,9 @@ func formatReport(rep Report) string {
 		if p.After != "" {
 			b.WriteString(" after=" + p.After)
 		}
+		if p.From != "" {
+			b.WriteString(" from=person." + p.From)
+		}
 		switch v := p.Default.(type) {
 		case nil:
 		case string:
@@ -171,6 +174,9 @@ func formatReport(rep Report) string {
 	}
 	if rep.Filename != "" {
 		fmt.Fprintf(&b, "-- filename: %s\n", rep.Filename)
+	}
+	if rep.Access != nil {
+		fmt.Fprintf(&b, "-- access: %s\n", strings.Join(rep.Access, ", "))
 	}
 	fmt.Fprintf(&b, "%s\n", rep.Query)
 	return b.String()
