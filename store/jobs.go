@@ -143,7 +143,10 @@ type ListOptions struct {
 	Kind   string // empty: any
 	// Report keeps jobs whose args name this report ($.report); empty: any.
 	Report string
-	Limit  int // default 50, at most 1000
+	// CreatedBy keeps the jobs created by this token or person (NewJob.CreatedBy);
+	// empty: anyone's.
+	CreatedBy string
+	Limit     int // default 50, at most 1000
 	// Before lists the jobs inserted before the one whose Seq it is: the cursor; 0 starts
 	// at the newest.
 	Before int64

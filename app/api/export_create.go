@@ -67,7 +67,7 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 		return problem.New(http.StatusUnprocessableEntity, "missing_report",
 			`the body needs "report": the id of a report (see GET /api/v1/reports)`)
 	}
-	args, prob := a.exports.Validate(req.Report, req.Params, req.Format, req.BOM)
+	args, prob := a.exports.Validate(r.Context(), req.Report, req.Params, req.Format, req.BOM)
 	if prob != nil {
 		return prob
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,7 @@ import (
 )
 
 // scheduleJSON is sc as API v1 shows it (apiv1.Schedule; openapi.json, "schedule").
-func (a *API) scheduleJSON(sc store.Schedule) apiv1.Schedule {
+func (a *API) scheduleJSON(ctx context.Context, sc store.Schedule) apiv1.Schedule {
 	in := schedules.InputOf(sc)
 	out := apiv1.Schedule{ID: sc.ID, Report: sc.Report, Params: in.Params, Format: sc.Format, BOM: sc.BOM,
 		Cron: sc.Cron, TimeZone: sc.TimeZone, Deliver: []apiv1.Target{}, Owner: sc.Owner, Paused: sc.Paused,
@@ -40,7 +41,7 @@ func (a *API) scheduleJSON(sc store.Schedule) apiv1.Schedule {
 	if !sc.Paused {
 		// A schedule that no longer checks (its report was removed) shows no coming runs;
 		// its next firing still happens, and fails where people look.
-		if runs, err := a.cfg.Schedules.PreviewOf(sc); err == nil {
+		if runs, err := a.cfg.Schedules.PreviewOf(ctx, sc); err == nil {
 			out.NextRuns = runs
 		}
 	}
@@ -216,7 +217,7 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request) error {
 		return scheduleProblem(err, "")
 	}
 	w.Header().Set("Location", "/api/v1/schedules/"+sc.ID)
-	problem.WriteJSON(w, http.StatusCreated, a.scheduleJSON(sc))
+	problem.WriteJSON(w, http.StatusCreated, a.scheduleJSON(r.Context(), sc))
 	return nil
 }
 
@@ -231,7 +232,7 @@ func (a *API) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]apiv1.Schedule, 0, len(list))
 	for _, sc := range list {
-		out = append(out, a.scheduleJSON(sc))
+		out = append(out, a.scheduleJSON(r.Context(), sc))
 	}
 	problem.WriteJSON(w, http.StatusOK, map[string]any{"schedules": out})
 	return nil
@@ -244,7 +245,7 @@ func (a *API) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return scheduleProblem(err, id)
 	}
-	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(r.Context(), sc))
 	return nil
 }
 
@@ -285,7 +286,7 @@ func (a *API) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return scheduleProblem(err, id)
 	}
-	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(r.Context(), sc))
 	return nil
 }
 
@@ -314,7 +315,7 @@ func (a *API) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	if err != nil {
 		return scheduleProblem(err, id)
 	}
-	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(sc))
+	problem.WriteJSON(w, http.StatusOK, a.scheduleJSON(r.Context(), sc))
 	return nil
 }
 
@@ -325,7 +326,7 @@ func (a *API) previewSchedule(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.readScheduleInput(w, r, &in, false); err != nil {
 		return err
 	}
-	runs, err := a.cfg.Schedules.Preview(in)
+	runs, err := a.cfg.Schedules.Preview(r.Context(), in)
 	if err != nil {
 		return scheduleProblem(err, "")
 	}

@@ -11,11 +11,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"sheetq/app/access"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/jobs"
@@ -40,13 +42,32 @@ type Service struct {
 	MaxAttempts int
 	// Metrics counts idempotent replays.
 	Metrics Deduper
+	// Policy says who may run a report without an access line (access.go).
+	Policy access.Policy
 }
 
 // Validate checks a request for report with params, written in format ("" or "xlsx",
 // or "csv") with or without a BOM, for the API and the form alike, and returns the
 // canonical args, or the problem to show when the request is wrong.
-func (s *Service) Validate(report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
-	args, err := s.Kind.Validate(report, params)
+func (s *Service) Validate(ctx context.Context, report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
+	return s.ValidateAs(access.From(ctx), report, params, format, bom)
+}
+
+// ValidateAs is Validate for who, which may not be the request's identity: a schedule's
+// owner at a firing. A report who may not run is unknown; its from=person.<attr> parameters take
+// who's attributes.
+func (s *Service) ValidateAs(who access.Who, report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
+	var args export.Args
+	rep, err := s.Kind.Report(report)
+	if err == nil && !s.Policy.CanRun(who, rep.Access) {
+		err = fmt.Errorf("%w: %q", export.ErrUnknownReport, report)
+	}
+	if err == nil {
+		args, err = s.Kind.ValidateAs(report, params, who.Attr)
+	}
+	if p := attrError(err); p != nil {
+		return args, p
+	}
 	if err == nil {
 		if args, err = args.WithFormat(format, bom); err != nil {
 			return args, problem.New(http.StatusUnprocessableEntity, "invalid_format", err.Error())
@@ -119,7 +140,7 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 // gives store.ErrNotFound too.
 func (s *Service) Load(ctx context.Context, id string) (store.Job, error) {
 	job, err := s.Store.Get(ctx, id)
-	if err == nil && job.Kind != export.Name {
+	if err == nil && (job.Kind != export.Name || !s.Visible(ctx, job)) {
 		err = store.ErrNotFound
 	}
 	return job, err

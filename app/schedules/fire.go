@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"sheetq/jobs"
@@ -135,7 +136,10 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (b
 		at = latest
 	}
 	next := spec.Next(maxTime(at, now))
-	args := s.firingArgs(ctx, sc, spec, at)
+	args, err := s.firingArgs(ctx, sc, spec, at)
+	if err != nil {
+		return false, err
+	}
 	body, err := json.Marshal(args)
 	if err != nil {
 		return false, err
@@ -163,11 +167,28 @@ func (s *Service) fire(ctx context.Context, sc store.Schedule, now time.Time) (b
 // removed, or changed its parameters) still fires, with its parameters as resolved, so
 // that the export fails with the reason where people look, instead of the firing
 // vanishing.
-func (s *Service) firingArgs(ctx context.Context, sc store.Schedule, spec schedule.Spec, at time.Time) export.Args {
+//
+// The firing runs as the schedule's owner now: an owner who may no longer run the
+// report, who lacks an attribute it takes, or who is no longer known, fires an export
+// that is refused (export.Args.Refused), never one that runs with someone else's access.
+func (s *Service) firingArgs(ctx context.Context, sc store.Schedule, spec schedule.Spec, at time.Time) (export.Args, error) {
 	in := InputOf(sc)
 	at = at.In(spec.Location())
-	args, err := s.args(checked{in: in, spec: spec}, at)
-	if err != nil {
+	owner, err := s.ownerOf(ctx, sc.Owner)
+	var args export.Args
+	switch {
+	case err == nil:
+		args, err = s.args(checked{in: in, spec: spec, who: owner}, at)
+	case errors.Is(err, store.ErrNotFound):
+		err = fmt.Errorf("the schedule's owner %q is no longer known here (a token removed from the config, or a person who has not signed in since): %w", sc.Owner, err)
+	default:
+		return export.Args{}, err // the store: tried again at the next look
+	}
+	_, known := s.Exports.Kind.Report(sc.Report)
+	if refused := refusal(err, known == nil); refused != "" {
+		s.Log.WarnContext(ctx, "schedule fires an export its owner may not run", "schedule_id", sc.ID, "owner", sc.Owner, "err", err)
+		args = export.Args{Report: sc.Report, Params: map[string]any{}, Refused: refused}
+	} else if err != nil {
 		s.Log.WarnContext(ctx, "schedule fires an export that will fail", "schedule_id", sc.ID, "err", err)
 		params, rerr := s.resolve(in, at, spec.Location())
 		if rerr != nil {
@@ -180,7 +201,26 @@ func (s *Service) firingArgs(ctx context.Context, sc store.Schedule, spec schedu
 	}
 	utc := at.UTC()
 	args.ScheduleID, args.ScheduledFor, args.TimeZone, args.Deliver = sc.ID, &utc, sc.TimeZone, sc.Deliver
-	return args
+	return args, nil
+}
+
+// refusal is why an owner may not fire their schedule's export, from the error checking
+// it as them gave, or "" when the error is no refusal: a parameter gone wrong, or a
+// report that no longer exists for anyone, fires an export that fails on it.
+func refusal(err error, reportExists bool) string {
+	if err == nil {
+		return ""
+	}
+	fields := Fields(err)
+	if len(fields) == 0 {
+		return err.Error() // the owner is not known
+	}
+	for _, ie := range fields {
+		if ie.Forbidden || (ie.NotFound && reportExists) {
+			return "the schedule's owner may not run this report now: " + ie.Message
+		}
+	}
+	return ""
 }
 
 // errMovedOn ends an edit of a schedule that changed since the firing loop read it.

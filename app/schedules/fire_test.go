@@ -99,7 +99,7 @@ func TestFiringKeyIsNoClientsKey(t *testing.T) {
 		ctx := context.Background()
 		sc := h.create(schedules.Input{Report: "demo", Params: map[string]any{"rows": 1}, Cron: "* * * * *", TimeZone: "UTC"})
 		key := store.FiringKey(sc.ID, sc.NextRunAt)
-		args, prob := h.svc.Validate("demo", map[string]any{"rows": 2}, "", false)
+		args, prob := h.svc.Validate(context.Background(), "demo", map[string]any{"rows": 2}, "", false)
 		if prob != nil {
 			t.Fatal(prob)
 		}

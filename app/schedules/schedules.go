@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"sheetq/app/access"
 	"sheetq/app/exports"
 	"sheetq/app/problem"
 	"sheetq/internal/apiv1"
@@ -54,6 +56,13 @@ type Service struct {
 	// whose shape is right.
 	CheckTarget func(deliver.Target) error
 	Log         *slog.Logger
+	// Owners is the identity a schedule's owner has now (a token's from the config, a
+	// person's as they last signed in, with the config's [[people]] over it), which a
+	// firing runs as (access.go); nil runs every schedule as the local admin.
+	Owners func(ctx context.Context, name string) (access.Who, error)
+	// EmailDomains are the domains a member's schedule may mail ([deliveries]
+	// email_domains); none: any.
+	EmailDomains []string
 	// Now is this node's clock (default time.Now, whose differences are monotonic): the
 	// guard against steps of the store's clock measures elapsed time with it (clock.go).
 	Now func() time.Time
@@ -85,8 +94,12 @@ type InputError struct {
 	// Index is, for a "deliver" error about one target, the target's place in the list
 	// (from 0); -1 when the list as a whole is wrong. Other fields leave it 0.
 	Index int
-	// NotFound is set when the report does not exist.
+	// NotFound is set when the report does not exist (or the one saving the schedule
+	// may not run it).
 	NotFound bool
+	// Forbidden is set when the one saving the schedule may not do this (a delivery
+	// target only an admin may add, a from=person.<attr> attribute they lack): 403.
+	Forbidden bool
 }
 
 func (e *InputError) Error() string {
@@ -144,6 +157,8 @@ const Previews = 5
 type checked struct {
 	in   Input
 	spec schedule.Spec
+	// who is the identity the schedule runs as: its owner.
+	who access.Who
 }
 
 // check checks in as a whole (the zone and cron expression, every delivery target, the
@@ -152,7 +167,11 @@ type checked struct {
 // earlier error makes meaningless is skipped: without the report no parameter can be
 // checked, and without a zone and cron expression there is no first firing to resolve
 // relative dates at (only whether each names a unit is checked then).
-func (s *Service) check(in Input) (checked, error) {
+//
+// who is the identity the schedule runs as (its owner); limits, when set, is the one
+// saving it, whose delivery limits apply (access.go), with prev the targets the
+// schedule had before.
+func (s *Service) check(who access.Who, in Input, limits *access.Who, prev []deliver.Target) (checked, error) {
 	var errs InputErrors
 	zone, firing := in.TimeZone, true
 	if _, err := schedule.LoadZone(zone); err != nil {
@@ -165,13 +184,16 @@ func (s *Service) check(in Input) (checked, error) {
 		firing = false
 	}
 	errs = append(errs, s.checkTargets(in.Deliver)...)
+	if limits != nil {
+		errs = append(errs, s.checkLimits(*limits, in.Deliver, prev)...)
+	}
 	if _, err := (export.Args{}).WithFormat(in.Format, in.BOM); err != nil {
 		errs = append(errs, &InputError{Field: "format", Message: err.Error()})
 	}
 	in.Params = s.typedParams(in.Report, in.Params)
-	c := checked{in: in, spec: spec}
+	c := checked{in: in, spec: spec, who: who}
 	rep, _ := s.Exports.Kind.Report(in.Report)
-	switch _, prob := s.Exports.Validate(in.Report, nil, "", false); {
+	switch _, prob := s.Exports.ValidateAs(who, in.Report, nil, "", false); {
 	case prob != nil && prob.Param == "":
 		errs = append(errs, problemError(prob)) // no report: its parameters cannot be checked
 	case !firing:
@@ -264,7 +286,7 @@ func (s *Service) args(c checked, t time.Time) (export.Args, error) {
 	if err != nil {
 		return export.Args{}, err
 	}
-	args, prob := s.Exports.Validate(c.in.Report, params, c.in.Format, c.in.BOM)
+	args, prob := s.Exports.ValidateAs(c.who, c.in.Report, params, c.in.Format, c.in.BOM)
 	if prob != nil {
 		return export.Args{}, InputErrors{problemError(prob)}
 	}
@@ -280,6 +302,10 @@ func problemError(prob *problem.Problem) *InputError {
 		ie.Field = "params." + prob.Param
 	case prob.Code == "unknown_report":
 		ie.NotFound = true
+	}
+	switch {
+	case prob.Status == http.StatusForbidden:
+		ie.Forbidden = true
 	case prob.Code == "invalid_format":
 		ie.Field = "format"
 	}
@@ -330,9 +356,14 @@ func (s *Service) resolve(in Input, t time.Time, loc *time.Location) (map[string
 }
 
 // Preview is the next Previews firings of in after now, with the parameters each will
-// run with, or an *InputError when in is wrong.
-func (s *Service) Preview(in Input) ([]Firing, error) {
-	c, err := s.check(in)
+// run with, or an *InputError when in is wrong, for ctx's identity. Delivery limits are
+// checked when a schedule is saved, not here.
+func (s *Service) Preview(ctx context.Context, in Input) ([]Firing, error) {
+	return s.previewAs(access.From(ctx), in)
+}
+
+func (s *Service) previewAs(who access.Who, in Input) ([]Firing, error) {
+	c, err := s.check(who, in, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -351,9 +382,13 @@ func (s *Service) preview(c checked) ([]Firing, error) {
 	return out, nil
 }
 
-// PreviewOf is Preview for a stored schedule.
-func (s *Service) PreviewOf(sc store.Schedule) ([]Firing, error) {
-	return s.Preview(InputOf(sc))
+// PreviewOf is Preview for a stored schedule, as its owner.
+func (s *Service) PreviewOf(ctx context.Context, sc store.Schedule) ([]Firing, error) {
+	who, err := s.ownerOf(ctx, sc.Owner)
+	if err != nil {
+		return nil, err
+	}
+	return s.previewAs(who, InputOf(sc))
 }
 
 // InputOf is a stored schedule as an Input, to edit or preview.
@@ -392,9 +427,11 @@ func (s *Service) row(id, owner string, c checked) (store.Schedule, error) {
 	return sc, nil
 }
 
-// Create checks in and keeps it as a new schedule of owner (the token's name, or "").
+// Create checks in and keeps it as a new schedule of owner (the token's or person's
+// name, or ""), ctx's identity.
 func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Schedule, error) {
-	c, err := s.check(in)
+	who := access.From(ctx)
+	c, err := s.check(who, in, &who, nil)
 	if err != nil {
 		return store.Schedule{}, err
 	}
@@ -417,16 +454,21 @@ func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Sch
 // so that a time already due still fires.
 func (s *Service) Edit(ctx context.Context, id string, change func(*Input)) (store.Schedule, error) {
 	for tries := 0; ; tries++ {
-		cur, err := s.Store.GetSchedule(ctx, id)
+		cur, err := s.getVisible(ctx, id)
 		if err != nil {
 			return store.Schedule{}, err
 		}
 		if cur.Owner == ConfigOwner {
 			return cur, ErrDeclared
 		}
+		owner, err := s.ownerOf(ctx, cur.Owner)
+		if err != nil {
+			return store.Schedule{}, err
+		}
 		in := InputOf(cur)
 		change(&in)
-		c, err := s.check(in)
+		editor := access.From(ctx)
+		c, err := s.check(owner, in, &editor, targetsOf(cur))
 		if err != nil {
 			return store.Schedule{}, err
 		}
@@ -474,6 +516,8 @@ var ErrBusy = errors.New("the schedule kept changing while this edit was checked
 func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.Schedule, error) {
 	return s.Store.EditSchedule(ctx, id, func(cur store.Schedule) (store.Schedule, error) {
 		switch {
+		case !s.visible(ctx, cur):
+			return cur, fmt.Errorf("%w: schedule %q", store.ErrNotFound, id)
 		case cur.Owner == ConfigOwner:
 			return cur, ErrDeclared
 		case cur.Paused == paused:
@@ -491,19 +535,24 @@ func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.
 	})
 }
 
-// Get returns schedule id (store.ErrNotFound when there is none).
+// Get returns schedule id (store.ErrNotFound when there is none, or ctx's identity may
+// not see it).
 func (s *Service) Get(ctx context.Context, id string) (store.Schedule, error) {
-	return s.Store.GetSchedule(ctx, id)
+	return s.getVisible(ctx, id)
 }
 
-// List returns every schedule, oldest first.
+// List returns every schedule ctx's identity may see, oldest first.
 func (s *Service) List(ctx context.Context) ([]store.Schedule, error) {
-	return s.Store.ListSchedules(ctx)
+	all, err := s.Store.ListSchedules(ctx)
+	if err != nil || access.From(ctx).IsAdmin() {
+		return all, err
+	}
+	return slices.DeleteFunc(all, func(sc store.Schedule) bool { return !s.visible(ctx, sc) }), nil
 }
 
 // Delete removes schedule id; its past firings stay as exports.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	cur, err := s.Store.GetSchedule(ctx, id)
+	cur, err := s.getVisible(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -551,7 +600,7 @@ func (s *Service) Declare(ctx context.Context, decl []Declared, mine func(id str
 			return 0, 0, 0, &InputError{Field: "id", Message: fmt.Sprintf("schedule id %q is declared twice", d.ID)}
 		}
 		seen[d.ID] = true
-		c, err := s.check(d.Input)
+		c, err := s.check(access.LocalUser, d.Input, nil, nil)
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("schedule %q: %w", d.ID, err)
 		}
@@ -644,7 +693,11 @@ func jsonEqual(a, b json.RawMessage) bool {
 
 // Firings are the exports sc's firings made, the latest 1,000 scheduled times first,
 // read by their idempotency keys (store.FiringKey): however many other exports its
-// report has, none is read.
+// report has, none is read. Only those ctx's identity may see are returned.
 func (s *Service) Firings(ctx context.Context, sc store.Schedule) ([]store.Job, error) {
-	return s.Store.ScheduleFirings(ctx, sc.ID, 1000)
+	list, err := s.Store.ScheduleFirings(ctx, sc.ID, 1000)
+	if err != nil {
+		return nil, err
+	}
+	return s.Exports.Filter(ctx, list), nil
 }

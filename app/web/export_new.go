@@ -167,7 +167,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	defer endForeground()
 	params := formParams(rep.Params, form, loc)
 	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
-	args, prob := p.exports.Validate(rep.ID, params, format, bom)
+	args, prob := p.exports.Validate(ctx, rep.ID, params, format, bom)
 	if prob != nil {
 		fieldErrs := p.fieldErrors(rep, params)
 		// Checked on its own too, so that a wrong format shows beside wrong params; the

@@ -51,7 +51,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 		d.Params = append(d.Params, ui.KV{Name: k, Value: paramText(in.Params[k])})
 	}
 	if !sc.Paused {
-		runs, err := p.cfg.Schedules.PreviewOf(sc)
+		runs, err := p.cfg.Schedules.PreviewOf(ctx, sc)
 		if err != nil {
 			d.RunsError = "The next runs cannot be worked out: " + err.Error() + ". Edit the schedule to fix it."
 		}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +48,7 @@ func (p *Pages) newSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	in := schedules.Input{Report: r.URL.Query().Get("report"), Cron: "0 6 * * *", TimeZone: "UTC"}
 	f := p.scheduleForm("", in, nil, nil)
 	f.Fresh = true
-	p.withPreview(&f, in, p.times(r))
+	p.withPreview(r.Context(), &f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
 	return nil
 }
@@ -65,7 +66,7 @@ func (p *Pages) editSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	}
 	in := schedules.InputOf(sc)
 	f := p.scheduleForm(sc.ID, in, nil, nil)
-	p.withPreview(&f, in, p.times(r))
+	p.withPreview(r.Context(), &f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
 	return nil
 }
@@ -101,15 +102,15 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		// select): its parameters, with their defaults, and the rest as given.
 		in.Params = nil
 		f := p.scheduleForm(id, in, nil, nil)
-		p.withPreview(&f, in, p.times(r))
+		p.withPreview(r.Context(), &f, in, p.times(r))
 		p.render(w, r, http.StatusOK, ui.ScheduleFormPage(m, f))
 		return nil
 	case actionPreview:
-		runs, err := p.cfg.Schedules.Preview(in)
+		runs, err := p.cfg.Schedules.Preview(r.Context(), in)
 		status := http.StatusOK
 		var errs map[string]string
 		if err != nil {
-			if errs, err = p.scheduleErrors(in, err, order); err != nil {
+			if errs, err = p.scheduleErrors(r.Context(), in, err, order); err != nil {
 				return err
 			}
 			status = http.StatusUnprocessableEntity
@@ -149,7 +150,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		})
 	}
 	if err != nil {
-		errs, err := p.scheduleErrors(in, err, order)
+		errs, err := p.scheduleErrors(r.Context(), in, err, order)
 		if err != nil {
 			return err
 		}
@@ -170,9 +171,9 @@ func (p *Pages) schedulePreviewFragment(w http.ResponseWriter, r *http.Request) 
 	in, order := p.scheduleInput(r.PostForm)
 	tz := p.times(r)
 	box := ui.SchedulePreview{Previewed: true, Zone: tz.Zone}
-	runs, err := p.cfg.Schedules.Preview(in)
+	runs, err := p.cfg.Schedules.Preview(r.Context(), in)
 	if err != nil {
-		errs, err := p.scheduleErrors(in, err, order)
+		errs, err := p.scheduleErrors(r.Context(), in, err, order)
 		if err != nil {
 			return err
 		}
@@ -215,16 +216,16 @@ func readForm(w http.ResponseWriter, r *http.Request) error {
 
 // withPreview adds the next runs of in to a form just drawn; when in cannot run yet (a
 // required parameter is empty) the box says what is missing instead.
-func (p *Pages) withPreview(f *ui.ScheduleForm, in schedules.Input, tz ui.Times) {
+func (p *Pages) withPreview(ctx context.Context, f *ui.ScheduleForm, in schedules.Input, tz ui.Times) {
 	if in.Report == "" {
 		return
 	}
-	runs, err := p.cfg.Schedules.Preview(in)
+	runs, err := p.cfg.Schedules.Preview(ctx, in)
 	f.Previewed = true
 	if err != nil {
 		// Every wrong field, as the live preview says them (the form's fields are not
 		// marked yet: nothing was submitted).
-		if errs, ferr := p.scheduleErrors(in, err, nil); ferr == nil {
+		if errs, ferr := p.scheduleErrors(ctx, in, err, nil); ferr == nil {
 			f.PreviewError = previewError(errs)
 		}
 		return
@@ -350,7 +351,7 @@ func splitList(s string) []string {
 // (schedules.Fields), into errors by form field, with every wrong parameter's
 // (moreParamErrors); order names the form field that made each delivery target. Any
 // other error is returned as it is.
-func (p *Pages) scheduleErrors(in schedules.Input, err error, order []string) (map[string]string, error) {
+func (p *Pages) scheduleErrors(ctx context.Context, in schedules.Input, err error, order []string) (map[string]string, error) {
 	fields := schedules.Fields(err)
 	if len(fields) == 0 {
 		return nil, err
@@ -372,7 +373,7 @@ func (p *Pages) scheduleErrors(in schedules.Input, err error, order []string) (m
 			errs[field] = sentence(ie.Message)
 		}
 	}
-	p.moreParamErrors(in, errs)
+	p.moreParamErrors(ctx, in, errs)
 	return errs, nil
 }
 
@@ -380,7 +381,7 @@ func (p *Pages) scheduleErrors(in schedules.Input, err error, order []string) (m
 // form field): the service names only the report's first refusal of the parameters, so
 // the rest are found as the New export form finds them (everyParamError). With a wrong
 // zone or cron expression the service checks no parameter, and neither does this.
-func (p *Pages) moreParamErrors(in schedules.Input, errs map[string]string) {
+func (p *Pages) moreParamErrors(ctx context.Context, in schedules.Input, errs map[string]string) {
 	rep, ok := p.report(in.Report)
 	if !ok || errs[cronField] != "" || errs[zoneField] != "" {
 		return
@@ -394,7 +395,7 @@ func (p *Pages) moreParamErrors(in schedules.Input, errs map[string]string) {
 	everyParamError(rep, in.Params, byName, func(trial map[string]any) (string, string) {
 		t := in
 		t.Params, t.Deliver = trial, nil
-		_, err := p.cfg.Schedules.Preview(t)
+		_, err := p.cfg.Schedules.Preview(ctx, t)
 		for _, ie := range schedules.Fields(err) {
 			if name, ok := strings.CutPrefix(ie.Field, "params."); ok {
 				return name, sentence(ie.Message)

@@ -180,7 +180,7 @@ func (p *Parts) CreateExport(body string) apiv1.Job {
 	if err := dec.Decode(&req); err != nil {
 		p.t.Fatalf("export request %s: %v", body, err)
 	}
-	args, prob := p.Exports.Validate(req.Report, req.Params, req.Format, false)
+	args, prob := p.Exports.Validate(context.Background(), req.Report, req.Params, req.Format, false)
 	if prob != nil {
 		p.t.Fatalf("export request %s refused: %v", body, prob)
 	}

@@ -38,6 +38,10 @@ type Args struct {
 	// TimeZone is the schedule's IANA zone, so that a delivery says the time it was for
 	// at the schedule's wall time ("06:00 Europe/Berlin").
 	TimeZone string `json:"timezone,omitempty"`
+	// Refused is why the export may not run: a schedule's firing for an owner who may no
+	// longer run the report (or lacks an attribute it takes). The export fails with it at
+	// once, where people look, instead of running with what the owner may not see.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Queue is the queue the export runs in, from the report as accepted: "" for the
@@ -176,6 +180,9 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	dec.UseNumber() // keep large ints exact until validation converts them
 	if err = dec.Decode(&a); err != nil {
 		return jobs.Permanent("bad_args", fmt.Errorf("decode export args: %w", err))
+	}
+	if a.Refused != "" {
+		return jobs.Permanentf("forbidden", "%s", a.Refused)
 	}
 	var rep Report
 	if a.Spec != nil {

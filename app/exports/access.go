@@ -1,0 +1,114 @@
+package exports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"sheetq/app/access"
+	"sheetq/app/problem"
+	"sheetq/jobs/export"
+	"sheetq/store"
+)
+
+// The access rules for exports (ARCHITECTURE.md, "People and permissions"): a report a
+// person may not run does not exist for them, and an export that is not theirs (or is of
+// a report they may no longer run) does not either, unless they are an admin. Both
+// answer as unknown, so that nothing leaks by the status.
+
+// MayRun reports whether ctx's identity may see and run rep.
+func (s *Service) MayRun(ctx context.Context, rep export.Report) bool {
+	return s.Policy.CanRun(access.From(ctx), rep.Access)
+}
+
+// MayRunEntry is MayRun for a catalog entry: a broken report file is an admin's.
+func (s *Service) MayRunEntry(ctx context.Context, e export.Entry) bool {
+	if e.Err != nil {
+		return access.From(ctx).IsAdmin()
+	}
+	return s.MayRun(ctx, e.Report)
+}
+
+// Report is report id as ctx's identity may see it, or an error wrapping
+// export.ErrUnknownReport when there is none or they may not run it.
+func (s *Service) Report(ctx context.Context, id string) (export.Report, error) {
+	rep, err := s.Kind.Report(id)
+	if err == nil && !s.MayRun(ctx, rep) {
+		return export.Report{}, fmt.Errorf("%w: %q", export.ErrUnknownReport, id)
+	}
+	return rep, err
+}
+
+// JobReport is the report an export's args name ("" when they name none).
+func JobReport(j store.Job) string {
+	var a struct {
+		Report string `json:"report"`
+	}
+	_ = json.Unmarshal(j.Args, &a)
+	return a.Report
+}
+
+// Visible reports whether ctx's identity may see, download, cancel, retry and delete
+// export j: an admin may; a member only their own, and only of a report they may still
+// run.
+func (s *Service) Visible(ctx context.Context, j store.Job) bool {
+	who := access.From(ctx)
+	if who.IsAdmin() {
+		return true
+	}
+	if !who.Owns(j.CreatedBy) {
+		return false
+	}
+	_, err := s.Report(ctx, JobReport(j))
+	return err == nil
+}
+
+// ListFor narrows a listing to what ctx's identity may see: a member's own exports.
+// Filter still has to drop those of reports they may no longer run.
+func ListFor(ctx context.Context, o store.ListOptions) store.ListOptions {
+	if who := access.From(ctx); !who.IsAdmin() {
+		o.CreatedBy = who.Name
+	}
+	return o
+}
+
+// Filter keeps the exports of list that ctx's identity may see.
+func (s *Service) Filter(ctx context.Context, list []store.Job) []store.Job {
+	if access.From(ctx).IsAdmin() {
+		return list
+	}
+	out := list[:0:0]
+	for _, j := range list {
+		if s.Visible(ctx, j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Forbidden is the 403 problem for an action on something visible that ctx's identity
+// may not do; what says what is missing.
+func Forbidden(what string) *problem.Problem {
+	return problem.New(http.StatusForbidden, "forbidden", what)
+}
+
+// AdminOnly returns the 403 problem when ctx's identity is no admin.
+func AdminOnly(ctx context.Context, what string) error {
+	if access.From(ctx).IsAdmin() {
+		return nil
+	}
+	return Forbidden(what + " is for admins only")
+}
+
+// attrError turns a missing attribute into the 403 that says which.
+func attrError(err error) *problem.Problem {
+	var ae *export.AttrError
+	if !errors.As(err, &ae) {
+		return nil
+	}
+	p := Forbidden(ae.Error())
+	p.Param = ae.Param
+	return p
+}
