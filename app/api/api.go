@@ -105,9 +105,23 @@ func (a *API) Routes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /healthz", h(a.healthz))
 	mux.HandleFunc("GET /readyz", h(a.readyz))
-	mux.Handle("GET /metrics", a.cfg.Metrics.Handler())
-	mux.HandleFunc("GET /api/v1/stats", h(a.getStats))
+	metricsH := a.cfg.Metrics.Handler()
+	mux.HandleFunc("GET /metrics", h(adminOnly("the metrics", func(w http.ResponseWriter, r *http.Request) error {
+		metricsH.ServeHTTP(w, r)
+		return nil
+	})))
+	mux.HandleFunc("GET /api/v1/stats", h(adminOnly("the queue's statistics", a.getStats)))
 	mux.HandleFunc("GET /api/v1/openapi.json", a.openAPI)
+}
+
+// adminOnly answers 403 to a member: what names what is for admins.
+func adminOnly(what string, next problem.HandlerFunc) problem.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := exports.AdminOnly(r.Context(), what); err != nil {
+			return err
+		}
+		return next(w, r)
+	}
 }
 
 // loadJob fetches the {id} export, or returns the 404 problem.

@@ -64,16 +64,16 @@ func (a *API) listExports(w http.ResponseWriter, r *http.Request) error {
 		}
 		opts.Before = seq
 	}
-	jobs, err := a.store.List(r.Context(), opts)
+	jobs, err := a.store.List(r.Context(), exports.ListFor(r.Context(), opts))
 	if err != nil {
 		return err
 	}
 	out := listJSON{Exports: make([]apiv1.Job, 0, len(jobs))}
-	for _, j := range jobs {
-		out.Exports = append(out.Exports, export.JobJSON(j, ""))
-	}
 	if len(jobs) == opts.Limit {
 		out.NextCursor = exports.EncodeCursor(jobs[len(jobs)-1])
+	}
+	for _, j := range a.exports.Filter(r.Context(), jobs) {
+		out.Exports = append(out.Exports, export.JobJSON(j, ""))
 	}
 	problem.WriteJSON(w, http.StatusOK, out)
 	return nil

@@ -8,12 +8,15 @@ import (
 )
 
 // listReports shows the reports that can be exported, with their params, and the
-// files that failed to load with their errors.
+// files that failed to load with their errors: to a member, only the reports they may
+// run, without their SQL (exports.ReportFor).
 func (a *API) listReports(w http.ResponseWriter, r *http.Request) error {
 	entries := a.cfg.Catalog.Entries()
 	out := make([]exports.Report, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, exports.ReportOf(e))
+		if a.exports.MayRunEntry(r.Context(), e) {
+			out = append(out, exports.ReportFor(r.Context(), e))
+		}
 	}
 	problem.WriteJSON(w, http.StatusOK, map[string]any{"reports": out})
 	return nil

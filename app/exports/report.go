@@ -1,7 +1,10 @@
 package exports
 
 import (
+	"context"
 	"errors"
+
+	"sheetq/app/access"
 
 	"sheetq/jobs/export"
 )
@@ -19,11 +22,13 @@ type Report struct {
 	// name; a column without a line is as its source gives it.
 	Columns []export.ColumnSpec `json:"columns"`
 	// Filename is the download name's pattern, without the extension.
-	Filename string     `json:"filename,omitempty"`
-	Count    bool       `json:"count,omitempty"`
-	SQL      string     `json:"sql,omitempty"`
-	File     string     `json:"file,omitempty"`
-	Error    *LoadError `json:"error,omitempty"`
+	Filename string `json:"filename,omitempty"`
+	Count    bool   `json:"count,omitempty"`
+	// Access are the groups that may run the report ("-- access:"), shown to admins.
+	Access []string   `json:"access,omitempty"`
+	SQL    string     `json:"sql,omitempty"`
+	File   string     `json:"file,omitempty"`
+	Error  *LoadError `json:"error,omitempty"`
 }
 
 // LoadError is why a report file did not load, with where when known.
@@ -37,7 +42,7 @@ type LoadError struct {
 func ReportOf(e export.Entry) Report {
 	r := e.Report
 	out := Report{ID: r.ID, Title: r.Title, Description: r.Description, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
-		Columns: r.Columns, Filename: r.Filename, Count: r.Count, SQL: r.Query, File: e.File}
+		Columns: r.Columns, Filename: r.Filename, Count: r.Count, SQL: r.Query, File: e.File, Access: r.Access}
 	if out.Params == nil {
 		out.Params = []export.Param{}
 	}
@@ -51,6 +56,16 @@ func ReportOf(e export.Entry) Report {
 			le.Message, le.File, le.Line = pe.Msg, pe.File, pe.Line
 		}
 		out.Error = le
+	}
+	return out
+}
+
+// ReportFor is ReportOf as ctx's identity may read it: a member does not see a report's
+// SQL, its file or the groups it is open to (which name other teams).
+func ReportFor(ctx context.Context, e export.Entry) Report {
+	out := ReportOf(e)
+	if !access.From(ctx).IsAdmin() {
+		out.SQL, out.File, out.Access = "", "", nil
 	}
 	return out
 }

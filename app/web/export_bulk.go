@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sheetq/app/exports"
 	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
@@ -194,13 +195,13 @@ func (p *Pages) bulkOne(ctx context.Context, name string, act bulkAction, j stor
 // matching lists every export the filters match, newest first, up to bulkMax.
 func (p *Pages) matching(ctx context.Context, status store.Status, report string) ([]store.Job, error) {
 	var all []store.Job
-	opts := store.ListOptions{Kind: export.Name, Status: status, Report: report, Limit: homeMaxRows}
+	opts := exports.ListFor(ctx, store.ListOptions{Kind: export.Name, Status: status, Report: report, Limit: homeMaxRows})
 	for len(all) < bulkMax {
 		list, err := p.store.List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, list...)
+		all = append(all, p.exports.Filter(ctx, list)...)
 		if len(list) < opts.Limit {
 			break
 		}

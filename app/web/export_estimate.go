@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"sheetq/app/access"
+	"sheetq/app/exports"
 	"sheetq/app/metrics"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -26,7 +28,7 @@ const estimateRuns = 50
 func (p *Pages) estimateFragment(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	id := q.Get("report")
-	rep, err := p.cfg.Catalog.Report(id)
+	rep, err := p.runnable(r.Context(), id)
 	if err != nil {
 		return reportUnusable(id, err)
 	}
@@ -42,10 +44,12 @@ func (p *Pages) estimateFragment(w http.ResponseWriter, r *http.Request) error {
 // estimate reads what the form's estimate needs: rep's latest successful runs, and its
 // queue now.
 func (p *Pages) estimate(ctx context.Context, rep export.Report, params map[string]any, format string) (ui.RunEstimate, error) {
-	jobs, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Report: rep.ID, Status: store.StatusSucceeded, Limit: estimateRuns})
+	// A member's estimate is from their own runs: others' row counts are theirs.
+	jobs, err := p.store.List(ctx, exports.ListFor(ctx, store.ListOptions{Kind: export.Name, Report: rep.ID, Status: store.StatusSucceeded, Limit: estimateRuns}))
 	if err != nil {
 		return ui.RunEstimate{}, err
 	}
+	jobs = p.exports.Filter(ctx, jobs)
 	from, to, paired := datePair(rep)
 	want := pastRun{Format: export.FormatXLSX}
 	if format == export.FormatCSV {
@@ -53,7 +57,7 @@ func (p *Pages) estimate(ctx context.Context, rep export.Report, params map[stri
 	}
 	// Values the form will refuse ("To" before "From") have no estimate: a figure for
 	// them would read as if they could run. Start export marks what is wrong.
-	args, err := p.exports.Kind.Validate(rep.ID, params)
+	args, err := p.exports.Kind.ValidateAs(rep.ID, params, access.From(ctx).Attr)
 	if err != nil {
 		return p.withQueue(ctx, rep, ui.RunEstimate{Refused: true})
 	}

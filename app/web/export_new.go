@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"sheetq/app/access"
 	"sheetq/app/exports"
 	"sheetq/app/problem"
 	"sheetq/jobs/export"
@@ -26,6 +27,9 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 	if id == "" {
 		var choices []ui.ReportChoice
 		for _, e := range p.cfg.Catalog.Entries() {
+			if !p.exports.MayRunEntry(ctx, e) {
+				continue
+			}
 			c := ui.ReportChoice{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID), Description: e.Report.Description}
 			if e.Err != nil {
 				c.Broken, c.File = e.Err.Error(), e.File
@@ -35,7 +39,7 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 		p.render(w, r, http.StatusOK, ui.ChooseReport(p.meta(ctx, "new", ""), choices))
 		return nil
 	}
-	rep, err := p.cfg.Catalog.Report(id)
+	rep, err := p.runnable(ctx, id)
 	if err != nil {
 		return reportUnusable(id, err)
 	}
@@ -45,9 +49,39 @@ func (p *Pages) newExportPage(w http.ResponseWriter, r *http.Request) error {
 		form = prefill(rep, q, loc)
 	}
 	f := exportForm(rep, form, nil, newFormKey(), loc)
+	lockAccountFields(ctx, &f, rep)
 	p.withEstimate(ctx, &f, rep, form, loc)
 	p.render(w, r, http.StatusOK, ui.NewExport(p.meta(ctx, "new", ""), f))
 	return nil
+}
+
+// runnable is the catalog's report id, when the viewer may run it; otherwise the error
+// of a report that does not exist (a report they may not run does not, for them).
+func (p *Pages) runnable(ctx context.Context, id string) (export.Report, error) {
+	rep, err := p.cfg.Catalog.Report(id)
+	if err == nil && !p.exports.MayRun(ctx, rep) {
+		return export.Report{}, fmt.Errorf("%w: %q", export.ErrUnknownReport, id)
+	}
+	return rep, err
+}
+
+// lockAccountFields shows each of rep's from=person.<attr> parameters as the viewer's
+// attribute, read-only, or says that their account lacks it.
+func lockAccountFields(ctx context.Context, f *ui.ExportForm, rep export.Report) {
+	who := access.From(ctx)
+	for i, prm := range rep.Params {
+		if prm.From == "" || i >= len(f.Fields) {
+			continue
+		}
+		fd := &f.Fields[i]
+		fd.Locked, fd.Required = true, false
+		if v, ok := who.Attr(prm.From); ok {
+			fd.Value, fd.Hint = v, "From your account ("+prm.From+"): you see only these rows."
+		} else {
+			fd.Value = ""
+			fd.Error = "Your account has no " + strconv.Quote(prm.From) + ", which this report needs: you cannot run it until an admin sets it."
+		}
+	}
 }
 
 // withEstimate adds the estimate of the values a form shows: form's, or rep's defaults
@@ -144,7 +178,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	id := r.PostForm.Get("report")
-	rep, err := p.cfg.Catalog.Report(id)
+	rep, err := p.runnable(ctx, id)
 	if err != nil {
 		return reportUnusable(id, err)
 	}
@@ -156,6 +190,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		// old page: show a fresh form with the values given.
 		key = newFormKey()
 		f := exportForm(rep, form, nil, key, loc)
+		lockAccountFields(ctx, &f, rep)
 		f.FormError = "The form was incomplete. Check the values and start the export again."
 		p.withEstimate(ctx, &f, rep, form, loc)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.NewExport(p.meta(ctx, "new", ""), f))
@@ -169,7 +204,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
 	args, prob := p.exports.Validate(ctx, rep.ID, params, format, bom)
 	if prob != nil {
-		fieldErrs := p.fieldErrors(rep, params)
+		fieldErrs := p.fieldErrors(ctx, rep, params)
 		// Checked on its own too, so that a wrong format shows beside wrong params; the
 		// API's detail names its JSON fields, the form names its own.
 		if _, err := (export.Args{}).WithFormat(format, bom); err != nil {
@@ -180,6 +215,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		}
 		endForeground()
 		f := exportForm(rep, form, fieldErrs, key, loc)
+		lockAccountFields(ctx, &f, rep)
 		if len(fieldErrs) == 0 {
 			f.FormError = prob.Detail
 		}
@@ -193,6 +229,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		// The key was used for other values: this form was submitted before and then
 		// changed. A fresh key lets the user start the changed export deliberately.
 		f := exportForm(rep, form, nil, newFormKey(), loc)
+		lockAccountFields(ctx, &f, rep)
 		f.FormError = "This form was already used to start an export with other values (see /exports/" + prob.Job +
 			"). Check the values and press Start export again to start another one."
 		p.withEstimate(ctx, &f, rep, form, loc)
@@ -243,8 +280,8 @@ func byParam(rep export.Report, form map[string][]string) map[string][]string {
 		}
 	}
 	for _, p := range rep.Params {
-		if vs, ok := form[formField(p.Name)]; ok {
-			out[p.Name] = vs
+		if vs, ok := form[formField(p.Name)]; ok && p.From == "" {
+			out[p.Name] = vs // a from=person.<attr> value is the account's, never the form's
 		}
 	}
 	return out
@@ -264,6 +301,9 @@ func bomChecked(vs []string) bool {
 func formParams(decl []export.Param, form map[string][]string, loc *time.Location) map[string]any {
 	out := map[string]any{}
 	for _, p := range decl {
+		if p.From != "" {
+			continue // the account's (export.Kind.ValidateAs)
+		}
 		vs, ok := form[p.Name]
 		switch {
 		case p.Type == export.TypeBool:
@@ -317,10 +357,11 @@ func formBool(vs []string) any {
 }
 
 // fieldErrors finds the error of every wrong parameter of the New export form, by name.
-func (p *Pages) fieldErrors(rep export.Report, params map[string]any) map[string]string {
+func (p *Pages) fieldErrors(ctx context.Context, rep export.Report, params map[string]any) map[string]string {
 	errs := map[string]string{}
+	attr := access.From(ctx).Attr
 	everyParamError(rep, params, errs, func(trial map[string]any) (string, string) {
-		_, err := p.exports.Kind.Validate(rep.ID, trial)
+		_, err := p.exports.Kind.ValidateAs(rep.ID, trial, attr)
 		if pe := (*export.ParamError)(nil); errors.As(err, &pe) {
 			return pe.Param, sentence(pe.Message)
 		}

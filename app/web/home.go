@@ -87,10 +87,16 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	list := prefixed
 	if len(prefixed) == 0 {
 		var err error
-		if list, err = p.store.List(ctx, opts); err != nil {
+		if list, err = p.store.List(ctx, exports.ListFor(ctx, opts)); err != nil {
 			return err
 		}
 	}
+	full := len(list) == opts.Limit && len(prefixed) == 0
+	var last store.Job
+	if full {
+		last = list[len(list)-1]
+	}
+	list = p.exports.Filter(ctx, list)
 	now, tz := p.store.Now(), p.times(r)
 	d := ui.HomeData{Zone: tz.Zone, Status: string(opts.Status), Report: opts.Report, Query: q.Get("q"), Notice: notice,
 		Filtered: opts.Status != "" || opts.Report != "" || len(prefixed) > 0, Paged: q.Get("cursor") != "" || len(prefixed) > 0,
@@ -98,8 +104,7 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	for _, j := range list {
 		d.Rows = append(d.Rows, p.jobRow(j, now, tz))
 	}
-	if len(list) == opts.Limit && len(prefixed) == 0 {
-		last := list[len(list)-1]
+	if full {
 		more := url.Values{"cursor": {exports.EncodeCursor(last)}}
 		if opts.Status != "" {
 			more.Set("status", string(opts.Status))
@@ -117,7 +122,9 @@ func (p *Pages) homePage(w http.ResponseWriter, r *http.Request) error {
 	d.Reports = []ui.Option{{Value: "", Text: "Any report", Selected: opts.Report == ""}}
 	ids := []string{}
 	for _, e := range p.cfg.Catalog.Entries() {
-		ids = append(ids, e.Report.ID)
+		if p.exports.MayRunEntry(ctx, e) {
+			ids = append(ids, e.Report.ID)
+		}
 	}
 	if opts.Report != "" && !slices.Contains(ids, opts.Report) {
 		ids = append(ids, opts.Report) // a report removed since: its old exports still list
@@ -154,10 +161,11 @@ func (p *Pages) loadPageJob(r *http.Request) (store.Job, error) {
 // idPrefix lists the exports among the newest homeMaxRows whose id starts with
 // prefix (any case): the store looks up whole ids only, so a prefix is matched here.
 func (p *Pages) idPrefix(ctx context.Context, prefix string) ([]store.Job, error) {
-	list, err := p.store.List(ctx, store.ListOptions{Kind: export.Name, Limit: homeMaxRows})
+	list, err := p.store.List(ctx, exports.ListFor(ctx, store.ListOptions{Kind: export.Name, Limit: homeMaxRows}))
 	if err != nil {
 		return nil, err
 	}
+	list = p.exports.Filter(ctx, list)
 	prefix = strings.ToLower(prefix)
 	var out []store.Job
 	for _, j := range list {

@@ -19,6 +19,9 @@ import (
 // of GET /api/v1/stats.
 func (p *Pages) queuePage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
+	if err := adminOnly(r, "The queue page"); err != nil {
+		return err
+	}
 	rng := r.URL.Query().Get("range")
 	if rng != "day" {
 		rng = "hour"

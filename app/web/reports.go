@@ -5,24 +5,33 @@ import (
 	"net/http"
 	"strconv"
 
+	"sheetq/app/access"
 	"sheetq/app/exports"
 	"sheetq/ui"
 )
 
 // reportsPage is GET /reports: every report with its params and SQL, and every broken
-// file with its error. With ?fragment=list it answers only the list, which the page's
+// file with its error; a member sees only the reports they may run, without their SQL. With ?fragment=list it answers only the list, which the page's
 // script fetches when a report file changes.
 func (p *Pages) reportsPage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
 	entries := p.cfg.Catalog.Entries()
 	views := make([]ui.ReportView, 0, len(entries))
 	for _, e := range entries {
-		views = append(views, reportView(exports.ReportOf(e)))
+		if p.exports.MayRunEntry(ctx, e) {
+			views = append(views, reportView(exports.ReportFor(ctx, e)))
+		}
 	}
 	if r.URL.Query().Get("fragment") == "list" {
 		p.render(w, r, http.StatusOK, ui.ReportList(views))
 		return nil
 	}
-	p.render(w, r, http.StatusOK, ui.Reports(p.meta(r.Context(), "reports", ""), p.cfg.ReportsDir, views))
+	// The folder is the server's: a member is shown the reports, not where they live.
+	dir := p.cfg.ReportsDir
+	if !access.From(ctx).IsAdmin() {
+		dir = ""
+	}
+	p.render(w, r, http.StatusOK, ui.Reports(p.meta(ctx, "reports", ""), dir, views))
 	return nil
 }
 
@@ -32,9 +41,12 @@ func reportView(rj exports.Report) ui.ReportView {
 		Sheet: rj.Sheet, File: rj.File, SQL: rj.SQL}
 	for _, p := range rj.Params {
 		pv := ui.ParamView{Name: p.Name, Type: string(p.Type), Label: p.Label}
-		if p.Default != nil {
+		switch {
+		case p.From != "":
+			pv.Default = "(from your account: " + p.From + ")"
+		case p.Default != nil:
 			pv.Default = fmt.Sprint(p.Default)
-		} else {
+		default:
 			pv.Default = "(required)"
 		}
 		switch {
@@ -51,6 +63,7 @@ func reportView(rj exports.Report) ui.ReportView {
 		v.Columns = append(v.Columns, ui.ColumnView{Name: c.Name, Label: c.Label, Type: string(c.Type), Format: c.Format})
 	}
 	v.Filename = rj.Filename
+	v.Access = rj.Access
 	if le := rj.Error; le != nil {
 		v.ErrFile = le.File
 		v.ErrText = le.Message

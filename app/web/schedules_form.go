@@ -46,7 +46,7 @@ const (
 // newSchedulePage is GET /schedules/new: the form, for ?report= or the first report.
 func (p *Pages) newSchedulePage(w http.ResponseWriter, r *http.Request) error {
 	in := schedules.Input{Report: r.URL.Query().Get("report"), Cron: "0 6 * * *", TimeZone: "UTC"}
-	f := p.scheduleForm("", in, nil, nil)
+	f := p.scheduleForm(r.Context(), "", in, nil, nil)
 	f.Fresh = true
 	p.withPreview(r.Context(), &f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
@@ -65,7 +65,7 @@ func (p *Pages) editSchedulePage(w http.ResponseWriter, r *http.Request) error {
 			back:    ui.Link{Href: "/schedules/" + sc.ID, Text: "Back to the schedule"}}
 	}
 	in := schedules.InputOf(sc)
-	f := p.scheduleForm(sc.ID, in, nil, nil)
+	f := p.scheduleForm(r.Context(), sc.ID, in, nil, nil)
 	p.withPreview(r.Context(), &f, in, p.times(r))
 	p.render(w, r, http.StatusOK, ui.ScheduleFormPage(p.meta(r.Context(), "schedules", ""), f))
 	return nil
@@ -101,7 +101,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		// Another report was chosen (without JavaScript, with the button beside the
 		// select): its parameters, with their defaults, and the rest as given.
 		in.Params = nil
-		f := p.scheduleForm(id, in, nil, nil)
+		f := p.scheduleForm(ctx, id, in, nil, nil)
 		p.withPreview(r.Context(), &f, in, p.times(r))
 		p.render(w, r, http.StatusOK, ui.ScheduleFormPage(m, f))
 		return nil
@@ -115,7 +115,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 			}
 			status = http.StatusUnprocessableEntity
 		}
-		f := p.scheduleForm(id, in, r.PostForm, errs)
+		f := p.scheduleForm(ctx, id, in, r.PostForm, errs)
 		tz := p.times(r)
 		f.Previewed, f.Preview, f.PreviewZone = true, previewRuns(runs, tz), tz.Zone
 		if errs != nil {
@@ -154,7 +154,7 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		if err != nil {
 			return err
 		}
-		f := p.scheduleForm(id, in, r.PostForm, errs)
+		f := p.scheduleForm(ctx, id, in, r.PostForm, errs)
 		p.render(w, r, http.StatusUnprocessableEntity, ui.ScheduleFormPage(m, f))
 		return nil
 	}
@@ -410,7 +410,7 @@ func (p *Pages) moreParamErrors(ctx context.Context, in schedules.Input, errs ma
 
 // scheduleForm draws the form for in: its report's parameters with in's values (their
 // defaults where in has none), or the values as sent when form is not nil, with errs.
-func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]string, errs map[string]string) ui.ScheduleForm {
+func (p *Pages) scheduleForm(ctx context.Context, id string, in schedules.Input, form map[string][]string, errs map[string]string) ui.ScheduleForm {
 	f := ui.ScheduleForm{ID: id, Errors: errs, Action: "/schedules", Cron: in.Cron, TimeZone: in.TimeZone,
 		Format: cmp.Or(in.Format, export.FormatXLSX), BOM: in.BOM, Paused: in.Paused, Zones: commonZones,
 		Presets: cronPresets}
@@ -422,7 +422,7 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 		}
 	}
 	for _, e := range p.cfg.Catalog.Entries() {
-		if e.Err == nil {
+		if e.Err == nil && p.exports.MayRun(ctx, e.Report) {
 			f.Reports = append(f.Reports, ui.ReportOption{ID: e.Report.ID, Title: cmp.Or(e.Report.Title, e.Report.ID)})
 		}
 	}
@@ -467,8 +467,8 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 		}
 	}
 	f.EmailSetup, f.FolderSetup = p.deliverySetup()
-	rep, ok := p.report(in.Report)
-	if !ok {
+	rep, err := p.runnable(ctx, in.Report)
+	if err != nil {
 		return f
 	}
 	f.Title = cmp.Or(rep.Title, rep.ID)
@@ -503,6 +503,10 @@ func (p *Pages) scheduleForm(id string, in schedules.Input, form map[string][]st
 			if t == export.TypeDatetime {
 				sf.Hint = "A time such as 2026-03-01T00:00:00Z, or midnight of a day relative to each run: today, today(-7), week_start, month_start(-1)."
 			}
+		}
+		if from := rep.Params[i].From; from != "" {
+			sf.Locked, sf.Relative, sf.Required, sf.Value, sf.Error = true, false, false, "", ""
+			sf.Hint = "Set at each run from the schedule owner's account (" + from + ")."
 		}
 		f.Fields = append(f.Fields, sf)
 	}

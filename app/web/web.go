@@ -21,6 +21,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"sheetq/app/access"
 	"sheetq/app/exports"
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
@@ -141,6 +142,20 @@ type pageError struct {
 
 func (e *pageError) Error() string { return strconv.Itoa(e.status) + " " + e.title }
 
+// adminOnly is the 403 page for a member, which what ("The queue page") names; nil
+// for an admin.
+func adminOnly(r *http.Request, what string) error {
+	if access.From(r.Context()).IsAdmin() {
+		return nil
+	}
+	return forbidden(what + " is for admins only. Ask an admin if you need it.")
+}
+
+// forbidden is the 403 page: message says what is missing.
+func forbidden(message string) *pageError {
+	return &pageError{status: http.StatusForbidden, title: "Not allowed", message: message}
+}
+
 // handle adapts a handler: the error it returns is shown as a page (ServeError).
 func (p *Pages) handle(h problem.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -194,7 +209,8 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 // meta is what every page's header needs; page names the current page, and job, when
 // set, narrows the page's event stream to one export.
 func (p *Pages) meta(ctx context.Context, page, job string) ui.Meta {
-	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events"}
+	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events",
+		Admin: access.From(ctx).IsAdmin()}
 	// The stream starts after the newest event the page already reflects, so that an
 	// event committed between rendering and connecting is replayed, not lost. The
 	// cursor is opaque (metrics.Store's EventHead, from either store).
