@@ -140,6 +140,9 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 		// four times a second instead of once.
 		hubCfg.Poll = cmp.Or(hubCfg.Poll, 250*time.Millisecond)
 	}
+	// A member's stream carries only their exports (app/events access.go); the
+	// exports service, made below, says which those are.
+	hubCfg.Visible = func(ctx context.Context, owner, report string) bool { return a.exports.VisibleTo(ctx, owner, report) }
 	a.hub = events.New(st, hubCfg, log, problems)
 	a.metrics = metrics.New(st, log)
 	ecfg := cfg.Engine

@@ -189,6 +189,14 @@ func scheduleProblem(err error, id string) error {
 		if fields[0].NotFound {
 			p.Code = "unknown_report"
 		}
+		for _, ie := range fields {
+			if ie.Forbidden {
+				// Something only an admin may do, or an attribute the owner lacks: 403,
+				// with every field still listed.
+				p.Status, p.Code, p.Title = http.StatusForbidden, "forbidden", http.StatusText(http.StatusForbidden)
+				break
+			}
+		}
 		return p
 	case errors.Is(err, store.ErrNotFound):
 		return problem.New(http.StatusNotFound, "not_found", "no schedule with id "+fmt.Sprintf("%q", id))

@@ -42,6 +42,10 @@ type Config struct {
 	// burst commits hundreds of times a second; one read a few milliseconds later takes
 	// all of them for the CPU of one, which the requests being accepted need more.
 	Gather time.Duration
+	// Visible says whether the identity of a stream's request (ctx) may see an export
+	// whose owner (created_by) and report these are (access.go); nil: every stream sees
+	// every export.
+	Visible func(ctx context.Context, owner, report string) bool
 }
 
 func (c Config) withDefaults() Config {
@@ -67,6 +71,11 @@ type sseMessage struct {
 	job    string // the job it is about, for ?job=
 	event  string
 	data   []byte
+	// known is set when the message carries its job's owner and report (an event of a
+	// job that still exists), which a member's stream checks (access.go); progress and
+	// deletions do not, and reach only streams that saw the job.
+	known         bool
+	owner, report string
 }
 
 // subscriber is one open stream. The hub only ever sends to ch without blocking; when
@@ -408,15 +417,18 @@ func eventMessages(ctx context.Context, st Log, evs []store.CursorEvent) ([]sseM
 			continue
 		}
 		d := apiv1.StateEvent{Event: apiv1.Event{ID: e.ID, Type: e.Type, Status: string(e.Status), Attempt: e.Attempt, At: e.At, Data: e.Data}}
+		m := sseMessage{cursor: e.Cursor, job: e.JobID, event: e.Type}
 		if ok {
 			jj := export.JobJSON(j, "")
 			d.Job = &jj
+			m.known, m.owner, m.report = true, j.CreatedBy, jj.Report
 		}
 		data, err := json.Marshal(d)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", e.ID, err)
 		}
-		out = append(out, sseMessage{cursor: e.Cursor, job: e.JobID, event: e.Type, data: data})
+		m.data = data
+		out = append(out, m)
 	}
 	return out, nil
 }

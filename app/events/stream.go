@@ -28,14 +28,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		prob.Write(w)
 		return
 	}
+	filter := h.newFilter(ctx)
 	if jobID != "" {
-		if _, err := h.st.Get(ctx, jobID); errors.Is(err, store.ErrNotFound) {
+		j, err := h.st.Get(ctx, jobID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !filter.allowJob(j)) {
 			problem.Write(w, http.StatusNotFound, "not_found", "no export job "+strconv.Quote(jobID))
 			return
 		} else if err != nil {
 			h.report.Error(w, r, err)
 			return
 		}
+	} else if err := filter.loadUnfinished(ctx, h.st); err != nil {
+		h.report.Error(w, r, err)
+		return
 	}
 	// Subscribe before reading the log: every event the tailer reads from then on also
 	// reaches sub, and the replay below, which reads at least as far as the tailer had,
@@ -108,11 +113,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// current state replaces them, and the stream goes on from the head.
 		pos = head
 		if err = out.raw(hint + "\n"); err == nil {
-			err = h.sendSnapshot(ctx, out, jobID, pos)
+			err = h.sendSnapshot(ctx, out, filter, jobID, pos)
 		}
 	default:
 		if err = out.raw(hint + "\n"); err == nil {
-			pos, err = h.replay(ctx, out, jobID, since)
+			pos, err = h.replay(ctx, out, filter, jobID, since)
 		}
 	}
 	if err != nil {
@@ -140,6 +145,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 				caughtUp = true
 			}
+			if !filter.allow(m) {
+				continue
+			}
 			// Everything the tailer published at once goes out in one write: a burst
 			// publishes a dozen events per read, and a flush per event cost a syscall
 			// here and a wake-up in the client for each.
@@ -156,7 +164,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // replay sends the stored events after pos (of jobID, or all) and returns the cursor
 // after the last one read, written as the store writes it.
-func (h *Hub) replay(ctx context.Context, out sseWriter, jobID, pos string) (string, error) {
+func (h *Hub) replay(ctx context.Context, out sseWriter, filter *streamFilter, jobID, pos string) (string, error) {
 	for {
 		var (
 			evs  []store.CursorEvent
@@ -176,6 +184,9 @@ func (h *Hub) replay(ctx context.Context, out sseWriter, jobID, pos string) (str
 			return pos, err
 		}
 		for _, m := range msgs {
+			if !filter.allow(m) {
+				continue
+			}
 			if err := out.write(m); err != nil {
 				return pos, err
 			}
@@ -193,7 +204,7 @@ func (h *Hub) replay(ctx context.Context, out sseWriter, jobID, pos string) (str
 
 // sendSnapshot sends the current state of every unfinished job (or of jobID, finished or
 // not) as one event whose id is pos.
-func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID, pos string) error {
+func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, filter *streamFilter, jobID, pos string) error {
 	var list []store.Job
 	if jobID == "" {
 		var err error
@@ -211,7 +222,7 @@ func (h *Hub) sendSnapshot(ctx context.Context, out sseWriter, jobID, pos string
 	}
 	snap := apiv1.Snapshot{Jobs: make([]apiv1.Job, 0, len(list))}
 	for _, j := range list {
-		if j.Kind == export.Name {
+		if j.Kind == export.Name && filter.allowJob(j) {
 			snap.Jobs = append(snap.Jobs, export.JobJSON(j, ""))
 		}
 	}

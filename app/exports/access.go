@@ -54,14 +54,19 @@ func JobReport(j store.Job) string {
 // export j: an admin may; a member only their own, and only of a report they may still
 // run.
 func (s *Service) Visible(ctx context.Context, j store.Job) bool {
+	return s.VisibleTo(ctx, j.CreatedBy, JobReport(j))
+}
+
+// VisibleTo is Visible for an export whose owner (created_by) and report these are.
+func (s *Service) VisibleTo(ctx context.Context, owner, report string) bool {
 	who := access.From(ctx)
 	if who.IsAdmin() {
 		return true
 	}
-	if !who.Owns(j.CreatedBy) {
+	if !who.Owns(owner) {
 		return false
 	}
-	_, err := s.Report(ctx, JobReport(j))
+	_, err := s.Report(ctx, report)
 	return err == nil
 }
 

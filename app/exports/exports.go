@@ -118,7 +118,7 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		sum := sha256.Sum256(canon)
 		// In the clients' namespace: a key that looks like a schedule's firing key
 		// ("schedule:<id>:<time>") is still only this client's.
-		nj.IdempotencyKey, nj.RequestHash = store.ClientKey(key), hex.EncodeToString(sum[:])
+		nj.IdempotencyKey, nj.RequestHash = store.ClientKey(ownKey(ctx, key)), hex.EncodeToString(sum[:])
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
 	if errors.Is(err, store.ErrIdempotencyMismatch) {
@@ -134,6 +134,19 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		s.Metrics.Dedup()
 	}
 	return job, existed, nil
+}
+
+// ownKey is a client's idempotency key in its sender's namespace: a member's keys are
+// theirs alone, so that another member sending the same key is not answered with their
+// export. Admins (and the local user) keep the one namespace keys had before people
+// existed, in which an admin may see every export anyway; a member's carries the
+// length of their name, so that no name and key can pass for another's.
+func ownKey(ctx context.Context, key string) string {
+	who := access.From(ctx)
+	if who.IsAdmin() {
+		return key
+	}
+	return "member:" + strconv.Itoa(len(who.Name)) + ":" + who.Name + ":" + key
 }
 
 // Load fetches export id; a job of another kind (a webhook delivery) is no export and
