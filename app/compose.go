@@ -232,6 +232,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
 	// [webhooks] secret being set and the address policy of an export request's webhook.
 	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log, Now: a.test.Now,
+		EmailDomains: kind.config.Deliveries.EmailDomains,
 		CheckTarget: func(t deliver.Target) error {
 			if t.Type != deliver.TypeWebhook {
 				return a.deliveries.CheckTarget(t)

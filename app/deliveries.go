@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"path/filepath"
+	"strings"
 
 	"sheetq/jobs/deliver"
 	"sheetq/store"
@@ -16,6 +17,20 @@ type DeliveriesConfig struct {
 	// AttachLimit is the largest file, in bytes, that an email carries attached; a
 	// larger one is sent as a link to its download (default 10 MB, 10485760).
 	AttachLimit int64 `toml:"attach_limit"`
+	// EmailDomains are the domains a member's schedule may mail (issue 39): "example.com"
+	// allows anyone@example.com; none: any address. Admins' schedules may mail anyone.
+	EmailDomains []string `toml:"email_domains"`
+}
+
+// checkEmailDomains refuses an [deliveries] email_domains entry that is no domain.
+func (fc FileConfig) checkEmailDomains() error {
+	for _, d := range fc.Deliveries.EmailDomains {
+		d = strings.TrimPrefix(d, "@")
+		if d == "" || len(d) > 253 || strings.ContainsAny(d, "@ \t/:") || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") {
+			return fc.Errorf("[deliveries] email_domains: %q is not a domain, such as \"example.com\"", d)
+		}
+	}
+	return nil
 }
 
 // withDeliveries is the store's follow-up hook (rule 19): the webhook announcer's
@@ -48,6 +63,9 @@ func (a *App) openDeliveries(fc FileConfig) (*deliver.Handler, error) {
 	if smtp.CAFile != "" && !filepath.IsAbs(smtp.CAFile) {
 		// Relative to the config file's folder, like the file's other paths.
 		smtp.CAFile = filepath.Join(filepath.Dir(cmp.Or(a.cfg.ConfigFile, a.dir.Config())), smtp.CAFile)
+	}
+	if err := fc.checkEmailDomains(); err != nil {
+		return nil, err
 	}
 	if fc.Deliveries.AttachLimit < 0 {
 		return nil, fc.Errorf("[deliveries] attach_limit must be a number of bytes, not %d", fc.Deliveries.AttachLimit)
