@@ -39,6 +39,8 @@ type App struct {
 	log *slog.Logger
 	// test is cfg.Test, or none: the knobs of tests.
 	test TestHooks
+	// patterns are the route table's patterns (routes.go), for the permission matrix test.
+	patterns []string
 
 	lock     *datadir.Lock
 	store    *store.Store

@@ -13,13 +13,32 @@ import (
 // (app/events), the pages (app/web) and the static assets, behind the middleware
 // (app/middleware) and the request metrics (app/metrics).
 func (a *App) routes() http.Handler {
-	mux := http.NewServeMux()
+	mux := &routeTable{ServeMux: http.NewServeMux()}
+	defer func() { a.patterns = mux.patterns }()
 	a.api.Routes(mux)
 	mux.Handle("GET /api/v1/events", a.hub)
 	mux.Handle("GET /reports/events", a.hub.ChangeStream(a.kind.catalog.Subscribe))
 	a.pages.Routes(mux)
 	mux.Handle("GET /assets/", assets.Handler())
-	return a.mw.Wrap(cleanAPIPaths(mux), a.metrics.Instrument(mux))
+	return a.mw.Wrap(cleanAPIPaths(mux), a.metrics.Instrument(mux.ServeMux))
+}
+
+// routeTable is the server's mux, keeping every pattern registered on it: the route
+// table that the permission matrix test requires an entry for each of
+// (app.TestPermissionMatrix).
+type routeTable struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func (t *routeTable) Handle(pattern string, h http.Handler) {
+	t.patterns = append(t.patterns, pattern)
+	t.ServeMux.Handle(pattern, h)
+}
+
+func (t *routeTable) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	t.patterns = append(t.patterns, pattern)
+	t.ServeMux.HandleFunc(pattern, h)
 }
 
 // cleanAPIPaths answers 404 for an API path that is not in its clean form, which

@@ -78,7 +78,7 @@ func New(cfg Config) *API {
 }
 
 // Routes adds the API's routes to mux, the 404/405 fallback for /api/ included.
-func (a *API) Routes(mux *http.ServeMux) {
+func (a *API) Routes(mux problem.Mux) {
 	h := a.cfg.Problems.Handler
 	mux.HandleFunc("POST /api/v1/exports", h(a.createExport))
 	mux.HandleFunc("GET /api/v1/exports", h(a.listExports))

@@ -19,7 +19,7 @@ func probePaths() []string { return []string{"/healthz", "/readyz", "/metrics"} 
 // header when the path has routes for other methods, 404 when it has none. The mux
 // itself would answer 405, but the catch-all pattern matches every method and hides it,
 // so the fallback asks the mux which other methods would have matched.
-func (a *API) fallback(mux *http.ServeMux) problem.HandlerFunc {
+func (a *API) fallback(mux problem.Mux) problem.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		allow := problem.AllowedMethods(mux, r, append(probePaths(), apiCatchAll)...)
 		if len(allow) == 0 {

@@ -12,7 +12,7 @@ var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 // AllowedMethods lists the methods that a route of mux other than the catch-all
 // patterns would take r's path with. A catch-all pattern ("/api/", "/") matches every
 // method, so the mux no longer answers 405 by itself; its fallback asks this instead.
-func AllowedMethods(mux *http.ServeMux, r *http.Request, catchAll ...string) []string {
+func AllowedMethods(mux Mux, r *http.Request, catchAll ...string) []string {
 	var allow []string
 	for _, m := range probeMethods {
 		probe := r.WithContext(r.Context()) // a shallow copy; only the method differs
@@ -22,4 +22,13 @@ func AllowedMethods(mux *http.ServeMux, r *http.Request, catchAll ...string) []s
 		}
 	}
 	return allow
+}
+
+// Mux is where the API and the pages register their routes: an *http.ServeMux, or the
+// app's table over one, which keeps every pattern so that the permission matrix test
+// can require an entry for each (app.TestPermissionMatrix).
+type Mux interface {
+	Handle(pattern string, handler http.Handler)
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+	Handler(r *http.Request) (h http.Handler, pattern string)
 }

@@ -1,11 +1,11 @@
 package web
 
-import "net/http"
+import "sheetq/app/problem"
 
 // scheduleRoutes adds the Schedules pages' routes (issue 20). Their forms post from
 // sheetq's own pages, which the middleware's same-origin check holds them to, as for
 // the New export form; the preview fragment is posted by the form's script, same-origin.
-func (p *Pages) scheduleRoutes(mux *http.ServeMux) {
+func (p *Pages) scheduleRoutes(mux problem.Mux) {
 	h := p.handle
 	mux.HandleFunc("GET /schedules", h(p.schedulesPage))
 	mux.HandleFunc("GET /schedules/new", h(p.newSchedulePage))

@@ -80,7 +80,7 @@ func New(cfg Config) *Pages {
 }
 
 // Routes adds the pages' routes to mux.
-func (p *Pages) Routes(mux *http.ServeMux) {
+func (p *Pages) Routes(mux problem.Mux) {
 	h := p.handle
 	mux.HandleFunc("GET /{$}", h(p.homePage))
 	mux.HandleFunc("GET /exports/new", h(p.newExportPage))
@@ -118,7 +118,7 @@ func postOnly() []string { return []string{"GET /exports/bulk", "GET /schedules/
 // fallback answers requests that no route took with a page inside the layout, whose
 // navigation is the way back: 405 with an Allow header when the path has routes for
 // other methods (a form posted to a page, say), 404 when it has none.
-func (p *Pages) fallback(mux *http.ServeMux) problem.HandlerFunc {
+func (p *Pages) fallback(mux problem.Mux) problem.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if allow := problem.AllowedMethods(mux, r, append(postOnly(), pagesCatchAll)...); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
