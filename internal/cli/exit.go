@@ -15,7 +15,7 @@ import (
 // error and 2 on a bad command line; the client commands (export, jobs) also use 3, 4
 // and 130.
 const (
-	exitFailed      = 1   // the export FAILED (or expired), or the server refused (404, 409, 410)
+	exitFailed      = 1   // the export FAILED (or expired), or the server refused (403, 404, 409, 410)
 	exitUsage       = 2   // a bad command line, or a request the server rejects (400, 422)
 	exitCanceled    = 3   // the export was CANCELED
 	exitServer      = 4   // the server could not be reached, answered 5xx, or sent a bad file
@@ -76,7 +76,7 @@ func classify(err error) error {
 		switch {
 		case p.Status == http.StatusBadRequest || p.Status == http.StatusUnprocessableEntity:
 			return exitError{exitUsage, err}
-		case p.Status >= 500 || p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden:
+		case p.Status >= 500 || p.Status == http.StatusUnauthorized:
 			return exitError{exitServer, err}
 		default:
 			return exitError{exitFailed, err}
