@@ -92,6 +92,9 @@ type Reporter struct {
 	Store Noter
 	// Log receives a WARN per database fault and an ERROR per unexpected failure.
 	Log *slog.Logger
+	// Refused is told of every 403 answered, with what it said is missing: the audit
+	// log's "forbidden" entries (issue 39). nil tells nobody.
+	Refused func(r *http.Request, detail string)
 }
 
 // Fault returns the answer for err if it is a failure of the database file or its disk,
@@ -137,6 +140,9 @@ func (rp Reporter) Busy(r *http.Request, err error) bool {
 // shows no internals.
 func (rp Reporter) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if p, ok := As(err); ok {
+		if p.Status == http.StatusForbidden && rp.Refused != nil {
+			rp.Refused(r, p.Detail)
+		}
 		p.Write(w)
 		return
 	}

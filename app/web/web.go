@@ -170,6 +170,9 @@ func (p *Pages) handle(h problem.HandlerFunc) http.HandlerFunc {
 func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 	var pe *pageError
 	if errors.As(err, &pe) {
+		if pe.status == http.StatusForbidden && p.cfg.Problems.Refused != nil {
+			p.cfg.Problems.Refused(r, pe.message)
+		}
 		if pe.close {
 			w.Header().Set("Connection", "close")
 		}
