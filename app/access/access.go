@@ -90,7 +90,6 @@ func (w Who) Attr(name string) (string, bool) {
 // named owner: an admin may, anyone else only their own.
 func (w Who) Owns(owner string) bool { return w.IsAdmin() || (owner != "" && owner == w.Name) }
 
-
 // LocalUser is the one user of a loopback server without tokens or an OpenID provider.
 var LocalUser = Who{Kind: Local, Role: Admin}
 
