@@ -240,7 +240,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 // callback finishes a sign-in: the state must be this browser's flight's and not used
 // before, the code is exchanged with the flight's verifier, the ID token verified (issuer,
 // audience, expiry, signature) and its nonce checked, the person's claims read (from
-// userinfo too when the ID token has no email), and the session set.
+// userinfo too when the ID token has no email or no groups), and the session set.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
@@ -311,7 +311,9 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 			"The provider answered without an ID token: check that the scopes in [oidc] include openid.")
 		return
 	}
-	idt, err := p.VerifierContext(h.client(context.Background()), &gooidc.Config{ClientID: h.cfg.ClientID, Now: h.cfg.Now}).Verify(pctx, raw)
+	// The provider's own key set, fetched once and again when a token names a key it
+	// does not know (the provider rotated its keys).
+	idt, err := p.Verifier(&gooidc.Config{ClientID: h.cfg.ClientID, Now: h.cfg.Now}).Verify(pctx, raw)
 	if err != nil {
 		h.cfg.Log.WarnContext(ctx, "OpenID ID token not verified", "err", err)
 		h.refuse(w, r, http.StatusBadGateway, "", "ID token not verified", "Your provider's answer could not be verified",
@@ -329,8 +331,11 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		h.unreachable(w, r, "read the ID token's claims", err)
 		return
 	}
-	if _, ok := claims[h.claims.email]; !ok {
-		// Many providers keep the profile out of the ID token: userinfo has it.
+	_, hasEmail := claims[h.claims.email]
+	_, hasGroups := claims[h.claims.groups]
+	if !hasEmail || !hasGroups {
+		// Many providers keep the profile, or the groups, out of the ID token: userinfo
+		// has them.
 		if err := h.userinfo(pctx, p, tok, idt.Subject, claims); err != nil {
 			h.unreachable(w, r, "read userinfo", err)
 			return
