@@ -195,3 +195,7 @@ func checkAttrs(attrs map[string]string) error {
 	}
 	return nil
 }
+
+// AccessPolicy is what the config file's [access] says of reports without an
+// "-- access:" line.
+func (s *Settings) AccessPolicy() access.Policy { return s.cfg.File.Access.Policy() }
