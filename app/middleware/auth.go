@@ -334,9 +334,9 @@ type generations struct {
 // of is the current generation of token or person name.
 func (g *generations) of(name string) uint64 { return (*g.cur.Load())[name] }
 
-// next moves token or person name to its next generation and saves every generation to the file.
-// The new generation holds in this process even when saving fails, so that the sessions
-// end now; the error says that a restart would revive them.
+// next moves token or person name to its next generation and saves every generation to
+// the file. The new generation holds in this process even when saving fails, so that the
+// sessions end now; the error says that a restart would revive them.
 func (g *generations) next(name string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,10 @@ const (
 // CallbackPath is where the provider sends the browser back; the redirect URL registered
 // with the provider ends with it.
 const CallbackPath = "/auth/callback"
+
+// discoveryPause is the least time between two attempts to read a provider's discovery
+// document while it fails.
+const discoveryPause = 2 * time.Second
 
 // flightTTL is how long a browser has from leaving for the provider to coming back.
 const flightTTL = 10 * time.Minute
@@ -100,9 +105,13 @@ type Handler struct {
 	claims claimNames
 	aead   cipher.AEAD
 
-	// mu guards provider: discovered at the first sign-in, again after a failure.
+	// mu guards provider and its last failure: discovered at the first sign-in, again
+	// at a sign-in after a failure (not sooner than discoveryPause after it, so that
+	// sign-ins while the provider is down do not hammer it).
 	mu       sync.Mutex
 	provider *gooidc.Provider
+	failedAt time.Time
+	failure  error
 
 	// used are the states of callbacks already taken, until their cookie expires: a
 	// replayed callback is refused before its code reaches the provider.
@@ -172,13 +181,18 @@ func (h *Handler) discover(ctx context.Context) (*gooidc.Provider, error) {
 	if h.provider != nil {
 		return h.provider, nil
 	}
+	if h.failure != nil && h.cfg.Now().Sub(h.failedAt) < discoveryPause {
+		return nil, h.failure
+	}
 	ctx, cancel := context.WithTimeout(h.client(ctx), 15*time.Second)
 	defer cancel()
 	p, err := gooidc.NewProvider(ctx, h.cfg.Issuer)
 	if err != nil {
+		h.failedAt, h.failure = h.cfg.Now(), err
+		h.cfg.Log.WarnContext(ctx, "OpenID provider not reachable", "issuer", h.cfg.Issuer, "err", err)
 		return nil, err
 	}
-	h.provider = p
+	h.provider, h.failure = p, nil
 	h.cfg.Log.InfoContext(ctx, "OpenID provider discovered", "issuer", h.cfg.Issuer)
 	return p, nil
 }
@@ -219,7 +233,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	next := middleware.SafeNext(r.URL.Query().Get("next"))
 	p, err := h.discover(r.Context())
 	if err != nil {
-		h.providerDown(w, r, err)
+		h.providerDown(w, r)
 		return
 	}
 	f := flight{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(),
@@ -243,20 +257,24 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 // userinfo too when the ID token has no email or no groups), and the session set.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	mw := h.cfg.Middleware
 	q := r.URL.Query()
-	f, ok := h.readFlight(r)
 	// The flight is over whatever happens next: one cookie, one callback.
 	http.SetCookie(w, &http.Cookie{Name: flightCookie, Value: "", Path: "/auth/", MaxAge: -1,
-		HttpOnly: true, Secure: h.cfg.Middleware.IsHTTPS(r), SameSite: http.SameSiteLaxMode})
+		HttpOnly: true, Secure: mw.IsHTTPS(r), SameSite: http.SameSiteLaxMode})
 	w.Header().Set("Cache-Control", "no-store")
-	if e := q.Get("error"); e != "" {
-		h.refuse(w, r, http.StatusForbidden, "", "provider refused: "+printable(e, 64),
-			"The sign-in was not completed",
-			"Your provider did not sign you in ("+printable(e, 64)+"). Go back to the sign-in page and try again, "+
-				"or ask whoever runs this server whether your account may use sheetq.")
+	// Callbacks that match no sign-in of this browser count with wrong tokens
+	// (app/middleware, ratelimit.go): an address that sends many is refused for a while,
+	// before anything is checked or recorded, so that it cannot fill the audit log.
+	if wait, locked := mw.Auth().Locked(middleware.Client(ctx).IP); locked {
+		w.Header().Set("Retry-After", strconv.Itoa(middleware.RetryAfterSeconds(wait)))
+		h.page(w, r, http.StatusTooManyRequests, "Too many failed sign-ins",
+			"Too many sign-ins failed from your address. Try again in a few minutes.")
 		return
 	}
+	f, ok := h.readFlight(r)
 	if !ok {
+		mw.SignInFailed(r)
 		h.refuse(w, r, http.StatusBadRequest, "", "no sign-in in flight",
 			"This sign-in has expired",
 			"This sign-in was not started in this browser, or took longer than 10 minutes, or was finished in another tab. "+
@@ -264,6 +282,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(f.State)) != 1 {
+		mw.SignInFailed(r)
 		h.refuse(w, r, http.StatusBadRequest, "", "state mismatch",
 			"This sign-in does not match",
 			"The answer from your provider does not belong to the sign-in this browser started. "+
@@ -271,9 +290,18 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.used.take(f.State, time.Unix(f.Expires, 0), h.cfg.Now()) {
+		mw.SignInFailed(r)
 		h.refuse(w, r, http.StatusBadRequest, "", "callback replayed",
 			"This sign-in was already used",
 			"This sign-in link has already been used once. Go back to the sign-in page and start again.")
+		return
+	}
+	// The provider's answer is this browser's: an error it sends is its refusal.
+	if e := q.Get("error"); e != "" {
+		h.refuse(w, r, http.StatusForbidden, "", "provider refused: "+printable(e, 64),
+			"The sign-in was not completed",
+			"Your provider did not sign you in ("+printable(e, 64)+"). Go back to the sign-in page and try again, "+
+				"or ask whoever runs this server whether your account may use sheetq.")
 		return
 	}
 	code := q.Get("code")
@@ -284,7 +312,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := h.discover(ctx)
 	if err != nil {
-		h.providerDown(w, r, err)
+		h.providerDown(w, r)
 		return
 	}
 	pctx, cancel := context.WithTimeout(h.client(ctx), 30*time.Second)
@@ -322,6 +350,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(f.Nonce)) != 1 {
+		mw.SignInFailed(r)
 		h.refuse(w, r, http.StatusBadRequest, "", "nonce mismatch", "This sign-in does not match",
 			"The ID token from your provider was not issued for the sign-in this browser started. Go back to the sign-in page and start again.")
 		return
@@ -442,14 +471,10 @@ func (h *Handler) notRecorded(w http.ResponseWriter, r *http.Request) {
 			"Try again in a minute; if it keeps failing, tell whoever runs this server.")
 }
 
-// providerDown answers a sign-in whose provider's discovery document could not be read:
-// 503, tried again at the next sign-in.
-func (h *Handler) providerDown(w http.ResponseWriter, r *http.Request, err error) {
-	h.cfg.Log.WarnContext(r.Context(), "OpenID provider not reachable", "issuer", h.cfg.Issuer, "err", err)
-	if rerr := h.cfg.Middleware.RecordSignIn(r, middleware.SignInEvent{Detail: "oidc: provider not reachable"}); rerr != nil {
-		h.notRecorded(w, r)
-		return
-	}
+// providerDown answers a sign-in whose provider's discovery document could not be read
+// (discover logged why): 503, tried again at the next sign-in. Nobody has tried to sign
+// in yet, so nothing is recorded: an outage is not a failed sign-in.
+func (h *Handler) providerDown(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "60")
 	h.page(w, r, http.StatusServiceUnavailable, "Your sign-in provider is not answering",
 		"sheetq could not reach the sign-in provider at "+h.cfg.Issuer+". Try again in a minute. "+

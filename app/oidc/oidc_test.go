@@ -13,7 +13,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"sheetq/app/access"
 	"sheetq/app/middleware"
@@ -48,7 +50,13 @@ type harness struct {
 	events   []middleware.SignInEvent
 	persons  []access.Who
 	failHook error // OnSignIn's answer
+
+	// ahead is how far the sign-in's clock is ahead of the real one.
+	ahead atomic.Int64
 }
+
+// advance moves the sign-in's clock d ahead.
+func (h *harness) advance(d time.Duration) { h.ahead.Add(int64(d)) }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
@@ -86,7 +94,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	sign, err := New(Config{Issuer: h.p.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret,
-		Key: key, Middleware: h.mw, Log: log})
+		Key: key, Middleware: h.mw, Log: log, Now: func() time.Time { return time.Now().Add(time.Duration(h.ahead.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +366,17 @@ func TestProviderDown(t *testing.T) {
 	if who, status := h.whoami(t, c, "Authorization", "Bearer "+adminSecret); status != http.StatusOK || who.Name != "ops" {
 		t.Fatalf("a token while the provider is down: %d %+v", status, who)
 	}
+	if evs := h.signIns(); len(evs) != 0 {
+		t.Errorf("an outage recorded as sign-ins: %+v", evs)
+	}
 
 	h.p.Restart(t)
+	// Sign-ins right after a failure do not ask the provider again; the next one after
+	// a pause does.
+	if a := get(t, c, h.url+"/auth/login?next=/"); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("sign-in right after the failure: %d %s", a.status, a.body)
+	}
+	h.advance(discoveryPause)
 	authz := h.begin(t, c, "/")
 	back := h.p.Login(t, c, authz.String(), alice.Username, alice.Password)
 	// Down between the login and the way back: the code cannot be exchanged.
@@ -487,4 +504,34 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// Callbacks that match no sign-in of the browser count as failed sign-ins of their
+// address: after middleware.SignInFailures of them it is refused (429) for a while,
+// without more records, so that nobody can fill the audit log; a provider's error
+// carried by a forged callback is refused as a forgery.
+func TestForgedCallbacksAreLimited(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c := browser(t)
+	a := get(t, c, h.url+"/auth/callback?state=forged&error=access_denied")
+	if a.status != http.StatusBadRequest || strings.Contains(a.body, "access_denied") {
+		t.Fatalf("forged provider error: %d %s", a.status, a.body)
+	}
+	for i := 1; i < middleware.SignInFailures; i++ {
+		if a := get(t, c, h.url+"/auth/callback?state=forged&code=x"); a.status != http.StatusBadRequest {
+			t.Fatalf("forged callback %d: %d %s", i+1, a.status, a.body)
+		}
+	}
+	a = get(t, c, h.url+"/auth/callback?state=forged&code=x")
+	if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") == "" {
+		t.Fatalf("callback after %d forged ones: %d %s", middleware.SignInFailures, a.status, a.body)
+	}
+	if n := len(h.signIns()); n != middleware.SignInFailures {
+		t.Errorf("%d failed sign-ins recorded, want %d", n, middleware.SignInFailures)
+	}
+	// A token from that address is refused too: one limit for every way in.
+	if _, status := h.whoami(t, c, "Authorization", "Bearer "+adminSecret); status != http.StatusTooManyRequests {
+		t.Errorf("a token from the locked-out address: %d", status)
+	}
 }
