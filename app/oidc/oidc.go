@@ -323,7 +323,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &re) {
 			// The provider answered, and refused the code: used already, expired, or
 			// another client's. Its error code says which; the body is not logged.
-			h.cfg.Log.WarnContext(ctx, "OpenID provider refused the code", "status", re.Response.StatusCode, "error_code", re.ErrorCode)
+			h.cfg.Log.WarnContext(ctx, "OpenID provider refused the code", "error_code", re.ErrorCode)
 			h.refuse(w, r, http.StatusBadRequest, "", "code refused: "+printable(re.ErrorCode, 64),
 				"Your provider refused the sign-in",
 				"The provider did not accept this sign-in's code (it may have expired or been used already). "+
