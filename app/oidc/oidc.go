@@ -416,6 +416,12 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, f flight, claim
 			"Your provider says that your email address is not verified. Verify it with your provider, then sign in again.")
 		return
 	}
+	if names, ok := claims["_claim_names"].(map[string]any); ok && names[h.claims.groups] != nil {
+		// Entra ID's "overage": past 200 groups it names where to fetch them instead,
+		// which needs another API's token. The person gets [[people]]'s groups only.
+		h.cfg.Log.WarnContext(r.Context(), "the provider sent no groups, only where to fetch them (too many groups): assign fewer groups to the application",
+			"person", id.Email, "claim", h.claims.groups)
+	}
 	var value string
 	var expires time.Time
 	for {
