@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode"
 
+	"sheetq/app/access"
 	"sheetq/app/middleware"
 	"sheetq/internal/envref"
 	"sheetq/jobs"
@@ -106,6 +107,7 @@ type Config struct {
 
 	tokens []Token // every accepted token, set by validate
 	stores Stores  // StoreURL, FilesURL and FilesDownload over the file's, set by validate
+	signIn signIn  // [oidc] and [[people]] resolved, set by validate (configpeople.go)
 }
 
 // Token is a named access token.
@@ -151,8 +153,14 @@ func (c *Config) validate() error {
 	if c.BaseURL, err = normalizeBaseURL(c.BaseURL); err != nil {
 		return &BadValueError{err, "base-url"}
 	}
-	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 {
-		return &BadValueError{fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] in the config file", c.Addr), "addr"}
+	if err := c.File.Access.check(*c.File); err != nil {
+		return err
+	}
+	if c.signIn, err = resolveSignIn(*c.File, c.BaseURL); err != nil {
+		return err
+	}
+	if !middleware.IsLoopbackHost(host) && len(c.tokens) == 0 && c.signIn.oidc == nil {
+		return &BadValueError{fmt.Errorf("listening on %s exposes sheetq beyond this machine: set an access token with --token or SHEETQ_TOKEN, or [[tokens]] or [oidc] in the config file", c.Addr), "addr"}
 	}
 	if len(c.Node) > 64 || strings.IndexFunc(c.Node, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
 		return &BadValueError{fmt.Errorf("--node: a node name is up to 64 printable characters without spaces, not %q", c.Node), "node"}
@@ -173,7 +181,7 @@ func (c *Config) validate() error {
 func (c *Config) allTokens() ([]Token, error) {
 	var all []Token
 	if c.Token != "" {
-		all = append(all, Token{Name: DefaultTokenName, Secret: c.Token})
+		all = append(all, Token{Name: DefaultTokenName, Secret: c.Token, Role: access.Admin})
 	}
 	all = append(all, c.Tokens...)
 	var fromFile []Token
@@ -185,7 +193,14 @@ func (c *Config) allTokens() ([]Token, error) {
 		if t.Name == "" {
 			return nil, c.File.Errorf("[[tokens]] number %d has no name", i+1)
 		}
-		fromFile = append(fromFile, Token{Name: t.Name, Secret: secret})
+		role, ok := access.ParseRole(t.Role)
+		if !ok {
+			return nil, c.File.Errorf(`[[tokens]] %q: role %q: use "admin" or "member"`, t.Name, t.Role)
+		}
+		if err := checkAttrs(t.Attrs); err != nil {
+			return nil, c.File.Errorf("[[tokens]] %q: attrs: %w", t.Name, err)
+		}
+		fromFile = append(fromFile, Token{Name: t.Name, Secret: secret, Role: role, Groups: access.NormalizeGroups(t.Groups), Attrs: t.Attrs})
 	}
 	// The file's own tokens first, so that what is wrong with one of them (too short,
 	// a name twice) names the file; then all, for a clash with --token.

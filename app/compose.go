@@ -19,6 +19,7 @@ import (
 	"sheetq/app/exports"
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
+	"sheetq/app/oidc"
 	"sheetq/app/problem"
 	"sheetq/app/schedules"
 	"sheetq/app/web"
@@ -55,6 +56,7 @@ type App struct {
 	exports  *exports.Service
 	sched    *schedules.Service
 	mw       *middleware.Stack
+	oidc     *oidc.Handler // sign-in with OpenID Connect; nil without [oidc]
 	api      *api.API
 	pages    *web.Pages
 
@@ -206,12 +208,13 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	})
 
 	var key []byte
-	if len(cfg.tokens) > 0 {
+	signsIn := len(cfg.tokens) > 0 || cfg.signIn.oidc != nil
+	if signsIn {
 		if key, err = middleware.LoadSessionKey(dir.SessionKey()); err != nil {
 			return nil, err
 		}
 	}
-	a.mw, err = middleware.New(middleware.Config{Tokens: cfg.tokens, SessionKey: key, BaseURL: cfg.BaseURL,
+	a.mw, err = middleware.New(middleware.Config{Tokens: cfg.tokens, OIDC: cfg.signIn.people, SessionKey: key, BaseURL: cfg.BaseURL,
 		TrustedProxies: cfg.TrustedProxies, Loopback: a.loopback, BodyTimeout: a.test.BodyTimeout, Log: log,
 		// The pages show the middleware's refusals of browsers (a forged form).
 		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
@@ -220,9 +223,21 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.tokens) > 0 {
+	if signsIn {
 		// Beside the session key, so that a sign-out still holds after a restart.
 		if err = a.mw.Auth().LoadGenerations(filepath.Join(dir.Root, "session.generations")); err != nil {
+			return nil, err
+		}
+	}
+	if o := cfg.signIn.oidc; o != nil {
+		// People sign in with OpenID Connect (app/oidc); the provider is first asked at
+		// the first sign-in, so a provider that is down does not stop the start.
+		oc := *o
+		oc.Key, oc.Middleware, oc.Log = key, a.mw, log
+		oc.Page = func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+			a.pages.RenderError(w, r, status, title, message)
+		}
+		if a.oidc, err = oidc.New(oc); err != nil {
 			return nil, err
 		}
 	}

@@ -46,6 +46,13 @@ type FileConfig struct {
 	Schedules []ScheduleConfig `toml:"schedules"`
 	// Deliveries says where a schedule's files may go ([deliveries]).
 	Deliveries DeliveriesConfig `toml:"deliveries"`
+	// OIDC signs people in with OpenID Connect ([oidc], configpeople.go).
+	OIDC OIDCConfig `toml:"oidc"`
+	// People give people who sign in with OpenID Connect a role, groups and attributes
+	// by email ([[people]]).
+	People []PersonConfig `toml:"people"`
+	// Access says who may run a report without an "-- access:" line ([access]).
+	Access AccessConfig `toml:"access"`
 
 	// path is the file it was read from, which errors about its values name.
 	path string
@@ -158,6 +165,12 @@ type TokenConfig struct {
 	// Token is the secret: a literal, env:NAME (an environment variable) or file:PATH
 	// (a file, such as a systemd credential).
 	Token string `toml:"token"`
+	// Role is "admin" (the default, as before roles existed) or "member".
+	Role string `toml:"role"`
+	// Groups are the groups the token belongs to, for reports' "-- access:" lines.
+	Groups []string `toml:"groups"`
+	// Attrs are the token's attributes, for reports' "from=person.NAME" parameters.
+	Attrs map[string]string `toml:"attrs"`
 }
 
 // LoadFileConfig reads the config file. A missing file is an empty config when

@@ -19,6 +19,9 @@ func (a *App) routes() http.Handler {
 	mux.Handle("GET /api/v1/events", a.hub)
 	mux.Handle("GET /reports/events", a.hub.ChangeStream(a.kind.catalog.Subscribe))
 	a.pages.Routes(mux)
+	if a.oidc != nil {
+		a.oidc.Routes(mux) // GET /auth/login and GET /auth/callback
+	}
 	mux.Handle("GET /assets/", assets.Handler())
 	return a.mw.Wrap(cleanAPIPaths(mux), a.metrics.Instrument(mux.ServeMux))
 }

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -16,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"sheetq/app/access"
 	"sheetq/app/problem"
 	"sheetq/internal/durable"
 )
@@ -33,6 +36,19 @@ type Token struct {
 	Name string
 	// Secret is what a client sends as Authorization: Bearer.
 	Secret string
+	// Role is what the token may do; "" is admin, as before roles existed.
+	Role access.Role
+	// Groups are the groups the token belongs to ([[tokens]] groups).
+	Groups []string
+	// Attrs are the token's attributes ([[tokens]] attrs), for a report's
+	// "from=person.NAME" parameters.
+	Attrs map[string]string
+}
+
+// who is the identity a request signed in with t acts as.
+func (t Token) who() access.Who {
+	return access.Who{Kind: access.Token, Name: t.Name, Role: cmp.Or(t.Role, access.Admin),
+		Groups: access.NormalizeGroups(t.Groups), Attrs: maps.Clone(t.Attrs)}
 }
 
 // DefaultTokenName is the name of the --token / SHEETQ_TOKEN token.
@@ -65,6 +81,8 @@ var TokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 type credential struct {
 	name string
 	sum  [sha256.Size]byte
+	// who is whom the token signs in as: its role, groups and attributes.
+	who access.Who
 }
 
 // SessionTTL is how long a browser stays signed in.
@@ -82,9 +100,12 @@ type Auth struct {
 	now func() time.Time
 	// limits counts wrong tokens per client address (ratelimit.go).
 	limits *attemptLimiter
-	// gens are the tokens' session generations: signing out ends every session of the
-	// token, copies of the cookie included.
+	// gens are the tokens' and people's session generations: signing out ends every
+	// session of the token or person, copies of the cookie included.
 	gens generations
+	// people accepts the sessions of people signed in with OpenID Connect (people.go);
+	// nil: the server has no [oidc], and a person's session is refused.
+	people *peopleAuth
 }
 
 // NewAuth returns the checker of tokens, signing sessions with key; now is the clock
@@ -97,13 +118,17 @@ func NewAuth(tokens []Token, key []byte, now func() time.Time) *Auth {
 	a.limits = newAttemptLimiter(a.now)
 	a.gens.cur.Store(&map[string]uint64{})
 	for _, t := range tokens {
-		a.creds = append(a.creds, credential{name: t.Name, sum: sha256.Sum256([]byte(t.Secret))})
+		a.creds = append(a.creds, credential{name: t.Name, sum: sha256.Sum256([]byte(t.Secret)), who: t.who()})
 	}
 	return a
 }
 
-// Enabled reports whether any token is configured; without one everything is open.
-func (a *Auth) Enabled() bool { return len(a.creds) > 0 }
+// Enabled reports whether any token or an OpenID provider is configured; without either
+// everything is open, and every request acts as access.LocalUser.
+func (a *Auth) Enabled() bool { return len(a.creds) > 0 || a.people != nil }
+
+// HasTokens reports whether any token is configured, for the sign-in page's token form.
+func (a *Auth) HasTokens() bool { return len(a.creds) > 0 }
 
 // Match returns the name of the token equal to secret. It compares against every token,
 // whatever matched earlier, so the time taken does not say which one (or whether any)
@@ -119,6 +144,19 @@ func (a *Auth) Match(secret string) (string, bool) {
 		return "", false
 	}
 	return a.creds[found].name, true
+}
+
+// TokenWho is whom the token named name signs in as, with its current role, groups and
+// attributes (a copy: the handlers may keep it).
+func (a *Auth) TokenWho(name string) (access.Who, bool) {
+	for _, c := range a.creds {
+		if c.name == name {
+			who := c.who
+			who.Groups, who.Attrs = slices.Clone(who.Groups), maps.Clone(who.Attrs)
+			return who, true
+		}
+	}
+	return access.Who{}, false
 }
 
 // bearer returns the token of a request's Authorization: Bearer header; sent is false
@@ -166,10 +204,24 @@ func (a *Auth) NewSession(name string) (value string, expires time.Time, err err
 	return "", time.Time{}, fmt.Errorf("no token named %q", name)
 }
 
-// session returns the token name of a valid, unexpired session cookie value of its
+// session returns whom a valid, unexpired session cookie value of its token's or
+// person's current generation signs in: a token's with its current role, groups and
+// attributes, a person's with those [[people]] gives them now (people.go).
+func (a *Auth) session(value string) (access.Who, bool) {
+	if strings.HasPrefix(value, personSessionPrefix) {
+		return a.personSession(value)
+	}
+	name, ok := a.tokenSession(value)
+	if !ok {
+		return access.Who{}, false
+	}
+	return a.TokenWho(name)
+}
+
+// tokenSession returns the token name of a valid, unexpired session cookie value of its
 // token's current generation. A value of three parts (name.expiry.mac) is one issued
 // before generations: generation 0.
-func (a *Auth) session(value string) (string, bool) {
+func (a *Auth) tokenSession(value string) (string, bool) {
 	parts := strings.Split(value, ".")
 	var gen uint64
 	switch len(parts) {
@@ -203,15 +255,16 @@ func (a *Auth) session(value string) (string, bool) {
 }
 
 // SignOut ends the session whose cookie value is given and every other session of its
-// token, in any browser, copies of the cookie included: the token moves to its next
-// session generation, which is saved (LoadGenerations) before SignOut returns. It
-// returns the token's name, or "" when value is no valid session, which ends nothing.
+// token or person, in any browser, copies of the cookie included: the token or person
+// moves to its next session generation, which is saved (LoadGenerations) before SignOut
+// returns. It returns the token's name or the person's email, or "" when value is no
+// valid session, which ends nothing.
 func (a *Auth) SignOut(value string) (string, error) {
-	name, ok := a.session(value)
+	who, ok := a.session(value)
 	if !ok {
 		return "", nil
 	}
-	return name, a.gens.next(name)
+	return who.Name, a.gens.next(who.Name)
 }
 
 // LoadGenerations reads the tokens' session generations from path, a file in the data
@@ -229,8 +282,9 @@ func (a *Auth) LoadGenerations(path string) error {
 		return fmt.Errorf("session generations: %w", err)
 	}
 	defer f.Close()
-	// A token name is at most 64 characters, so each entry is at most about 90 bytes;
-	// the limit refuses a file that no sign-out wrote.
+	// A token name is at most 64 characters and an email at most 254, so each entry is
+	// at most about 280 bytes; the limit, room for tens of thousands of them, refuses a
+	// file that no sign-out wrote.
 	b, err := io.ReadAll(io.LimitReader(f, maxGenerationsFile+1))
 	if err != nil {
 		return fmt.Errorf("session generations: %w", err)
@@ -254,12 +308,13 @@ func (a *Auth) LoadGenerations(path string) error {
 }
 
 // maxGenerationsFile bounds the session generations file read at start.
-const maxGenerationsFile = 1 << 20
+const maxGenerationsFile = 16 << 20
 
-// generationsFile is the session generations file: for each token name that signed out
-// since the file was created, its current generation. Names are those of tokens, never
-// secrets; an entry stays when its token is removed, so that putting the token back does
-// not revive the sessions a sign-out ended.
+// generationsFile is the session generations file: for each token name or person's
+// email that signed out since the file was created, its current generation. Names are
+// those of tokens and people, never secrets; an entry stays when its token is removed,
+// so that putting the token back does not revive the sessions a sign-out ended. Token
+// names cannot hold '@' and emails do, so the two never share an entry.
 type generationsFile struct {
 	Generations map[string]uint64 `json:"generations"`
 }
@@ -276,12 +331,12 @@ type generations struct {
 	path string
 }
 
-// of is the current generation of token name.
+// of is the current generation of token or person name.
 func (g *generations) of(name string) uint64 { return (*g.cur.Load())[name] }
 
-// next moves token name to its next generation and saves every generation to the file.
-// The new generation holds in this process even when saving fails, so that the sessions
-// end now; the error says that a restart would revive them.
+// next moves token or person name to its next generation and saves every generation to
+// the file. The new generation holds in this process even when saving fails, so that the
+// sessions end now; the error says that a restart would revive them.
 func (g *generations) next(name string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -323,17 +378,9 @@ func LoadSessionKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// withPrincipal records the token name that authenticated a request.
-func withPrincipal(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, principalKey, name)
-}
-
-// Principal is the name of the token that authenticated the request ("" when the server
-// has no tokens).
-func Principal(ctx context.Context) string {
-	n, _ := ctx.Value(principalKey).(string)
-	return n
-}
+// Principal is the name of the token or person that authenticated the request
+// (access.From's Name): "" when the server has neither tokens nor an OpenID provider.
+func Principal(ctx context.Context) string { return access.From(ctx).Name }
 
 // safeMethod reports whether a method only reads.
 func safeMethod(m string) bool {
@@ -348,19 +395,27 @@ func wantsHTML(r *http.Request) bool {
 }
 
 // publicPath reports whether a path needs no authentication: liveness and readiness
-// (probes carry no token), static assets and the sign-in pages themselves.
+// (probes carry no token), static assets and the sign-in pages themselves, those of
+// OpenID Connect (app/oidc) included.
 func publicPath(p string) bool {
-	return p == "/healthz" || p == "/readyz" || strings.HasPrefix(p, "/assets/") || p == "/login" || p == "/logout"
+	return p == "/healthz" || p == "/readyz" || strings.HasPrefix(p, "/assets/") || p == "/login" || p == "/logout" ||
+		p == "/auth/login" || p == "/auth/callback"
 }
 
-// authenticate requires, when tokens are set, a Bearer token or a session cookie on
-// everything but public paths. A cookie on a request that changes something must also
-// pass the cross-origin check, since the browser sends it whoever made the page. Tokens
-// are never logged.
+// authenticate requires, when tokens or an OpenID provider are set, a Bearer token or a
+// session cookie on everything but public paths, and puts whom it signs in (access.Who)
+// in the request's context; without either, every request acts as access.LocalUser, an
+// admin, as before people existed. A public path acts as nobody (a zero access.Who, no
+// role). A cookie on a request that changes something must also pass the cross-origin
+// check, since the browser sends it whoever made the page. Tokens are never logged.
 func (s *Stack) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.auth.Enabled() || publicPath(r.URL.Path) {
+		if !s.auth.Enabled() {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if publicPath(r.URL.Path) {
+			next.ServeHTTP(w, r.WithContext(access.With(r.Context(), access.Who{})))
 			return
 		}
 		if token, sent := bearer(r); sent {
@@ -371,20 +426,22 @@ func (s *Stack) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			if name, ok := s.auth.Match(token); ok {
-				next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), name)))
-				return
+				if who, ok := s.auth.TokenWho(name); ok {
+					next.ServeHTTP(w, r.WithContext(access.With(r.Context(), who)))
+					return
+				}
 			}
 			s.SignInFailed(r)
 		}
 		if c, err := r.Cookie(SessionCookie); err == nil {
-			if name, ok := s.auth.session(c.Value); ok {
+			if who, ok := s.auth.session(c.Value); ok {
 				if !safeMethod(r.Method) {
 					if err := s.crossOrigin.Check(r); err != nil {
 						problem.Write(w, http.StatusForbidden, "cross_origin", "this request came from another site")
 						return
 					}
 				}
-				next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), name)))
+				next.ServeHTTP(w, r.WithContext(access.With(r.Context(), who)))
 				return
 			}
 		}
@@ -425,6 +482,8 @@ func CheckTokens(all []Token) error {
 		switch {
 		case !TokenName.MatchString(t.Name):
 			return fmt.Errorf("token name %q: use letters, digits, '.', '_' and '-' (at most 64)", t.Name)
+		case t.Role != "" && t.Role != access.Admin && t.Role != access.Member:
+			return fmt.Errorf("token %q: role %q: use %q or %q", t.Name, t.Role, access.Admin, access.Member)
 		case WeakSecret(t.Secret) != "":
 			return fmt.Errorf("token %q is %s: %s", t.Name, WeakSecret(t.Secret), TokenAdvice)
 		case names[t.Name]:

@@ -10,7 +10,6 @@ type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota // string: the request id (logRequests)
-	principalKey               // string: the name of the token that authenticated the request
 	clientKey                  // ClientInfo: the client as seen through trusted proxies
 )
 

@@ -16,14 +16,18 @@ import (
 	"strings"
 	"time"
 
+	"sheetq/app/access"
 	"sheetq/app/problem"
 )
 
 // Config is what the middleware needs from the validated app config.
 type Config struct {
-	// Tokens are every accepted token; none leaves everything open.
+	// Tokens are every accepted token; none, and no OIDC, leaves everything open.
 	Tokens []Token
-	// SessionKey signs browser sessions; required when Tokens is not empty.
+	// OIDC, when set, accepts the sessions of people signed in with OpenID Connect
+	// (app/oidc), and gives them what [[people]] says.
+	OIDC *OIDC
+	// SessionKey signs browser sessions; required when Tokens is not empty or OIDC set.
 	SessionKey []byte
 	// BaseURL is the public scheme://host when published behind a reverse proxy, or "".
 	BaseURL string
@@ -40,6 +44,13 @@ type Config struct {
 	// Refused shows a page that says why a browser's request was refused (the pages'
 	// error page); API paths get problem+json instead.
 	Refused func(w http.ResponseWriter, r *http.Request, status int, title, message string)
+	// OnSignIn, if set, is told of every sign-in and failed sign-in, with the token form
+	// or OpenID Connect (the audit log); an error refuses the sign-in (503, "could not
+	// record the sign-in").
+	OnSignIn func(ctx context.Context, ev SignInEvent) error
+	// OnPerson, if set, is told of each person who signed in with OpenID Connect, before
+	// OnSignIn (the people seen); an error refuses the sign-in as OnSignIn's does.
+	OnPerson func(ctx context.Context, who access.Who) error
 }
 
 // Stack is the middleware of one server, with the state it keeps between requests
@@ -53,10 +64,13 @@ type Stack struct {
 
 // New returns the middleware for cfg.
 func New(cfg Config) (*Stack, error) {
-	if len(cfg.Tokens) > 0 && len(cfg.SessionKey) == 0 {
-		return nil, errors.New("middleware: tokens without a session key")
+	if (len(cfg.Tokens) > 0 || cfg.OIDC != nil) && len(cfg.SessionKey) == 0 {
+		return nil, errors.New("middleware: tokens or OpenID Connect without a session key")
 	}
 	s := &Stack{cfg: cfg, auth: NewAuth(cfg.Tokens, cfg.SessionKey, nil)}
+	if cfg.OIDC != nil {
+		s.auth.people = newPeopleAuth(*cfg.OIDC)
+	}
 	s.bodies.timeout = cfg.BodyTimeout
 	s.crossOrigin = http.NewCrossOriginProtection()
 	if cfg.BaseURL != "" {
@@ -74,7 +88,7 @@ func New(cfg Config) (*Stack, error) {
 // check on. The listener decides it, so Run calls this once it listens, before serving.
 func (s *Stack) SetLoopback(on bool) { s.cfg.Loopback = on }
 
-// Auth is the token and session checker, for the sign-in page.
+// Auth is the token and session checker, for the sign-in pages.
 func (s *Stack) Auth() *Auth { return s.auth }
 
 // Wrap puts mux behind the middleware; instrument (the metrics; nil for none) sees every

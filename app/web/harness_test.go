@@ -38,6 +38,8 @@ type testOpts struct {
 	Idle bool
 	// Log, if set, receives the server's logs (at debug level) instead of the test output.
 	Log io.Writer
+	// OnSignIn is the middleware's sign-in hook (the audit log's).
+	OnSignIn func(context.Context, middleware.SignInEvent) error
 }
 
 // testServer is the pages over real parts, with its handler served by httptest.
@@ -66,7 +68,7 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	p := apptest.NewParts(t, apptest.Options{Open: openStore, Now: opts.Now, Log: opts.Log,
 		MaxAttempts: opts.MaxAttempts, Webhooks: &webhook.Config{}})
 	var pages *web.Pages
-	mw := p.Middleware(opts.Token, middleware.Config{
+	mw := p.Middleware(opts.Token, middleware.Config{OnSignIn: opts.OnSignIn,
 		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 			pages.RenderError(w, r, status, title, message)
 		}})

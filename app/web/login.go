@@ -3,6 +3,7 @@ package web
 import (
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -11,19 +12,12 @@ import (
 	"sheetq/ui"
 )
 
-// safeNext keeps a post-sign-in redirect on this server: a path, not a URL or a
-// protocol-relative //host that would send the user elsewhere. Control characters are
-// refused anywhere: a browser drops a tab or a line break from a Location, so "/\t/host"
-// would arrive as "//host".
-func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return "/"
-	}
-	return next
-}
+// safeNext keeps a post-sign-in redirect on this server (middleware.SafeNext, which the
+// OpenID Connect sign-in shares).
+func safeNext(next string) string { return middleware.SafeNext(next) }
 
-// loginPage shows the sign-in form; without tokens there is nothing to sign in to.
+// loginPage shows the sign-in form: the token form when tokens are set, and the button of
+// the OpenID provider when [oidc] is; without either there is nothing to sign in to.
 func (p *Pages) loginPage(w http.ResponseWriter, r *http.Request) error {
 	next := safeNext(r.URL.Query().Get("next"))
 	if !p.cfg.Middleware.Auth().Enabled() {
@@ -65,6 +59,9 @@ func (p *Pages) login(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		p.cfg.Log.WarnContext(r.Context(), "sign-in with a wrong token", "client_ip", ip)
 		mw.SignInFailed(r)
+		if err := mw.RecordSignIn(r, middleware.SignInEvent{Detail: "wrong token"}); err != nil {
+			return signInNotRecorded()
+		}
 		p.renderLogin(w, r, http.StatusUnauthorized, ui.LoginForm{Next: next, Error: "That token is not valid for this server."})
 		return nil
 	}
@@ -72,10 +69,23 @@ func (p *Pages) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	who, _ := mw.Auth().TokenWho(name)
+	if err := mw.RecordSignIn(r, middleware.SignInEvent{Actor: name, OK: true, Detail: "token", Who: who}); err != nil {
+		return signInNotRecorded()
+	}
 	mw.SetSession(w, r, value, expires)
 	p.cfg.Log.InfoContext(r.Context(), "signed in", "token", name, "client_ip", ip)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
+}
+
+// signInNotRecorded is the page of a sign-in that OnSignIn could not record (the audit
+// log): it is refused rather than done without a record.
+func signInNotRecorded() error {
+	return &pageError{status: http.StatusServiceUnavailable, title: "Could not record the sign-in",
+		message: "Sign-ins are recorded, and this one could not be (the server's log says why), so it was refused. " +
+			"Try again in a minute; if it keeps failing, tell whoever runs this server.",
+		back: ui.Link{Href: "/login", Text: "Sign in"}}
 }
 
 // waitWords says a wait for people: "5 minutes", "1 minute", "40 seconds".
@@ -104,21 +114,28 @@ func (p *Pages) logout(w http.ResponseWriter, r *http.Request) error {
 			// The sessions have ended in this process; only a restart would revive them.
 			p.cfg.Log.ErrorContext(r.Context(), "sign-out not saved", "token", name, "client_ip", ip, "err", err)
 			return &pageError{status: http.StatusInternalServerError, title: "Sign-out not saved",
-				message: "This browser is signed out, and so is every other browser signed in with the same token, " +
+				message: "This browser is signed out, and so is every other browser signed in with the same token or account, " +
 					"but the server could not save that (its log says why): after a restart they would be signed in again. " +
 					"Sign in and out again once the problem is fixed.",
 				back: ui.Link{Href: "/login", Text: "Sign in"}}
 		}
 		if name != "" {
-			p.cfg.Log.InfoContext(r.Context(), "signed out", "token", name, "client_ip", ip)
+			p.cfg.Log.InfoContext(r.Context(), "signed out", "actor", name, "client_ip", ip)
 		}
 	}
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
 }
 
-// renderLogin shows the sign-in form with status.
+// renderLogin shows the sign-in page with status: the token form when the server has
+// tokens, the provider's button when it has [oidc].
 func (p *Pages) renderLogin(w http.ResponseWriter, r *http.Request, status int, f ui.LoginForm) {
+	auth := p.cfg.Middleware.Auth()
+	f.Tokens = auth.HasTokens()
+	if label := auth.ProviderLabel(); label != "" {
+		f.Provider = label
+		f.ProviderURL = "/auth/login?next=" + url.QueryEscape(f.Next)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
