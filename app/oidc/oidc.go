@@ -37,6 +37,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"sheetq/app/middleware"
+	"sheetq/app/problem"
 )
 
 // Defaults of [oidc].
@@ -158,7 +159,7 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Routes adds the sign-in's routes to mux (public paths of app/middleware).
-func (h *Handler) Routes(mux *http.ServeMux) {
+func (h *Handler) Routes(mux problem.Mux) {
 	mux.HandleFunc("GET /auth/login", h.login)
 	mux.HandleFunc("GET "+CallbackPath, h.callback)
 }
