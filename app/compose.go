@@ -243,7 +243,8 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	}
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)
-	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics}
+	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics,
+		Policy: cfg.File.Access.Policy()}
 	// A delivery target is checked when a schedule is saved (or declared in the config
 	// file), not only when its delivery runs: a folder against [deliveries] folders, an
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
