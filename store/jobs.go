@@ -143,7 +143,9 @@ type ListOptions struct {
 	Kind   string // empty: any
 	// Report keeps jobs whose args name this report ($.report); empty: any.
 	Report string
-	Limit  int // default 50, at most 1000
+	// CreatedBy keeps jobs whose CreatedBy equals it (a member's own exports); empty: any.
+	CreatedBy string
+	Limit     int // default 50, at most 1000
 	// Before lists the jobs inserted before the one whose Seq it is: the cursor; 0 starts
 	// at the newest.
 	Before int64
