@@ -126,7 +126,7 @@ func (s *Store) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, erro
 	f.Limit = min(f.Limit, 1000)
 	for _, v := range []string{f.Actor, f.Action, f.Job} {
 		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-			return nil, nil
+			return []AuditEntry{}, nil
 		}
 	}
 	if f.Before < 0 {
