@@ -58,6 +58,9 @@ type Config struct {
 	// Retention is how long finished exports keep their files (rows: twice as long);
 	// zero keeps everything.
 	Retention time.Duration
+	// AuditKeep is how long the audit log keeps an entry (--audit-keep; the flag's
+	// default is 400 days); zero keeps every entry.
+	AuditKeep time.Duration
 	// MaxAttempts is each new export's attempt budget (default store.DefaultMaxAttempts).
 	MaxAttempts int
 	// Engine tunes the worker pool; its directories, logger, hooks and gate are set by New,

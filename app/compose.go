@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"sheetq/app/api"
+	"sheetq/app/audit"
 	"sheetq/app/events"
 	"sheetq/app/exports"
 	"sheetq/app/metrics"
@@ -59,6 +60,7 @@ type App struct {
 	oidc     *oidc.Handler // sign-in with OpenID Connect; nil without [oidc]
 	api      *api.API
 	pages    *web.Pages
+	audit    *audit.Log
 
 	// deliveries delivers exports' files by email and to folders (deliveries.go).
 	deliveries *deliver.Handler
@@ -273,15 +275,16 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 			}
 			return a.deliveries.CheckTarget(t)
 		}}
+	a.audit = audit.New(st, log)
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,
-		Schedules: a.sched, Metrics: a.metrics, Deliveries: a.deliveries,
+		Schedules: a.sched, Metrics: a.metrics, Deliveries: a.deliveries, Audit: a.audit,
 	})
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,
 		Middleware: a.mw, Metrics: a.metrics, DataDir: dir.Root, ExportsDir: dir.Exports(), Version: cfg.Version, Log: log, Problems: problems,
-		Files: a.files, Download: cfg.stores.Download, Schedules: a.sched,
+		Files: a.files, Download: cfg.stores.Download, Schedules: a.sched, Audit: a.audit,
 	})
 	return a, nil
 }
@@ -301,6 +304,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err := a.declareSchedules(ctx, a.kind.config); err != nil {
 		return err
 	}
+	a.stops = append(a.stops, pruneAudit(ctx, a.audit, a.cfg.AuditKeep))
 	for _, svc := range []service{a.hub, a.metrics, a.engine, a.janitor, a.sched} {
 		if svc == service(a.engine) && a.test.Idle {
 			continue

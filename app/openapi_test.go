@@ -321,6 +321,11 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "DELETE /api/v1/schedules/{id}", vars: scid, status: 204, checkRequest: true})
 	c.do(exchange{op: "DELETE /api/v1/schedules/{id}", vars: scid, status: 404, code: "not_found"})
 
+	// The audit log, which the local admin reads: a page, its csv, a refusal.
+	c.do(exchange{op: "GET /api/v1/audit", query: "?actor=local&limit=10", status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/audit", query: "?format=csv", status: 200, checkRequest: true})
+	c.do(exchange{op: "GET /api/v1/audit", query: "?action=dance", status: 400, code: "bad_action"})
+
 	// Every documented operation was exercised above.
 	for p, methods := range c.doc {
 		for m := range methods {

@@ -46,6 +46,9 @@ func (s *Settings) Engine() jobs.Config {
 // Stores is the job store and file store the node uses.
 func (s *Settings) Stores() Stores { return s.cfg.stores }
 
+// AuditKeep is how long the audit log keeps an entry (--audit-keep); zero keeps all.
+func (s *Settings) AuditKeep() time.Duration { return s.cfg.AuditKeep }
+
 // TestHooks are knobs for tests: the command line never sets them, and a nil
 // Config.Test behaves as a zero TestHooks, which is production's behaviour.
 type TestHooks struct {

@@ -110,6 +110,19 @@ type Driver interface {
 	DueSchedules(ctx context.Context, limit int) ([]Schedule, error)
 	FireSchedule(ctx context.Context, f Firing) (job Job, fired bool, err error)
 	ScheduleFirings(ctx context.Context, id string, limit int) ([]Job, error)
+
+	// The audit log and the people seen (issue 39; audit.go), written already checked.
+	// AppendAudit stores e (At zero: the driver's now) and returns it with its Seq, which
+	// only grows; AuditLog answers newest first (Seq descending) with the filter's limit
+	// normalised (1-1000); PruneAudit removes up to limit entries stamped before before,
+	// oldest first, and is harmless when nodes run it at once.
+	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
+	AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+	// SavePerson replaces the person name's identity, stamped seen by the driver's now;
+	// Person reads it back, or ErrNotFound.
+	SavePerson(ctx context.Context, name string, who json.RawMessage) error
+	Person(ctx context.Context, name string) (who json.RawMessage, seen time.Time, err error)
 }
 
 // Enqueued is one answer of EnqueueBatch.

@@ -36,6 +36,7 @@ var coreMutants = []string{
 	"retry-of-any-state",      // a SUCCEEDED job is retried
 	"expire-of-any-state",     // a FAILED job is expired
 	"delete-of-unfinished",    // a PENDING job is deleted
+	"no-audit-checks",         // an audit entry without an actor is written
 }
 
 // driverMutants break a driver's rules: their names say how.
@@ -48,6 +49,7 @@ var driverMutants = map[string]func(d store.Driver) store.Driver{
 	"schedule-fires-twice":         func(d store.Driver) store.Driver { return &firesTwice{Driver: d} },
 	"cancel-does-nothing":          func(d store.Driver) store.Driver { return &ignoresCancel{Driver: d} },
 	"stale-ignores-age":            func(d store.Driver) store.Driver { return &staleIgnoresAge{Driver: d} },
+	"audit-oldest-first":           func(d store.Driver) store.Driver { return &auditOldestFirst{Driver: d} },
 }
 
 // TestConformanceCatchesMutants runs the suite (Run, RunReads, RunSchedules) on the
@@ -131,6 +133,7 @@ func TestMutant(t *testing.T) {
 	t.Run("Run", func(t *testing.T) { conformance.Run(t, harness) })
 	t.Run("RunReads", func(t *testing.T) { conformance.RunReads(t, harness) })
 	t.Run("RunSchedules", func(t *testing.T) { conformance.RunSchedules(t, harness) })
+	t.Run("RunAudit", func(t *testing.T) { conformance.RunAudit(t, harness) })
 }
 
 // hidesLostLease answers a heartbeat of an attempt that lost the job as if it held it.
@@ -211,4 +214,13 @@ type staleIgnoresAge struct{ store.Driver }
 
 func (m *staleIgnoresAge) Stale(ctx context.Context, _ time.Duration) ([]store.Job, error) {
 	return m.Driver.Stale(ctx, 0)
+}
+
+// auditOldestFirst hands out each page of the audit log oldest first.
+type auditOldestFirst struct{ store.Driver }
+
+func (m *auditOldestFirst) AuditLog(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	es, err := m.Driver.AuditLog(ctx, f)
+	slices.Reverse(es)
+	return es, err
 }

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"sheetq/app/audit"
 	"sheetq/app/exports"
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
@@ -59,6 +60,8 @@ type Config struct {
 	Problems problem.Reporter
 	// Schedules keeps the scheduled exports (issue 20); nil serves no /api/v1/schedules.
 	Schedules *schedules.Service
+	// Audit is the audit log (issue 39); nil serves no /api/v1/audit.
+	Audit *audit.Log
 }
 
 // API is the JSON API's handlers.
@@ -98,6 +101,9 @@ func (a *API) Routes(mux problem.Mux) {
 		mux.HandleFunc("POST /api/v1/schedules/{id}/pause", h(a.pauseSchedule))
 		mux.HandleFunc("POST /api/v1/schedules/{id}/resume", h(a.resumeSchedule))
 		mux.HandleFunc("GET /api/v1/schedules/{id}/exports", h(a.scheduleFirings))
+	}
+	if a.cfg.Audit != nil {
+		mux.HandleFunc("GET /api/v1/audit", h(a.getAudit))
 	}
 	mux.Handle(apiCatchAll, h(a.fallback(mux))) // 404 or 405, as problem+json
 	for _, path := range probePaths() {

@@ -22,6 +22,7 @@ import (
 	"github.com/a-h/templ"
 
 	"sheetq/app/access"
+	"sheetq/app/audit"
 	"sheetq/app/exports"
 	"sheetq/app/metrics"
 	"sheetq/app/middleware"
@@ -64,6 +65,9 @@ type Config struct {
 	// Metrics samples the queue depth that the Queue page charts; nil (a tool's app
 	// without metrics) leaves the chart without samples.
 	Metrics *metrics.Metrics
+	// Audit is the audit log (issue 39), which admins read on the Audit page; nil serves
+	// no /audit.
+	Audit *audit.Log
 }
 
 // Pages is the page handlers.
@@ -94,6 +98,7 @@ func (p *Pages) Routes(mux problem.Mux) {
 	p.listRoutes(mux)
 	p.formRoutes(mux)
 	p.scheduleRoutes(mux)
+	p.auditRoutes(mux)
 
 	// Sign-in for browsers when tokens are set (login.go, app/middleware/auth.go).
 	mux.HandleFunc("GET /login", h(p.loginPage))
@@ -213,7 +218,7 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 // set, narrows the page's event stream to one export.
 func (p *Pages) meta(ctx context.Context, page, job string) ui.Meta {
 	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events",
-		Admin: access.From(ctx).IsAdmin()}
+		Admin: access.From(ctx).IsAdmin(), Audit: p.cfg.Audit != nil && access.From(ctx).IsAdmin()}
 	// The stream starts after the newest event the page already reflects, so that an
 	// event committed between rendering and connecting is replayed, not lost. The
 	// cursor is opaque (metrics.Store's EventHead, from either store).

@@ -132,6 +132,7 @@ func serveSettings(version string, args []string, stderr io.Writer, force <-chan
 	fs.DurationVar(&eng.ShutdownGrace, "shutdown-grace", def.ShutdownGrace, "on SIGINT/SIGTERM, how long running exports may finish")
 	fs.IntVar(&cfg.MaxAttempts, "max-attempts", store.DefaultMaxAttempts, "attempts per export before it fails")
 	fs.DurationVar(&cfg.Retention, "retention", 7*24*time.Hour, "remove finished exports' files after this long, and the exports after twice as long (0 = keep)")
+	fs.DurationVar(&cfg.AuditKeep, "audit-keep", 9600*time.Hour, "remove audit log entries after this long (default 400 days; 0 = keep)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
@@ -196,6 +197,8 @@ func serveSettings(version string, args []string, stderr io.Writer, force <-chan
 		return served{}, fromFile.bad("shutdown-grace", "cannot be negative")
 	case cfg.Retention < 0:
 		return served{}, fromFile.bad("retention", "cannot be negative")
+	case cfg.AuditKeep < 0:
+		return served{}, fromFile.bad("audit-keep", "cannot be negative")
 	case cfg.MaxAttempts < 1:
 		return served{}, fromFile.bad("max-attempts", "must be at least 1")
 	case !niceRange.holds(eng.Nice):

@@ -118,3 +118,9 @@ func TestNodesStartingTogetherMigrateOnce(t *testing.T) {
 func TestConformanceSchedules(t *testing.T) {
 	conformance.RunSchedules(t, conformanceHarness)
 }
+
+// TestConformanceAudit runs the audit log's and the people's cases against PostgreSQL.
+func TestConformanceAudit(t *testing.T) {
+	testDSN(t)
+	conformance.RunAudit(t, conformanceHarness)
+}

@@ -14,7 +14,7 @@ import (
 // runs the same assertions on both (conformance.RunReads).
 
 // List returns jobs newest first, in insertion order (seq): store.ListOptions filters them
-// by state, kind and report, and Before (a Job.Seq) pages back from a job. The limit is 50
+// by state, kind, report and creator, and Before (a Job.Seq) pages back from a job. The limit is 50
 // when not set, at most 1000. A status that is no state lists nothing.
 //
 // Each shape reads an index of migration 0004 (pg.TestListPlans): the whole table through
@@ -42,7 +42,7 @@ const final = `status IN ('SUCCEEDED','FAILED','CANCELED','EXPIRED')`
 
 // listQuery is List's statement and its arguments; ok is false when nothing can match.
 func listQuery(o store.ListOptions) (q string, args []any, ok bool) {
-	if o.Status != "" && !o.Status.Valid() || hasNUL(o.Kind, o.Report) {
+	if o.Status != "" && !o.Status.Valid() || hasNUL(o.Kind, o.Report, o.CreatedBy) {
 		return "", nil, false
 	}
 	limit := o.Limit
@@ -56,6 +56,9 @@ func listQuery(o store.ListOptions) (q string, args []any, ok bool) {
 	}
 	if o.Report != "" {
 		where = append(where, `args ->> 'report' = `+arg(o.Report))
+	}
+	if o.CreatedBy != "" {
+		where = append(where, `created_by = `+arg(o.CreatedBy))
 	}
 	if o.Before > 0 {
 		where = append(where, `seq < `+arg(o.Before))
@@ -81,9 +84,10 @@ func listQuery(o store.ListOptions) (q string, args []any, ok bool) {
 		q = part(`seq`, `status = '`+string(o.Status)+`'`, final)
 	case o.Status != "":
 		q = part(unfinishedOrder, `status = '`+string(o.Status)+`'`)
-	case o.Report != "":
-		// Any state, one report: the newest finished jobs of the report through
-		// jobs_final_report, and the newest unfinished ones, each at most a page, merged.
+	case o.Report != "" || o.CreatedBy != "":
+		// Any state, one report or one person's: the newest finished jobs through
+		// jobs_final_report or jobs_final_created_by (migration 0012), and the newest
+		// unfinished ones, each at most a page, merged.
 		q = `(` + part(`seq`, final) + `) UNION ALL (` +
 			part(unfinishedOrder, `(status = 'PENDING' OR status = 'PROCESSING')`) +
 			`) ORDER BY seq DESC LIMIT ` + lim

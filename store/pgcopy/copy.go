@@ -1,8 +1,8 @@
 // Package pgcopy moves a single-node queue to several nodes (issue 17, "Moving up"): it
-// copies every job and event of a SQLite store into an empty PostgreSQL store, and the
-// published files of the data directory into an S3-compatible bucket. `sheetq store copy`
-// runs it while it holds the data directory's lock, so the SQLite store does not change
-// underneath it.
+// copies every job, event, schedule and audit entry of a SQLite store into an empty
+// PostgreSQL store, and the published files of the data directory into an
+// S3-compatible bucket. `sheetq store copy` runs it while it holds the data directory's
+// lock, so the SQLite store does not change underneath it.
 package pgcopy
 
 import (
@@ -37,6 +37,9 @@ type Source interface {
 	EventsAfter(ctx context.Context, afterID int64, limit int) ([]store.Event, error)
 	// ListSchedules returns every schedule (issue 20).
 	ListSchedules(ctx context.Context) ([]store.Schedule, error)
+	// AuditLog pages through the audit log, newest first (AuditFilter.Before is the
+	// cursor; issue 39).
+	AuditLog(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error)
 }
 
 // Options says where the published files go; the zero value copies the rows only.
@@ -54,8 +57,8 @@ type Options struct {
 
 // Result counts what Copy did.
 type Result struct {
-	// Jobs, Events and Schedules are the rows copied.
-	Jobs, Events, Schedules int64
+	// Jobs, Events, Schedules and Audit (entries of the audit log) are the rows copied.
+	Jobs, Events, Schedules, Audit int64
 	// Files are the files uploaded; FilesPresent those already in the bucket with the
 	// recorded size and sha256 (from an earlier run that stopped before the rows).
 	Files, FilesPresent int
@@ -109,13 +112,13 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 		// Nodes already pointed at the database wait until the copy commits, and a
 		// second copy finds the first one's rows. ACCESS EXCLUSIVE at once, since the
 		// RESTARTs below need it anyway: taking a weaker lock first could deadlock.
-		if _, err := tx.Exec(ctx, `LOCK TABLE jobs, job_events, schedules IN ACCESS EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `LOCK TABLE jobs, job_events, schedules, audit_log IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("lock the target tables: %w", err)
 		}
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
-		var maxSeq, maxEvent int64
+		var maxSeq, maxEvent, maxAudit int64
 		if res.Jobs, maxSeq, err = copyJobs(ctx, tx, src, opts); err != nil {
 			return fmt.Errorf("copy jobs: %w", err)
 		}
@@ -125,12 +128,15 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 		if res.Schedules, err = copySchedules(ctx, tx, src); err != nil {
 			return fmt.Errorf("copy schedules: %w", err)
 		}
+		if res.Audit, maxAudit, err = copyAudit(ctx, tx, src); err != nil {
+			return fmt.Errorf("copy the audit log: %w", err)
+		}
 		// The next job and event continue after the copied ones. Identity values are
 		// integers that this code formats; DDL takes no parameters.
 		for _, r := range []struct {
 			table, column string
 			max           int64
-		}{{"jobs", "seq", maxSeq}, {"job_events", "id", maxEvent}} {
+		}{{"jobs", "seq", maxSeq}, {"job_events", "id", maxEvent}, {"audit_log", "seq", maxAudit}} {
 			if r.max == 0 {
 				continue
 			}
@@ -146,17 +152,17 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 	return res, nil
 }
 
-// checkEmpty refuses a database that holds any job or event.
+// checkEmpty refuses a database that holds any job, event, schedule or audit entry.
 func checkEmpty(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }) error {
-	var jobs, events, schedules bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs), EXISTS (SELECT 1 FROM job_events), EXISTS (SELECT 1 FROM schedules)`).
-		Scan(&jobs, &events, &schedules)
+	var jobs, events, schedules, audit bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs), EXISTS (SELECT 1 FROM job_events), EXISTS (SELECT 1 FROM schedules),
+		EXISTS (SELECT 1 FROM audit_log)`).Scan(&jobs, &events, &schedules, &audit)
 	switch {
 	case err != nil:
 		return fmt.Errorf("look at the target: %w", err)
-	case jobs || events || schedules:
+	case jobs || events || schedules || audit:
 		return ErrNotEmpty
 	}
 	return nil
@@ -356,4 +362,36 @@ func copySchedules(ctx context.Context, tx pgx.Tx, src Source) (int64, error) {
 	return tx.CopyFrom(ctx, pgx.Identifier{"schedules"}, []string{"id", "report", "params", "format", "bom", "cron",
 		"timezone", "deliver", "owner", "paused", "next_run_at", "last_fired_for", "created_at", "updated_at"},
 		pgx.CopyFromRows(rows))
+}
+
+// auditPage is how many audit entries one AuditLog reads: its maximum.
+const auditPage = 1000
+
+// copyAudit writes every entry of src's audit log as it is, its seq kept (COPY writes an
+// identity column's given values), a page at a time, and returns how many and the
+// greatest seq. The people seen are not copied: each is saved again at their next
+// sign-in.
+func copyAudit(ctx context.Context, tx pgx.Tx, src Source) (n, maxSeq int64, err error) {
+	f := store.AuditFilter{Limit: auditPage}
+	for {
+		page, err := src.AuditLog(ctx, f)
+		if err != nil {
+			return n, maxSeq, err
+		}
+		if len(page) == 0 {
+			return n, maxSeq, nil
+		}
+		rows := make([][]any, 0, len(page))
+		for _, e := range page {
+			rows = append(rows, []any{e.Seq, e.At, e.Actor, e.Action, e.Job, e.Report, e.IP, e.Detail})
+			maxSeq = max(maxSeq, e.Seq)
+		}
+		c, err := tx.CopyFrom(ctx, pgx.Identifier{"audit_log"}, []string{"seq", "at", "actor", "action", "job", "report", "ip", "detail"},
+			pgx.CopyFromRows(rows))
+		n += c
+		if err != nil {
+			return n, maxSeq, err
+		}
+		f.Before = page[len(page)-1].Seq
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -226,12 +227,21 @@ func TestCopyKeepsEveryJobAndEvent(t *testing.T) {
 		events += int64(len(storetest.Events(t, src.st, j.ID)))
 	}
 
+	// The audit log too, more than a page of it (issue 39).
+	for i := range 1500 {
+		if _, err := src.st.Audit(ctx, store.AuditEntry{Actor: fmt.Sprint("p", i%7), Action: "export_requested",
+			Job: fmt.Sprint("job", i), Report: "sales", IP: "192.0.2.1", Detail: "ü", At: time.UnixMilli(1_700_000_000_000 + int64(i)).UTC()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantAudit := allAudit(t, src.st)
+
 	res, err := pgcopy.Copy(ctx, src.st, dsn, pgcopy.Options{})
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}
-	if res.Jobs != int64(len(jobs)) || res.Events != events || res.Schedules != 2 || res.Files != 0 {
-		t.Fatalf("copy = %+v, want %d jobs, %d events and 2 schedules", res, len(jobs), events)
+	if res.Jobs != int64(len(jobs)) || res.Events != events || res.Schedules != 2 || res.Audit != 1500 || res.Files != 0 {
+		t.Fatalf("copy = %+v, want %d jobs, %d events, 2 schedules and 1500 audit entries", res, len(jobs), events)
 	}
 
 	dst, err := pg.Open(ctx, dsn, pg.Options{})
@@ -239,6 +249,12 @@ func TestCopyKeepsEveryJobAndEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
+	if got := allAudit(t, dst); !reflect.DeepEqual(got, wantAudit) {
+		t.Errorf("audit log: %d entries, want %d as they were", len(got), len(wantAudit))
+	}
+	if e, err := dst.Audit(ctx, store.AuditEntry{Actor: "ann", Action: "signin"}); err != nil || e.Seq <= wantAudit[0].Seq {
+		t.Errorf("a new audit entry: seq %d, %v; want one after the copied %d", e.Seq, err, wantAudit[0].Seq)
+	}
 	wantSc, err := src.st.ListSchedules(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -497,4 +513,22 @@ func BenchmarkCopy(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// allAudit is every entry of st's audit log, newest first.
+func allAudit(t *testing.T, st *store.Store) []store.AuditEntry {
+	t.Helper()
+	var all []store.AuditEntry
+	f := store.AuditFilter{Limit: 1000}
+	for {
+		page, err := st.AuditLog(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		f.Before = page[len(page)-1].Seq
+	}
 }

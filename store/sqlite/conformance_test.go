@@ -44,3 +44,8 @@ func TestConformanceSchedules(t *testing.T) {
 // driverOf is st's SQLite driver, for the tests that look behind the core at what only
 // the file has.
 func driverOf(st *store.Store) *sqlite.Store { return st.Driver().(*sqlite.Store) }
+
+// TestConformanceAudit runs the audit log's and the people's cases against SQLite.
+func TestConformanceAudit(t *testing.T) {
+	conformance.RunAudit(t, conformanceHarness)
+}

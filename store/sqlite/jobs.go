@@ -318,7 +318,8 @@ func (s *Store) Get(ctx context.Context, id string) (store.Job, error) {
 //
 // No listing index is written when a job is accepted (migration 0006): the table's
 // rowid order is the listing order, PENDING jobs are found through jobs_claim, and the
-// others through the partial indexes jobs_settled_status and jobs_settled_report, which
+// others through the partial indexes jobs_settled_status, jobs_settled_report and
+// jobs_settled_created_by (migration 0013), which
 // end in the rowid and so read newest first. INDEXED BY pins each part to its index: a
 // plan that scanned the table for a few old PENDING retries could read all of it.
 func (s *Store) List(ctx context.Context, o store.ListOptions) ([]store.Job, error) {
@@ -342,6 +343,10 @@ func listQuery(o store.ListOptions) (string, []any) {
 		// The same expression as the jobs_settled_report index, so the planner uses it.
 		where = append(where, `json_extract(args, '$.report') = ?`)
 		args = append(args, o.Report)
+	}
+	if o.CreatedBy != "" {
+		where = append(where, `created_by = ?`)
+		args = append(args, o.CreatedBy)
 	}
 	if o.Before > 0 {
 		where = append(where, `rowid < ?`)
@@ -367,17 +372,25 @@ func listQuery(o store.ListOptions) (string, []any) {
 		q, args = part("jobs_claim", `status = 'PENDING'`)
 	case o.Status != "":
 		index := "jobs_settled_status"
-		if o.Report != "" {
+		switch {
+		case o.CreatedBy != "":
+			// One person's jobs are few beside everyone's: their index, then the state.
+			index = "jobs_settled_created_by"
+		case o.Report != "":
 			index = "jobs_settled_report"
 		}
 		q, args = part(index, `status = ?`, settled)
 		// status = ? comes after the shared conditions; its argument goes before the limit.
 		args = slices.Insert(args, len(args)-1, any(o.Status))
-	case o.Report != "":
-		// Any status, one report: the newest PENDING and the newest settled jobs of the
-		// report, each at most a page, merged. seq is the last column (rowid).
+	case o.Report != "" || o.CreatedBy != "":
+		// Any status, one report or one person's: the newest PENDING and the newest
+		// settled jobs, each at most a page, merged. seq is the last column (rowid).
+		index := "jobs_settled_report"
+		if o.CreatedBy != "" {
+			index = "jobs_settled_created_by"
+		}
 		pq, pa := part("jobs_claim", `status = 'PENDING'`)
-		sq, sa := part("jobs_settled_report", settled)
+		sq, sa := part(index, settled)
 		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
 			strconv.Itoa(strings.Count(jobColumns, ",")+1) + ` DESC LIMIT ?`
 		args = append(append(pa, sa...), o.Limit)

@@ -3,7 +3,7 @@
 // through the core's *store.Store over the driver, as the engine, the API and the pages meet
 // them, so that it runs unchanged against each driver. store/sqlite and store/pg run
 // it in their conformance_test.go; a new driver adds a test of its own that calls Run,
-// RunReads and RunSchedules with a Harness from Driven. store/mutants_test.go shows
+// RunReads, RunSchedules and RunAudit with a Harness from Driven. store/mutants_test.go shows
 // that it catches a driver or a core that breaks each rule.
 //
 // The suite never sleeps: the harness gives it the store's clock to read and to move.

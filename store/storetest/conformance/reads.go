@@ -24,6 +24,7 @@ func RunReads(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"ListNewestFirstWithFilterAndCursor", testListNewestFirst},
 		{"ListByKindWithLimits", testListByKind},
 		{"ListByReport", testListByReport},
+		{"ListByCreator", testListByCreator},
 		{"UnfinishedAndJobsByID", testUnfinishedAndJobsByID},
 		{"PendingByQueue", testPendingByQueue},
 		{"PendingHeadInClaimOrder", testPendingHead},
@@ -616,5 +617,69 @@ func testBatchStatsAddUp(t *testing.T, h Harness, r *store.Store) {
 	calls, commits := s.Calls-base.Calls, s.Commits-base.Commits
 	if s.Waiting != 0 || !(calls == n && commits >= 1 && commits <= n || calls == 0 && commits == 0) {
 		t.Fatalf("after %d enqueues: %+v (from %+v)", n, s, base)
+	}
+}
+
+// The creator filter (a member's own exports) keeps the jobs whose CreatedBy equals it,
+// finished and not, and combines with the states, the report and the cursor; a job made
+// without a creator is nobody's.
+func testListByCreator(t *testing.T, h Harness, r *store.Store) {
+	var ann, annDemo []string // newest first
+	for i := range 9 {
+		by := []string{"ann", "bob", ""}[i%3]
+		report := []string{"demo", "orders"}[i%2]
+		j := enqueue(t, h, func(nj *store.NewJob) {
+			nj.CreatedBy = by
+			nj.Args = json.RawMessage(`{"report":"` + report + `","params":{}}`)
+		})
+		if by == "ann" {
+			ann = slices.Insert(ann, 0, j.ID)
+			if report == "demo" {
+				annDemo = slices.Insert(annDemo, 0, j.ID)
+			}
+		}
+		h.Advance(time.Second)
+	}
+	// ann's jobs, oldest first: 0 (demo), 3 (orders), 6 (demo). 0 PROCESSING, 3 CANCELED,
+	// 6 PENDING; everyone's oldest is ann's 0, so the claim takes it.
+	claimID(t, h, ann[2])
+	if _, err := h.Store.Cancel(ctx, ann[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann"}); !slices.Equal(got, ann) {
+		t.Errorf("created by ann = %v, want %v", got, ann)
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann", Kind: "test"}); !slices.Equal(got, ann) {
+		t.Errorf("created by ann, kind test = %v, want %v", got, ann)
+	}
+	for i, st := range []store.Status{store.StatusPending, store.StatusCanceled, store.StatusProcessing} {
+		if got := list(t, r, store.ListOptions{CreatedBy: "ann", Status: st}); !slices.Equal(got, ann[i:i+1]) {
+			t.Errorf("created by ann, %s = %v, want %v", st, got, ann[i:i+1])
+		}
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann", Status: store.StatusFailed}); len(got) != 0 {
+		t.Errorf("created by ann, FAILED = %v, want none", got)
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann", Report: "demo"}); !slices.Equal(got, annDemo) {
+		t.Errorf("created by ann, report demo = %v, want %v", got, annDemo)
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann", Report: "demo", Status: store.StatusPending}); !slices.Equal(got, annDemo[:1]) {
+		t.Errorf("created by ann, report demo, PENDING = %v, want %v", got, annDemo[:1])
+	}
+	if got := pageThrough(t, r, store.ListOptions{CreatedBy: "ann", Limit: 1}); !slices.Equal(got, ann) {
+		t.Errorf("created by ann a job at a time = %v, want %v", got, ann)
+	}
+	if got := pageThrough(t, r, store.ListOptions{CreatedBy: "ann", Report: "demo", Limit: 1}); !slices.Equal(got, annDemo) {
+		t.Errorf("created by ann, report demo, a job at a time = %v, want %v", got, annDemo)
+	}
+	newest := get(t, h, ann[0])
+	if got := list(t, r, store.ListOptions{CreatedBy: "ann", Before: newest.Seq}); !slices.Equal(got, ann[1:]) {
+		t.Errorf("created by ann before %s = %v, want %v", ann[0], got, ann[1:])
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "nobody"}); len(got) != 0 {
+		t.Errorf("created by nobody lists %v", got)
+	}
+	if got := list(t, r, store.ListOptions{CreatedBy: "no\x00body"}); len(got) != 0 {
+		t.Errorf("created by a name with a NUL lists %v", got)
 	}
 }

@@ -1,0 +1,4 @@
+package pg
+
+// AuditQuery is AuditLog's statement and arguments, for its plan check.
+var AuditQuery = auditQuery
