@@ -135,7 +135,11 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	a.kind = kind
 	a.closers = append(a.closers, cleanup)
 
-	problems := problem.Reporter{Log: log}
+	// The audit log (issue 39): who requested, downloaded, canceled, retried, deleted,
+	// signed in and was refused what. Each action is recorded before it is done, and an
+	// action whose entry cannot be written is refused.
+	a.audit = audit.New(st, log)
+	problems := problem.Reporter{Log: log, Refused: a.refused}
 	if health != nil {
 		// Readiness follows the faults requests meet on the file (a full disk).
 		problems.Store = health
@@ -218,6 +222,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	}
 	a.mw, err = middleware.New(middleware.Config{Tokens: cfg.tokens, OIDC: cfg.signIn.people, SessionKey: key, BaseURL: cfg.BaseURL,
 		TrustedProxies: cfg.TrustedProxies, Loopback: a.loopback, BodyTimeout: a.test.BodyTimeout, Log: log,
+		OnSignIn: a.signedIn, OnPerson: a.personSeen,
 		// The pages show the middleware's refusals of browsers (a forged form).
 		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 			a.pages.RenderError(w, r, status, title, message)
@@ -246,13 +251,13 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	a.metrics.WatchBodies(a.mw.BodiesReading)
 	a.metrics.WatchGate(a.engine.Config().Gate.Active)
 	a.exports = &exports.Service{Store: st, Engine: a.engine, Kind: kind.Kind, MaxAttempts: cfg.MaxAttempts, Metrics: a.metrics,
-		Policy: cfg.File.Access.Policy()}
+		Policy: cfg.File.Access.Policy(), Audit: a.audit}
 	// A delivery target is checked when a schedule is saved (or declared in the config
 	// file), not only when its delivery runs: a folder against [deliveries] folders, an
 	// email against [smtp] host being set (the deliveries' own check), a webhook against
 	// [webhooks] secret being set and the address policy of an export request's webhook.
 	a.sched = &schedules.Service{Store: st, Exports: a.exports, Engine: a.engine, Log: log, Now: a.test.Now,
-		EmailDomains: kind.config.Deliveries.EmailDomains,
+		EmailDomains: kind.config.Deliveries.EmailDomains, Audit: a.audit,
 		CheckTarget: func(t deliver.Target) error {
 			if t.Type != deliver.TypeWebhook {
 				return a.deliveries.CheckTarget(t)
@@ -275,7 +280,11 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 			}
 			return a.deliveries.CheckTarget(t)
 		}}
-	a.audit = audit.New(st, log)
+	if signsIn {
+		// A schedule fires as its owner now; a server without sign-in has one user, the
+		// local admin, who owns every schedule.
+		a.sched.Owners = a.owner
+	}
 	a.pages = web.New(web.Config{
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,

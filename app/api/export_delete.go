@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"sheetq/app/audit"
 	"sheetq/app/problem"
 	"sheetq/store"
 )
@@ -13,6 +14,9 @@ func (a *API) deleteExport(w http.ResponseWriter, r *http.Request) error {
 	// loadJob answers 404 for an unknown id and for a job that is not an export.
 	cur, err := a.loadJob(r)
 	if err != nil {
+		return err
+	}
+	if err := a.exports.Record(r.Context(), audit.ExportDeleted, cur, "asked through the API, while "+string(cur.Status)); err != nil {
 		return err
 	}
 	job, err := a.engine.Delete(r.Context(), cur.ID)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"sheetq/app/audit"
 	"sheetq/app/problem"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
@@ -73,6 +74,9 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 		link, err := a.cfg.Files.Presign(r.Context(), job.FileName, presignTTL, name, contentType)
 		switch {
 		case err == nil:
+			if err := a.exports.Record(r.Context(), audit.FileDownloaded, job, "by a presigned redirect to the bucket"); err != nil {
+				return err
+			}
 			// The link expires: a cached redirect would outlive it.
 			w.Header().Set("Cache-Control", "no-store")
 			http.Redirect(w, r, link, http.StatusFound)
@@ -80,6 +84,13 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 		case errors.Is(err, jobs.ErrUnavailable):
 			return filesUnavailable(r, a, job.ID, err)
 		case !errors.Is(err, jobs.ErrNoPresign):
+			return err
+		}
+	}
+	if r.Method == http.MethodGet {
+		// Every GET is a download, a range request or a conditional one too: what was
+		// sent is the client's, the entry says who asked for the file.
+		if err := a.exports.Record(r.Context(), audit.FileDownloaded, job, "streamed"); err != nil {
 			return err
 		}
 	}

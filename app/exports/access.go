@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"sheetq/app/access"
+	"sheetq/app/audit"
 	"sheetq/app/problem"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -116,4 +117,25 @@ func attrError(err error) *problem.Problem {
 	p := Forbidden(ae.Error())
 	p.Param = ae.Param
 	return p
+}
+
+// Record writes the audit entry of action on export j by ctx's identity, before the
+// action is done: when the entry cannot be written the action is refused, with the 503
+// that Unaudited returns, so that nothing is done unaudited (RELIABILITY.md). A service
+// without an audit log records nothing.
+func (s *Service) Record(ctx context.Context, action string, j store.Job, detail string) error {
+	if s.Audit == nil {
+		return nil
+	}
+	if err := s.Audit.Record(ctx, action, audit.Entry{Job: j.ID, Report: JobReport(j), Detail: detail}); err != nil {
+		return Unaudited()
+	}
+	return nil
+}
+
+// Unaudited is the 503 of an action refused because its audit entry could not be
+// written.
+func Unaudited() *problem.Problem {
+	return problem.New(http.StatusServiceUnavailable, "audit_unavailable",
+		"nothing was done: the audit log could not record it (see the server's log); try again shortly").With("Retry-After", "5")
 }

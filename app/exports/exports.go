@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"sheetq/app/access"
+	"sheetq/app/audit"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
 	"sheetq/jobs"
@@ -44,6 +45,9 @@ type Service struct {
 	Metrics Deduper
 	// Policy says who may run a report without an access line (access.go).
 	Policy access.Policy
+	// Audit records who requested, downloaded, canceled, retried and deleted which
+	// export (Record); nil records nothing.
+	Audit *audit.Log
 }
 
 // Validate checks a request for report with params, written in format ("" or "xlsx",
@@ -119,6 +123,17 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		// In the clients' namespace: a key that looks like a schedule's firing key
 		// ("schedule:<id>:<time>") is still only this client's.
 		nj.IdempotencyKey, nj.RequestHash = store.ClientKey(ownKey(ctx, key)), hex.EncodeToString(sum[:])
+	}
+	// The entry is written before the job, under the id the job will have, so that no
+	// export is accepted unaudited. An idempotent replay answers with the earlier export
+	// and leaves the entry naming an id that was never used; its detail says so.
+	nj.ID = jobs.NewID()
+	detail := "format " + args.FileFormat()
+	if key != "" {
+		detail += "; a replay of this Idempotency-Key is answered with the export it made first"
+	}
+	if err := s.Record(ctx, audit.ExportRequested, store.Job{ID: nj.ID, Args: argsJSON}, detail); err != nil {
+		return store.Job{}, false, err
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
 	if errors.Is(err, store.ErrIdempotencyMismatch) {

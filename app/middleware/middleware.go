@@ -49,8 +49,9 @@ type Config struct {
 	// record the sign-in").
 	OnSignIn func(ctx context.Context, ev SignInEvent) error
 	// OnPerson, if set, is told of each person who signed in with OpenID Connect, before
-	// OnSignIn (the people seen); an error refuses the sign-in as OnSignIn's does.
-	OnPerson func(ctx context.Context, who access.Who) error
+	// OnSignIn (the people seen): id is what the provider said, as the session keeps it,
+	// and who what they act as; an error refuses the sign-in as OnSignIn's does.
+	OnPerson func(ctx context.Context, id Identity, who access.Who) error
 }
 
 // Stack is the middleware of one server, with the state it keeps between requests

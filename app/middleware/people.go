@@ -222,11 +222,11 @@ func (s *Stack) RecordSignIn(r *http.Request, ev SignInEvent) error {
 
 // PersonSignedIn passes a person who signed in with OpenID Connect to Config.OnPerson;
 // an error (wrapping ErrSignInNotRecorded) means the sign-in must be refused.
-func (s *Stack) PersonSignedIn(ctx context.Context, who access.Who) error {
+func (s *Stack) PersonSignedIn(ctx context.Context, id Identity, who access.Who) error {
 	if s.cfg.OnPerson == nil {
 		return nil
 	}
-	if err := s.cfg.OnPerson(ctx, who); err != nil {
+	if err := s.cfg.OnPerson(ctx, id, who); err != nil {
 		s.cfg.Log.ErrorContext(ctx, "person not recorded: sign-in refused", "person", who.Name, "err", err)
 		return fmt.Errorf("%w: %w", ErrSignInNotRecorded, err)
 	}

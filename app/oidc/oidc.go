@@ -445,7 +445,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, f flight, claim
 		return
 	}
 	who := mw.Auth().PersonWho(id)
-	if err := mw.PersonSignedIn(r.Context(), who); err != nil {
+	if err := mw.PersonSignedIn(r.Context(), id, who); err != nil {
 		h.notRecorded(w, r)
 		return
 	}

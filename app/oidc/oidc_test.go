@@ -83,7 +83,7 @@ func newHarness(t *testing.T) *harness {
 			h.events = append(h.events, ev)
 			return h.failHook
 		},
-		OnPerson: func(_ context.Context, who access.Who) error {
+		OnPerson: func(_ context.Context, _ middleware.Identity, who access.Who) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.persons = append(h.persons, who)

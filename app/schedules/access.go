@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"sheetq/app/audit"
 	"slices"
 	"strings"
 
 	"sheetq/app/access"
+	"sheetq/app/exports"
 	"sheetq/jobs/deliver"
 	"sheetq/store"
 )
@@ -104,4 +107,18 @@ func sameTarget(a, b deliver.Target) bool {
 func targetsOf(sc store.Schedule) []deliver.Target {
 	ts, _ := deliver.DecodeTargets(sc.Deliver)
 	return ts
+}
+
+// record writes the audit entry of a change to schedule sc by ctx's identity before the
+// change is kept: when it cannot be written the change is refused
+// (exports.Unaudited), so that nothing changes unaudited.
+func (s *Service) record(ctx context.Context, sc store.Schedule, what string) error {
+	if s.Audit == nil {
+		return nil
+	}
+	detail := fmt.Sprintf("schedule %s %s (%s %s)", sc.ID, what, sc.Cron, sc.TimeZone)
+	if err := s.Audit.Record(ctx, audit.ScheduleChanged, audit.Entry{Report: sc.Report, Detail: detail}); err != nil {
+		return exports.Unaudited()
+	}
+	return nil
 }

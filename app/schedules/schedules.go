@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sheetq/app/access"
+	"sheetq/app/audit"
 	"sheetq/app/exports"
 	"sheetq/app/problem"
 	"sheetq/internal/apiv1"
@@ -60,6 +61,9 @@ type Service struct {
 	// person's as they last signed in, with the config's [[people]] over it), which a
 	// firing runs as (access.go); nil runs every schedule as the local admin.
 	Owners func(ctx context.Context, name string) (access.Who, error)
+	// Audit records every change of a schedule made through the API or the pages; nil
+	// records nothing.
+	Audit *audit.Log
 	// EmailDomains are the domains a member's schedule may mail ([deliveries]
 	// email_domains); none: any.
 	EmailDomains []string
@@ -439,6 +443,9 @@ func (s *Service) Create(ctx context.Context, in Input, owner string) (store.Sch
 	if err != nil {
 		return store.Schedule{}, err
 	}
+	if err := s.record(ctx, sc, "created"); err != nil {
+		return store.Schedule{}, err
+	}
 	return s.Store.CreateSchedule(ctx, sc)
 }
 
@@ -479,6 +486,11 @@ func (s *Service) Edit(ctx context.Context, id string, change func(*Input)) (sto
 		if want.Cron == cur.Cron && want.TimeZone == cur.TimeZone && want.Paused == cur.Paused && !cur.NextRunAt.IsZero() {
 			want.NextRunAt = cur.NextRunAt
 		}
+		if tries == 0 {
+			if err := s.record(ctx, want, "edited"); err != nil {
+				return store.Schedule{}, err
+			}
+		}
 		sc, err := s.Store.EditSchedule(ctx, id, func(now store.Schedule) (store.Schedule, error) {
 			if !sameRow(now, cur) {
 				return now, errMovedOn
@@ -514,6 +526,16 @@ var ErrBusy = errors.New("the schedule kept changing while this edit was checked
 // longer checks (its report gone, say) can still be paused and resumed: resumed, it
 // fires, and its export fails with the reason where people look.
 func (s *Service) SetPaused(ctx context.Context, id string, paused bool) (store.Schedule, error) {
+	cur, err := s.getVisible(ctx, id)
+	if err != nil {
+		return cur, err
+	}
+	if cur.Owner == ConfigOwner {
+		return cur, ErrDeclared
+	}
+	if err := s.record(ctx, cur, map[bool]string{true: "paused", false: "resumed"}[paused]); err != nil {
+		return store.Schedule{}, err
+	}
 	return s.Store.EditSchedule(ctx, id, func(cur store.Schedule) (store.Schedule, error) {
 		switch {
 		case !s.visible(ctx, cur):
@@ -558,6 +580,9 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	}
 	if cur.Owner == ConfigOwner {
 		return ErrDeclared
+	}
+	if err := s.record(ctx, cur, "deleted"); err != nil {
+		return err
 	}
 	return s.Store.DeleteSchedule(ctx, id)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sheetq/app/audit"
 	"sheetq/app/exports"
 	"sheetq/jobs/export"
 	"sheetq/store"
@@ -167,6 +168,10 @@ func (p *Pages) bulkOne(ctx context.Context, name string, act bulkAction, j stor
 	}
 	if ok, why := act.applies(j.Status); !ok {
 		return why, nil
+	}
+	action := map[string]string{"retry": audit.ExportRetried, "cancel": audit.ExportCanceled, "delete": audit.ExportDeleted}[name]
+	if err := p.exports.Record(ctx, action, j, "asked on the exports page, for a selection, while "+string(j.Status)); err != nil {
+		return "", err
 	}
 	var err error
 	switch name {

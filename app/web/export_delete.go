@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"sheetq/app/audit"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -36,6 +37,9 @@ func (p *Pages) deleteExportForm(w http.ResponseWriter, r *http.Request) error {
 			Action:  "/exports/" + j.ID + "/delete", Button: "Delete the export", Danger: true, Back: back,
 		}))
 		return nil
+	}
+	if err := p.exports.Record(r.Context(), audit.ExportDeleted, j, "asked on the export's page, while "+string(j.Status)); err != nil {
+		return err
 	}
 	if _, err := p.engine.Delete(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		if errors.Is(err, store.ErrNotFinished) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"sheetq/app/audit"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
@@ -41,6 +42,9 @@ func (p *Pages) cancelExportForm(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Canceling a job that has ended in the meantime changes nothing; its page says so.
+	if err := p.exports.Record(r.Context(), audit.ExportCanceled, j, "asked on the export's page, while "+string(j.Status)); err != nil {
+		return err
+	}
 	if _, err := p.engine.Cancel(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrFinished) {
 		return err
 	}
@@ -55,6 +59,9 @@ func (p *Pages) retryExportForm(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Already running again (a double click) is no error: the page shows where it is.
+	if err := p.exports.Record(r.Context(), audit.ExportRetried, j, "asked on the export's page, while "+string(j.Status)); err != nil {
+		return err
+	}
 	if _, err := p.exports.Retry(r.Context(), j.ID); err != nil && !errors.Is(err, store.ErrNotRetryable) {
 		return err
 	}
