@@ -139,7 +139,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	// signed in and was refused what. Each action is recorded before it is done, and an
 	// action whose entry cannot be written is refused.
 	a.audit = audit.New(st, log)
-	problems := problem.Reporter{Log: log, Refused: a.refused}
+	problems := problem.Reporter{Log: log, Refused: a.audit.Refused}
 	if health != nil {
 		// Readiness follows the faults requests meet on the file (a full disk).
 		problems.Store = health

@@ -3,9 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"sheetq/app/access"
@@ -62,13 +60,4 @@ func (a *App) owner(ctx context.Context, name string) (access.Who, error) {
 		return access.Who{}, fmt.Errorf("%w: person %q: %v", store.ErrNotFound, name, err)
 	}
 	return auth.PersonWho(id), nil
-}
-
-// refused records a 403 (problem.Reporter.Refused): the audit log's "forbidden". The
-// refusal stands whether or not its entry could be written; a failure is logged.
-func (a *App) refused(r *http.Request, detail string) {
-	err := a.audit.Record(r.Context(), audit.Forbidden, audit.Entry{Detail: r.Method + " " + r.URL.Path + ": " + detail})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		a.log.WarnContext(r.Context(), "a refusal was not audited", "path", r.URL.Path, "err", err)
-	}
 }

@@ -60,7 +60,8 @@ func TestSignInThroughTheApp(t *testing.T) {
 	ann := oidctest.User{Username: "ann", Password: "ann-pw-123", FirstName: "Ann", LastName: "Lee", Email: "Ann@Example.com"}
 	a, c, p := startSignInApp(t, FileConfig{
 		Tokens: []TokenConfig{{Name: "ops", Token: "ops-secret-0123456789"}},
-		People: []PersonConfig{{Email: "ann@example.com", Groups: []string{"sales"}}},
+		// An admin: [access] default = "admins" closes the demo report to members.
+		People: []PersonConfig{{Email: "ann@example.com", Role: "admin", Groups: []string{"sales"}}},
 		Access: AccessConfig{Default: "admins"},
 	}, ann)
 	if got := a.cfg.File.Access.Policy(); !got.AdminsOnly {

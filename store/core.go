@@ -132,6 +132,14 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 	if err := checkNewJob(nj); err != nil {
 		return Job{}, false, err
 	}
+	if nj.Audit != nil {
+		e := *nj.Audit
+		e.Seq, e.At, e.Job = 0, time.Time{}, nj.ID
+		if err := checkAudit(e); err != nil {
+			return Job{}, false, err
+		}
+		nj.Audit = &e
+	}
 	nj = withDefaults(nj)
 	if s.checker != nil {
 		if err := s.checker.CheckJob(nj); err != nil {

@@ -116,6 +116,12 @@ type NewJob struct {
 	CreatedBy string
 	// Queue is the lane the job runs in; "" is DefaultQueue.
 	Queue string
+	// Audit, when set, is an entry of the audit log written in the transaction that
+	// inserts the job, with Job set to its ID, so that the job exists if and only if its
+	// entry does (issue 39: an export request is recorded, or refused). A request
+	// answered with the job an idempotency key already has writes no entry. At is the
+	// store's clock.
+	Audit *AuditEntry
 }
 
 // DefaultQueue is the queue of a job or follow-up that names none: the exports lane.

@@ -35,10 +35,12 @@ func newAuditServer(t *testing.T) *auditServer {
 	p := apptest.NewParts(t, apptest.Options{Open: openStore})
 	mw := p.Middleware("", middleware.Config{})
 	l := audit.New(p.Store, p.Log)
+	problems := p.Problems()
+	problems.Refused = l.Refused // as the app has it: every 403 on the record
 	a := api.New(api.Config{
 		Exports: p.Exports, Catalog: p.Catalog, Gate: p.Engine.Config().Gate, Middleware: mw,
 		Metrics: p.Metrics, DataDir: p.Dir.Root, ExportsDir: p.Dir.Exports(), Version: "test", Log: p.Log,
-		Problems: p.Problems(), Audit: l,
+		Problems: problems, Audit: l,
 	})
 	mux := http.NewServeMux()
 	a.Routes(mux)

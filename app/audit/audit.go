@@ -8,6 +8,7 @@
 package audit
 
 import (
+	"net/http"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -86,12 +87,41 @@ func (l *Log) Record(ctx context.Context, action string, e Entry) error {
 // RecordAs is Record with the actor given, for sign-in events, where ctx carries no
 // identity yet; "" is AnonymousActor.
 func (l *Log) RecordAs(ctx context.Context, actor, action string, e Entry) error {
+	entry := entryOf(ctx, actor, action, e)
+	if _, err := l.st.Audit(ctx, entry); err != nil {
+		l.log.ErrorContext(ctx, "audit entry not written: the action is refused", "action", action, "actor", entry.Actor,
+			"job", entry.Job, "err", err)
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	return nil
+}
+
+// Refused records a 403 answered to r (problem.Reporter.Refused): the audit log's
+// "forbidden", with what the answer said is missing. The refusal stands whether or not
+// its entry could be written; a failure is logged by RecordAs.
+func (l *Log) Refused(r *http.Request, detail string) {
+	_ = l.Record(r.Context(), Forbidden, Entry{Detail: r.Method + " " + r.URL.Path + ": " + detail})
+}
+
+// EntryOf is the entry Record would write, for a write that carries it in its own
+// transaction (store.NewJob.Audit: an export request is recorded with its job).
+func EntryOf(ctx context.Context, action string, e Entry) *store.AuditEntry {
+	actor := access.From(ctx).Name
+	if actor == "" {
+		actor = LocalActor
+	}
+	entry := entryOf(ctx, actor, action, e)
+	return &entry
+}
+
+// entryOf is the entry of action by actor: what a caller passes is made storable rather
+// than refused, since an entry must not fail, and with it the action, for a long error
+// message or a stray byte in a name.
+func entryOf(ctx context.Context, actor, action string, e Entry) store.AuditEntry {
 	if actor == "" {
 		actor = AnonymousActor
 	}
-	// What a caller passes is made storable rather than refused: an entry must not fail,
-	// and with it the action, for a long error message or a stray byte in a name.
-	entry := store.AuditEntry{
+	return store.AuditEntry{
 		Actor:  clean(actor, store.AuditFieldMax),
 		Action: clean(action, store.AuditFieldMax),
 		Job:    clean(e.Job, store.AuditFieldMax),
@@ -99,12 +129,6 @@ func (l *Log) RecordAs(ctx context.Context, actor, action string, e Entry) error
 		IP:     clean(middleware.Client(ctx).IP, store.AuditFieldMax),
 		Detail: clean(e.Detail, store.AuditDetailMax),
 	}
-	if _, err := l.st.Audit(ctx, entry); err != nil {
-		l.log.ErrorContext(ctx, "audit entry not written: the action is refused", "action", action, "actor", entry.Actor,
-			"job", entry.Job, "err", err)
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	return nil
 }
 
 // clean is s as the store keeps it: valid UTF-8 without NULs (each replaced by U+FFFD),

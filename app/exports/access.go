@@ -128,14 +128,19 @@ func (s *Service) Record(ctx context.Context, action string, j store.Job, detail
 		return nil
 	}
 	if err := s.Audit.Record(ctx, action, audit.Entry{Job: j.ID, Report: JobReport(j), Detail: detail}); err != nil {
-		return Unaudited()
+		return Unaudited(err)
 	}
 	return nil
 }
 
-// Unaudited is the 503 of an action refused because its audit entry could not be
-// written.
-func Unaudited() *problem.Problem {
+// Unaudited is the refusal of an action whose audit entry could not be written (err):
+// a fault of the database is answered as such (a full disk is 507, a busy one 503
+// store_busy, a client gone 499), anything else is 503 audit_unavailable.
+func Unaudited(err error) error {
+	if _, fault := problem.FaultOf(err); fault || errors.Is(err, store.ErrBusy) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	return problem.New(http.StatusServiceUnavailable, "audit_unavailable",
 		"nothing was done: the audit log could not record it (see the server's log); try again shortly").With("Retry-After", "5")
 }

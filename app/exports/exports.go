@@ -124,16 +124,11 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		// ("schedule:<id>:<time>") is still only this client's.
 		nj.IdempotencyKey, nj.RequestHash = store.ClientKey(ownKey(ctx, key)), hex.EncodeToString(sum[:])
 	}
-	// The entry is written before the job, under the id the job will have, so that no
-	// export is accepted unaudited. An idempotent replay answers with the earlier export
-	// and leaves the entry naming an id that was never used; its detail says so.
-	nj.ID = jobs.NewID()
-	detail := "format " + args.FileFormat()
-	if key != "" {
-		detail += "; a replay of this Idempotency-Key is answered with the export it made first"
-	}
-	if err := s.Record(ctx, audit.ExportRequested, store.Job{ID: nj.ID, Args: argsJSON}, detail); err != nil {
-		return store.Job{}, false, err
+	if s.Audit != nil {
+		// The request's entry goes in the job's own transaction (group-committed with
+		// it): the export exists if and only if its entry does. A replay of an
+		// Idempotency-Key, answered with the export it made first, adds none.
+		nj.Audit = audit.EntryOf(ctx, audit.ExportRequested, audit.Entry{Report: args.Report, Detail: "format " + args.FileFormat()})
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
 	if errors.Is(err, store.ErrIdempotencyMismatch) {

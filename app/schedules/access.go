@@ -118,7 +118,7 @@ func (s *Service) record(ctx context.Context, sc store.Schedule, what string) er
 	}
 	detail := fmt.Sprintf("schedule %s %s (%s %s)", sc.ID, what, sc.Cron, sc.TimeZone)
 	if err := s.Audit.Record(ctx, audit.ScheduleChanged, audit.Entry{Report: sc.Report, Detail: detail}); err != nil {
-		return exports.Unaudited()
+		return exports.Unaudited(err)
 	}
 	return nil
 }

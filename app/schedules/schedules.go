@@ -469,6 +469,13 @@ func (s *Service) Edit(ctx context.Context, id string, change func(*Input)) (sto
 			return cur, ErrDeclared
 		}
 		owner, err := s.ownerOf(ctx, cur.Owner)
+		if errors.Is(err, store.ErrNotFound) {
+			// The schedule runs as its owner, who is no longer known: its reports and
+			// attributes cannot be checked as theirs, so it cannot be changed (it can
+			// still be paused or deleted, and fires exports refused with the reason).
+			return store.Schedule{}, InputErrors{{Field: "owner", Forbidden: true, Index: -1,
+				Message: fmt.Sprintf("the schedule's owner %q is no longer known here (a token removed from the config, or a person who has not signed in since); delete it and make it again", cur.Owner)}}
+		}
 		if err != nil {
 			return store.Schedule{}, err
 		}

@@ -19,9 +19,7 @@ const auditPageSize = 50
 func (p *Pages) auditPage(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	if who := access.From(ctx); !who.IsAdmin() {
-		// The refusal is on the record; that it could not be written changes nothing:
-		// nothing was done. Record logs the failure.
-		_ = p.cfg.Audit.Record(ctx, audit.Forbidden, audit.Entry{Detail: "GET /audit: the audit log is for admins"})
+		// The refusal goes on the record as every 403 does (problem.Reporter.Refused).
 		return &pageError{status: http.StatusForbidden, title: "Not allowed",
 			message: "The Audit page is for admins. Ask an admin of this sheetq if you need to know who did what."}
 	}

@@ -152,7 +152,7 @@ func (s *Store) insertRound(ctx context.Context, calls []*enqueueCall) {
 }
 
 // insertJobsSQL inserts a group of jobs and their "accepted" events in one statement.
-// The jobs come as one array per column, in call order ($2 to $12), and go in in that
+// The jobs come as one array per column, in call order ($2 to $12, and their audit entries, $13 to $17), and go in in that
 // order (WITH ORDINALITY), so that seq and the unique indexes see the calls as they
 // came. A row that breaks a unique index (the id or the idempotency key, of a committed
 // job, of one in flight, which the insert waits for, or of an earlier row of the group)
@@ -171,6 +171,13 @@ const insertJobsSQL = `WITH j AS (
 ), e AS (
 	INSERT INTO job_events (job_id, at, type, status, attempt, data)
 	SELECT id, ` + nowSQL + `, 'accepted', 'PENDING', 0, NULL FROM j ORDER BY seq
+), a AS (
+	INSERT INTO audit_log (at, actor, action, job, report, ip, detail)
+	SELECT ` + nowSQL + `, a.actor, a.action, j.id, a.report, a.ip, a.detail
+	FROM j JOIN unnest($2::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[])
+		AS a(id, actor, action, report, ip, detail) ON a.id = j.id
+	WHERE a.actor IS NOT NULL
+	ORDER BY j.seq
 )
 SELECT ` + jobColumns + ` FROM j`
 
@@ -185,8 +192,14 @@ func (s *Store) insertJobs(ctx context.Context, calls []*enqueueCall) (map[strin
 		runAts                             = make([]*time.Time, n)
 		keys, hashes, notifies, createdBys = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	)
+	// The jobs' audit entries (store.NewJob.Audit), in the same statement: a NULL actor
+	// is a job without one.
+	actors, actions, reports, ips, details := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	for i, c := range calls {
 		nj := c.nj
+		if e := nj.Audit; e != nil {
+			actors[i], actions[i], reports[i], ips[i], details[i] = &e.Actor, &e.Action, &e.Report, &e.IP, &e.Detail
+		}
 		ids[i], kinds[i], args[i], queues[i] = nj.ID, nj.Kind, string(nj.Args), nj.Queue
 		prios[i], maxAttempts[i] = int32(nj.Priority), int32(nj.MaxAttempts) // in range: the core checked it
 		if !nj.RunAt.IsZero() {
@@ -196,7 +209,7 @@ func (s *Store) insertJobs(ctx context.Context, calls []*enqueueCall) (map[strin
 		notifies[i], createdBys[i] = nullString(nj.NotifyURL), nullString(nj.CreatedBy)
 	}
 	jobs, err := s.queryJobs(ctx, s.pool, insertJobsSQL, s.now(), ids, kinds, args, prios, runAts, maxAttempts,
-		keys, hashes, notifies, createdBys, queues)
+		keys, hashes, notifies, createdBys, queues, actors, actions, reports, ips, details)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ func RunAudit(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"AuditConcurrentPrunesRemoveEachOnce", testAuditConcurrentPrunes},
 		{"AuditIsDurable", testAuditIsDurable},
 		{"PeopleSeen", testPeopleSeen},
+		{"EnqueueWritesItsAuditEntry", testEnqueueAudit},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t, Options{})) })
@@ -383,6 +384,61 @@ func testPeopleSeen(t *testing.T, h Harness) {
 	for _, name := range []string{"cid", "", "c\x00d"} {
 		if _, _, err := h.Store.Person(ctx, name); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("person %q: %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+// A job enqueued with an audit entry is written with it, in one transaction and with
+// the job's id; a request answered with the job its key already has writes none, nor
+// does a refused one; several in one group commit each get theirs (NewJob.Audit).
+func testEnqueueAudit(t *testing.T, h Harness) {
+	entry := func(detail string) func(*store.NewJob) {
+		return func(nj *store.NewJob) {
+			nj.Audit = &store.AuditEntry{Actor: "ann@example.com", Action: "export_requested", Report: "sales", IP: "192.0.2.7", Detail: detail}
+		}
+	}
+	keyed := func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = "k1", "h1" }
+	j := enqueue(t, h, entry("first"), keyed)
+	es, err := h.Store.AuditLog(ctx, store.AuditFilter{Job: j.ID})
+	if err != nil || len(es) != 1 || es[0].Detail != "first" || es[0].Actor != "ann@example.com" || es[0].Report != "sales" ||
+		es[0].IP != "192.0.2.7" || !es[0].At.Equal(h.Now()) {
+		t.Fatalf("the job's entry: %+v, %v; want one, as given, at the store's clock", es, err)
+	}
+	again, existed, err := h.Store.Enqueue(ctx, newJob(entry("replay"), keyed))
+	if err != nil || !existed || again.ID != j.ID {
+		t.Fatalf("replay: %v existed=%v %v", again.ID, existed, err)
+	}
+	if _, _, err := h.Store.Enqueue(ctx, newJob(entry("mismatch"), func(nj *store.NewJob) { nj.IdempotencyKey, nj.RequestHash = "k1", "h2" })); err == nil {
+		t.Fatal("a reused key with another request was accepted")
+	}
+	if _, _, err := h.Store.Enqueue(ctx, newJob(entry("bad"), func(nj *store.NewJob) { nj.Audit.Actor = "" })); err == nil {
+		t.Fatal("a job whose entry has no actor was accepted")
+	}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, _, err := h.Store.Enqueue(ctx, newJob(entry(fmt.Sprint("group ", i))))
+			if err != nil {
+				t.Errorf("enqueue %d: %v", i, err)
+			}
+			ids[i] = got.ID
+		}()
+	}
+	wg.Wait()
+	all, err := h.Store.AuditLog(ctx, store.AuditFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1+len(ids) {
+		t.Fatalf("%d entries, want %d: the first job's and one per job of the group, none for a replay or a refusal", len(all), 1+len(ids))
+	}
+	for i, id := range ids {
+		es, err := h.Store.AuditLog(ctx, store.AuditFilter{Job: id})
+		if err != nil || len(es) != 1 || es[0].Detail != fmt.Sprint("group ", i) {
+			t.Errorf("job %d's entry: %+v, %v", i, es, err)
 		}
 	}
 }

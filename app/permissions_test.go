@@ -1,0 +1,338 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sheetq/app/middleware"
+	"sheetq/assets"
+	"sheetq/internal/apptest"
+	"sheetq/internal/oidctest"
+	"sheetq/store"
+)
+
+// The access model's tests (issue 39; RELIABILITY.md, "People and permissions"): the
+// permission matrix over the route table, a member's row-level export, and a member's
+// event stream.
+
+// salesReport is open to the sales group only.
+const salesReport = `-- title: Sales
+-- source: demo
+-- access: sales
+-- param: rows int "Rows" = 2
+SELECT :rows;
+`
+
+// The actors of the matrix, in the order of its columns.
+const (
+	actorAdmin  = iota // the admin token "ops"
+	actorSales         // ann, a person in the report's group (sales)
+	actorOther         // bob, a person in another group (hr)
+	actorBot           // the member token "bot", in sales, not the owner of ann's things
+	actorNobody        // no credentials
+	actors
+)
+
+var actorNames = [actors]string{"admin", "member of the report's group", "member of another group", "member's token", "nobody"}
+
+const (
+	opsSecret = "ops-secret-0123456789abcdef"
+	botSecret = "bot-secret-0123456789abcdef"
+)
+
+// accessServer is a running app with sign-in: tokens ops (admin) and bot (a member of
+// sales), [oidc] on a real provider, and [[people]] ann (sales, region North) and bob
+// (hr); the sales report in its folder.
+type accessServer struct {
+	t   *testing.T
+	app *App
+	c   *apptest.Client
+	p   *oidctest.Provider
+}
+
+func startAccessServer(t *testing.T, file FileConfig) *accessServer {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	p := oidctest.Start(t, "http://"+hs.Listener.Addr().String()+"/auth/callback")
+	file.OIDC = OIDCConfig{Issuer: p.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret}
+	file.Tokens = append(file.Tokens,
+		TokenConfig{Name: "ops", Token: opsSecret},
+		TokenConfig{Name: "bot", Token: botSecret, Role: "member", Groups: []string{"sales"}, Attrs: map[string]string{"region": "West"}})
+	file.People = append(file.People,
+		PersonConfig{Email: "ann@example.com", Groups: []string{"sales"}, Attrs: map[string]string{"region": "North"}},
+		PersonConfig{Email: "bob@example.com", Groups: []string{"hr"}, Attrs: map[string]string{"region": "South"}})
+	cfg := testConfig(t, testOpts{})
+	cfg.File = &file
+	if err := os.MkdirAll(cfg.ReportsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.ReportsDir, "sales.sql"), []byte(salesReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("new app: %v", err)
+	}
+	t.Cleanup(a.Stop)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = a.Handler()
+	hs.Start()
+	t.Cleanup(hs.Close)
+	t.Cleanup(a.hub.Stop)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &accessServer{t: t, app: a, c: &apptest.Client{T: t, URL: hs.URL, HC: hc}, p: p}
+}
+
+// session is a fresh session cookie of the person with email, as a sign-in makes it.
+func (s *accessServer) session(email string) string {
+	s.t.Helper()
+	id := middleware.Identity{Email: email}
+	v, _, err := s.app.mw.Auth().NewPersonSession(id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	// As a sign-in does: the person is seen, so that their schedules fire as them.
+	if err := s.app.personSeen(context.Background(), id, s.app.mw.Auth().PersonWho(id)); err != nil {
+		s.t.Fatal(err)
+	}
+	return v
+}
+
+// as sets actor's credentials on r: a bearer token, or a person's session cookie (with
+// the same-origin headers a browser sends on a form).
+func (s *accessServer) as(actor int, r *http.Request) {
+	switch actor {
+	case actorAdmin:
+		r.Header.Set("Authorization", "Bearer "+opsSecret)
+	case actorBot:
+		r.Header.Set("Authorization", "Bearer "+botSecret)
+	case actorSales, actorOther:
+		email := map[int]string{actorSales: "ann@example.com", actorOther: "bob@example.com"}[actor]
+		r.AddCookie(&http.Cookie{Name: middleware.SessionCookie, Value: s.session(email)})
+		r.Header.Set("Origin", s.c.URL)
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+}
+
+// do sends method path with body as actor and returns the status and the body (at most
+// 64 KiB: a stream is cut off once its headers arrive).
+func (s *accessServer) do(actor int, method, path, contentType, body string) (int, string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := http.NewRequestWithContext(ctx, method, s.c.URL+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
+	if method == http.MethodGet && !strings.HasPrefix(path, "/api/") {
+		r.Header.Set("Accept", "text/html")
+	}
+	s.as(actor, r)
+	res, err := s.c.HC.Do(r)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		return res.StatusCode, ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	return res.StatusCode, string(b)
+}
+
+// annExport is a SUCCEEDED export of the sales report by ann.
+func (s *accessServer) annExport() string {
+	s.t.Helper()
+	code, body := s.do(actorSales, http.MethodPost, "/api/v1/exports", "application/json", `{"report":"sales","params":{"rows":2}}`)
+	if code != http.StatusAccepted {
+		s.t.Fatalf("ann's export: %d %s", code, body)
+	}
+	var j struct{ ID string }
+	_ = json.Unmarshal([]byte(body), &j)
+	apptest.WaitFor(s.t, 20*time.Second, func() (bool, string) {
+		got, err := s.app.store.Get(context.Background(), j.ID)
+		return err == nil && got.Status == store.StatusSucceeded, fmt.Sprintf("ann's export %s: %s %v", j.ID, got.Status, err)
+	})
+	return j.ID
+}
+
+// annSchedule is a schedule of the sales report by ann.
+func (s *accessServer) annSchedule() string {
+	s.t.Helper()
+	code, body := s.do(actorSales, http.MethodPost, "/api/v1/schedules", "application/json", `{"report":"sales","cron":"0 6 * * *","timezone":"UTC"}`)
+	if code != http.StatusCreated {
+		s.t.Fatalf("ann's schedule: %d %s", code, body)
+	}
+	var sc struct{ ID string }
+	_ = json.Unmarshal([]byte(body), &sc)
+	return sc.ID
+}
+
+// matrixCase is one route's entry: the request, with {export} and {schedule} standing
+// for ann's (fresh ones when fresh is set, for a request that removes what it names),
+// and the status each actor gets.
+type matrixCase struct {
+	method, path, contentType, body string
+	fresh                           bool
+	want                            [actors]int
+}
+
+const (
+	jsonType = "application/json"
+	formType = "application/x-www-form-urlencoded"
+)
+
+// statuses is want for every actor in one line: admin, the group's member, another
+// group's member, a member's token, nobody.
+func statuses(admin, sales, other, bot, nobody int) [actors]int {
+	return [actors]int{admin, sales, other, bot, nobody}
+}
+
+// permissionMatrix is every route of the server by its pattern in the route table
+// (App.patterns); TestPermissionMatrix fails for a route without an entry.
+func permissionMatrix() map[string]matrixCase {
+	const (
+		ok, created, accepted, noContent = 200, 201, 202, 204
+		seeOther, found                  = 303, 302
+		bad, unauth, forbid, notFound    = 400, 401, 403, 404
+		notAllowed, conflict, unproc     = 405, 409, 422
+	)
+	salesJSON := `{"report":"sales","params":{"rows":2}}`
+	schedJSON := `{"report":"sales","cron":"0 6 * * *","timezone":"UTC"}`
+	schedForm := url.Values{"report": {"sales"}, "cron": {"0 6 * * *"}, "timezone": {"UTC"}, "rows": {"2"}}.Encode()
+	return map[string]matrixCase{
+		// The API.
+		"POST /api/v1/exports":               {method: "POST", path: "/api/v1/exports", contentType: jsonType, body: salesJSON, want: statuses(accepted, accepted, unproc, accepted, unauth)},
+		"GET /api/v1/exports":                {path: "/api/v1/exports", want: statuses(ok, ok, ok, ok, unauth)},
+		"GET /api/v1/exports/{id}":           {path: "/api/v1/exports/{export}", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /api/v1/exports/{id}/file":      {path: "/api/v1/exports/{export}/file", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"POST /api/v1/exports/{id}/cancel":   {method: "POST", path: "/api/v1/exports/{export}/cancel", want: statuses(conflict, conflict, notFound, notFound, unauth)},
+		"POST /api/v1/exports/{id}/retry":    {method: "POST", path: "/api/v1/exports/{export}/retry", want: statuses(conflict, conflict, notFound, notFound, unauth)},
+		"DELETE /api/v1/exports/{id}":        {method: "DELETE", path: "/api/v1/exports/{export}", fresh: true, want: statuses(noContent, noContent, notFound, notFound, unauth)},
+		"GET /api/v1/reports":                {path: "/api/v1/reports", want: statuses(ok, ok, ok, ok, unauth)},
+		"POST /api/v1/schedules":             {method: "POST", path: "/api/v1/schedules", contentType: jsonType, body: schedJSON, want: statuses(created, created, unproc, created, unauth)},
+		"GET /api/v1/schedules":              {path: "/api/v1/schedules", want: statuses(ok, ok, ok, ok, unauth)},
+		"POST /api/v1/schedules/preview":     {method: "POST", path: "/api/v1/schedules/preview", contentType: jsonType, body: schedJSON, want: statuses(ok, ok, unproc, ok, unauth)},
+		"GET /api/v1/schedules/{id}":         {path: "/api/v1/schedules/{schedule}", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"PATCH /api/v1/schedules/{id}":       {method: "PATCH", path: "/api/v1/schedules/{schedule}", contentType: jsonType, body: `{"cron":"0 7 * * *"}`, want: statuses(ok, ok, notFound, notFound, unauth)},
+		"DELETE /api/v1/schedules/{id}":      {method: "DELETE", path: "/api/v1/schedules/{schedule}", fresh: true, want: statuses(noContent, noContent, notFound, notFound, unauth)},
+		"POST /api/v1/schedules/{id}/pause":  {method: "POST", path: "/api/v1/schedules/{schedule}/pause", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"POST /api/v1/schedules/{id}/resume": {method: "POST", path: "/api/v1/schedules/{schedule}/resume", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /api/v1/schedules/{id}/exports": {path: "/api/v1/schedules/{schedule}/exports", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /api/v1/audit":                  {path: "/api/v1/audit", want: statuses(ok, forbid, forbid, forbid, unauth)},
+		"GET /api/v1/stats":                  {path: "/api/v1/stats", want: statuses(ok, forbid, forbid, forbid, unauth)},
+		"GET /api/v1/openapi.json":           {path: "/api/v1/openapi.json", want: statuses(ok, ok, ok, ok, unauth)},
+		"GET /api/v1/events":                 {path: "/api/v1/events?job={export}", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /metrics":                       {path: "/metrics", want: statuses(ok, forbid, forbid, forbid, unauth)},
+		"GET /healthz":                       {path: "/healthz", want: statuses(ok, ok, ok, ok, ok)},
+		"GET /readyz":                        {path: "/readyz", want: statuses(ok, ok, ok, ok, ok)},
+		"/api/":                              {path: "/api/v1/nothing", want: statuses(notFound, notFound, notFound, notFound, unauth)},
+		"/healthz":                           {method: "POST", path: "/healthz", want: statuses(notAllowed, notAllowed, notAllowed, notAllowed, notAllowed)},
+		"/readyz":                            {method: "POST", path: "/readyz", want: statuses(notAllowed, notAllowed, notAllowed, notAllowed, notAllowed)},
+		"/metrics":                           {method: "POST", path: "/metrics", want: statuses(notAllowed, notAllowed, notAllowed, notAllowed, unauth)},
+		"GET /assets/":                       {path: assets.URL("style.css"), want: statuses(ok, ok, ok, ok, ok)},
+		"GET /reports/events":                {path: "/reports/events", want: statuses(ok, ok, ok, ok, seeOther)},
+		// The pages.
+		"GET /{$}":                    {path: "/", want: statuses(ok, ok, ok, ok, seeOther)},
+		"GET /exports/new":            {path: "/exports/new?report=sales", want: statuses(ok, ok, notFound, ok, seeOther)},
+		"GET /exports/new/estimate":   {path: "/exports/new/estimate?report=sales", want: statuses(ok, ok, notFound, ok, seeOther)},
+		"POST /exports":               {method: "POST", path: "/exports", contentType: formType, body: "report=sales&idempotency_key=form-{n}&rows=2", want: statuses(seeOther, seeOther, notFound, seeOther, unauth)},
+		"GET /exports/{id}":           {path: "/exports/{export}", want: statuses(ok, ok, notFound, notFound, seeOther)},
+		"GET /exports/{id}/row":       {path: "/exports/{export}/row", want: statuses(ok, ok, notFound, notFound, seeOther)},
+		"POST /exports/{id}/cancel":   {method: "POST", path: "/exports/{export}/cancel", contentType: formType, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
+		"POST /exports/{id}/retry":    {method: "POST", path: "/exports/{export}/retry", contentType: formType, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
+		"POST /exports/{id}/delete":   {method: "POST", path: "/exports/{export}/delete", contentType: formType, want: statuses(ok, ok, notFound, notFound, unauth)},
+		"POST /exports/bulk":          {method: "POST", path: "/exports/bulk", contentType: formType, body: "action=delete&scope=selected&id={export}", fresh: true, want: statuses(ok, ok, ok, ok, unauth)},
+		"GET /reports":                {path: "/reports", want: statuses(ok, ok, ok, ok, seeOther)},
+		"GET /queue":                  {path: "/queue", want: statuses(ok, forbid, forbid, forbid, seeOther)},
+		"GET /audit":                  {path: "/audit", want: statuses(ok, forbid, forbid, forbid, seeOther)},
+		"GET /schedules":              {path: "/schedules", want: statuses(ok, ok, ok, ok, seeOther)},
+		"GET /schedules/new":          {path: "/schedules/new", want: statuses(ok, ok, ok, ok, seeOther)},
+		"POST /schedules":             {method: "POST", path: "/schedules", contentType: formType, body: schedForm, want: statuses(seeOther, seeOther, unproc, seeOther, unauth)},
+		"POST /schedules/preview":     {method: "POST", path: "/schedules/preview", contentType: formType, body: schedForm, want: statuses(ok, ok, ok, ok, unauth)},
+		"GET /schedules/{id}":         {path: "/schedules/{schedule}", want: statuses(ok, ok, notFound, notFound, seeOther)},
+		"GET /schedules/{id}/edit":    {path: "/schedules/{schedule}/edit", want: statuses(ok, ok, notFound, notFound, seeOther)},
+		"POST /schedules/{id}/edit":   {method: "POST", path: "/schedules/{schedule}/edit", contentType: formType, body: schedForm, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
+		"POST /schedules/{id}/pause":  {method: "POST", path: "/schedules/{schedule}/pause", contentType: formType, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
+		"POST /schedules/{id}/resume": {method: "POST", path: "/schedules/{schedule}/resume", contentType: formType, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
+		"POST /schedules/{id}/delete": {method: "POST", path: "/schedules/{schedule}/delete", contentType: formType, want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /login":                  {path: "/login", want: statuses(ok, ok, ok, ok, ok)},
+		"POST /login":                 {method: "POST", path: "/login", contentType: formType, body: "token=wrong-token-0123456789", want: statuses(unauth, unauth, unauth, unauth, unauth)},
+		"POST /logout":                {method: "POST", path: "/logout", contentType: formType, want: statuses(seeOther, seeOther, seeOther, seeOther, seeOther)},
+		"GET /auth/login":             {path: "/auth/login", want: statuses(seeOther, seeOther, seeOther, seeOther, seeOther)},
+		"GET /auth/callback":          {path: "/auth/callback?state=forged&code=forged", want: statuses(bad, bad, bad, bad, bad)},
+		"/":                           {path: "/nothing-here", want: statuses(notFound, notFound, notFound, notFound, seeOther)},
+		"GET /exports/bulk":           {path: "/exports/bulk", want: statuses(notAllowed, notAllowed, notAllowed, notAllowed, seeOther)},
+		"GET /schedules/preview":      {path: "/schedules/preview", want: statuses(notAllowed, notAllowed, notAllowed, notAllowed, seeOther)},
+	}
+}
+
+// TestPermissionMatrix: every route of the server, as an admin, a member of the
+// report's group, a member of another group, a member's token and nobody, answers the
+// status its entry says; a route without an entry (or an entry without a route) fails.
+func TestPermissionMatrix(t *testing.T) {
+	t.Parallel()
+	s := startAccessServer(t, FileConfig{})
+	matrix := permissionMatrix()
+	var missing []string
+	for _, p := range s.app.patterns {
+		if _, ok := matrix[p]; !ok {
+			missing = append(missing, p)
+		}
+	}
+	var stale []string
+	for p := range matrix {
+		if !slices.Contains(s.app.patterns, p) {
+			stale = append(stale, p)
+		}
+	}
+	if len(missing) > 0 || len(stale) > 0 {
+		slices.Sort(missing)
+		slices.Sort(stale)
+		t.Fatalf("routes without a permission entry: %q; entries without a route: %q", missing, stale)
+	}
+	export, schedule := s.annExport(), s.annSchedule()
+	// The failed sign-ins (a wrong token, a forged callback) go last: ten of them lock
+	// the address out (RELIABILITY.md, brute force), which would answer what follows.
+	order := slices.Sorted(maps.Keys(matrix))
+	last := []string{"GET /auth/callback", "POST /login", "POST /logout"}
+	order = append(slices.DeleteFunc(order, func(p string) bool { return slices.Contains(last, p) }), last...)
+	n := 0
+	for _, pattern := range order {
+		tc := matrix[pattern]
+		for actor := range actors {
+			n++
+			exp, sched := export, schedule
+			if tc.fresh {
+				exp, sched = s.annExport(), s.annSchedule()
+			}
+			r := strings.NewReplacer("{export}", exp, "{schedule}", sched, "{n}", fmt.Sprint(n))
+			method := tc.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			code, body := s.do(actor, method, r.Replace(tc.path), tc.contentType, r.Replace(tc.body))
+			if code != tc.want[actor] {
+				t.Errorf("%s as %s: %d, want %d\n%.300s", pattern, actorNames[actor], code, tc.want[actor], body)
+			}
+		}
+	}
+}
