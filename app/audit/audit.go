@@ -8,11 +8,11 @@
 package audit
 
 import (
-	"net/http"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"

@@ -153,4 +153,3 @@ func forbidden(err error) bool {
 	}
 	return false
 }
-
