@@ -1,7 +1,9 @@
 package app
 
 import (
+	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,10 +18,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"sheetq/app/middleware"
 	"sheetq/assets"
 	"sheetq/internal/apptest"
 	"sheetq/internal/oidctest"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -334,5 +339,182 @@ func TestPermissionMatrix(t *testing.T) {
 				t.Errorf("%s as %s: %d, want %d\n%.300s", pattern, actorNames[actor], code, tc.want[actor], body)
 			}
 		}
+	}
+}
+
+// regionalReport takes the region from the person running it.
+const regionalReport = `-- title: My region's orders
+-- source: shop
+-- access: sales
+-- param: region text "Region" from=person.region
+SELECT id, region, total FROM orders WHERE region = :region ORDER BY id;
+`
+
+// TestRowLevelExport: a member's export of a report with from=person.region holds only
+// the rows of their region (ann North, the member token bot West); a request that gives
+// the region is 422 invalid_param; someone without the attribute (carol, or the admin
+// token) is refused with 403 naming it, and the form shows ann's region read-only.
+func TestRowLevelExport(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "shop.db")
+	sdb, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdb.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, region TEXT, total REAL);
+		INSERT INTO orders (region, total) VALUES ('North', 1), ('South', 2), ('North', 3), ('West', 4), ('South', 5), ('North', 6);`); err != nil {
+		t.Fatal(err)
+	}
+	sdb.Close()
+	s := startAccessServer(t, FileConfig{
+		Sources: map[string]export.SourceConfig{"shop": {Driver: "sqlite", Path: db}},
+		People:  []PersonConfig{{Email: "carol@example.com", Groups: []string{"sales"}}},
+	})
+	if err := os.WriteFile(filepath.Join(s.app.cfg.ReportsDir, "regional.sql"), []byte(regionalReport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		_, err := s.app.kind.catalog.Report("regional")
+		return err == nil, fmt.Sprintf("regional not loaded: %v", err)
+	})
+
+	rowsOf := func(actor int) [][]string {
+		t.Helper()
+		code, body := s.do(actor, http.MethodPost, "/api/v1/exports", jsonType, `{"report":"regional"}`)
+		if code != http.StatusAccepted {
+			t.Fatalf("%s's export: %d %s", actorNames[actor], code, body)
+		}
+		var j struct{ ID string }
+		_ = json.Unmarshal([]byte(body), &j)
+		apptest.WaitFor(t, 20*time.Second, func() (bool, string) {
+			got, err := s.app.store.Get(context.Background(), j.ID)
+			return err == nil && got.Status.Final(), fmt.Sprintf("%s: %s %v", j.ID, got.Status, err)
+		})
+		code, file := s.do(actor, http.MethodGet, "/api/v1/exports/"+j.ID+"/file", "", "")
+		if code != http.StatusOK {
+			t.Fatalf("%s's file: %d %.300s", actorNames[actor], code, file)
+		}
+		return sheetRows(t, []byte(file))
+	}
+	for actor, want := range map[int][]string{actorSales: {"1", "3", "6"}, actorBot: {"4"}} {
+		rows := rowsOf(actor)
+		var ids []string
+		for _, row := range rows[1:] {
+			if len(row) < 2 || row[1] != map[int]string{actorSales: "North", actorBot: "West"}[actor] {
+				t.Errorf("%s's file has a row of another region: %q", actorNames[actor], row)
+			}
+			ids = append(ids, row[0])
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("%s's file: orders %q, want %q", actorNames[actor], ids, want)
+		}
+	}
+
+	code, body := s.do(actorSales, http.MethodPost, "/api/v1/exports", jsonType, `{"report":"regional","params":{"region":"South"}}`)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `"param":"region"`) || !strings.Contains(body, "invalid_param") {
+		t.Errorf("ann giving the region: %d %s, want 422 invalid_param naming region", code, body)
+	}
+	carol := s.session("carol@example.com")
+	r, _ := http.NewRequest(http.MethodPost, s.c.URL+"/api/v1/exports", strings.NewReader(`{"report":"regional"}`))
+	r.Header.Set("Content-Type", jsonType)
+	r.AddCookie(&http.Cookie{Name: middleware.SessionCookie, Value: carol})
+	r.Header.Set("Origin", s.c.URL)
+	res, err := s.c.HC.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"code":"forbidden"`) || !strings.Contains(string(b), "region") {
+		t.Errorf("carol, without a region: %d %s, want 403 forbidden naming the attribute", res.StatusCode, b)
+	}
+	if code, body := s.do(actorAdmin, http.MethodPost, "/api/v1/exports", jsonType, `{"report":"regional"}`); code != http.StatusForbidden {
+		t.Errorf("the admin token, without a region: %d %s, want 403", code, body)
+	}
+
+	code, page := s.do(actorSales, http.MethodGet, "/exports/new?report=regional", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("ann's form: %d", code)
+	}
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	field := apptest.TID(doc, "param-region")
+	if _, disabled := field.Attr("disabled"); field.AttrOr("value", "") != "North" || !disabled || field.AttrOr("name", "") != "" {
+		t.Errorf("the form's region field: value %q, disabled %v, name %q; want ann's North, read-only and never sent",
+			field.AttrOr("value", ""), disabled, field.AttrOr("name", ""))
+	}
+}
+
+// TestMembersEventStream: a member's event stream carries their own exports' events and
+// progress, never another's: bob's stream sees his export end, which came after ann's
+// export, and nothing of ann's; ann's sees hers; following ann's export by ?job= is 404
+// for bob.
+func TestMembersEventStream(t *testing.T) {
+	t.Parallel()
+	s := startAccessServer(t, FileConfig{})
+	type stream struct {
+		lines chan string
+		stop  context.CancelFunc
+	}
+	open := func(actor int) stream {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		r, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.c.URL+"/api/v1/events", nil)
+		r.Header.Set("Accept", "text/event-stream")
+		s.as(actor, r)
+		res, err := s.c.HC.Do(r)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%s's stream: %v %v", actorNames[actor], res, err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			defer close(lines)
+			defer res.Body.Close()
+			sc := bufio.NewScanner(res.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		return stream{lines: lines, stop: cancel}
+	}
+	// until reads st until a data line holds want, and returns every line read.
+	until := func(st stream, who string, want ...string) []string {
+		t.Helper()
+		var seen []string
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l, ok := <-st.lines:
+				if !ok {
+					t.Fatalf("%s's stream ended before %q", who, want)
+				}
+				seen = append(seen, l)
+				if strings.HasPrefix(l, "data:") && !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(l, w) }) {
+					return seen
+				}
+			case <-deadline:
+				t.Fatalf("%s's stream: no data line with %q in 20 s; read:\n%s", who, want, strings.Join(seen, "\n"))
+			}
+		}
+	}
+	ann, bob := open(actorSales), open(actorOther)
+	annJob := s.annExport()
+	code, body := s.do(actorOther, http.MethodPost, "/api/v1/exports", jsonType, `{"report":"demo","params":{"rows":2}}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("bob's export: %d %s", code, body)
+	}
+	var bobJob struct{ ID string }
+	_ = json.Unmarshal([]byte(body), &bobJob)
+	for _, l := range until(bob, "bob", bobJob.ID, `"status":"SUCCEEDED"`) {
+		if strings.Contains(l, annJob) {
+			t.Fatalf("bob's stream carried ann's export: %s", l)
+		}
+	}
+	until(ann, "ann", annJob, `"status":"SUCCEEDED"`)
+	if code, _ := s.do(actorOther, http.MethodGet, "/api/v1/events?job="+annJob, "", ""); code != http.StatusNotFound {
+		t.Errorf("bob following ann's export: %d, want 404", code)
 	}
 }

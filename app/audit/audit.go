@@ -10,6 +10,7 @@ package audit
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"sheetq/app/access"
 	"sheetq/app/middleware"
+	"sheetq/app/problem"
 	"sheetq/store"
 )
 
@@ -89,7 +91,13 @@ func (l *Log) Record(ctx context.Context, action string, e Entry) error {
 func (l *Log) RecordAs(ctx context.Context, actor, action string, e Entry) error {
 	entry := entryOf(ctx, actor, action, e)
 	if _, err := l.st.Audit(ctx, entry); err != nil {
-		l.log.ErrorContext(ctx, "audit entry not written: the action is refused", "action", action, "actor", entry.Actor,
+		// A fault of the database (a full disk) is expected and answered as such, so it
+		// is a WARN, as the database fault itself is; anything else an ERROR.
+		level := slog.LevelError
+		if _, fault := problem.FaultOf(err); fault || errors.Is(err, store.ErrBusy) {
+			level = slog.LevelWarn
+		}
+		l.log.Log(ctx, level, "audit entry not written: the action is refused", "action", action, "actor", entry.Actor,
 			"job", entry.Job, "err", err)
 		return fmt.Errorf("audit %s: %w", action, err)
 	}

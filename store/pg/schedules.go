@@ -231,7 +231,9 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 		jobs, err := s.queryJobs(ctx, tx, insertJobsSQL, s.now(), []string{nj.ID}, []string{nj.Kind}, []string{string(nj.Args)},
 			[]int32{int32(nj.Priority)}, []*time.Time{runAt}, []int32{int32(nj.MaxAttempts)},
 			[]*string{nullString(nj.IdempotencyKey)}, []*string{nullString(nj.RequestHash)}, []*string{nullString(nj.NotifyURL)},
-			[]*string{nullString(nj.CreatedBy)}, []string{nj.Queue})
+			[]*string{nullString(nj.CreatedBy)}, []string{nj.Queue},
+			// A firing is the scheduler's, not a request: no audit entry (NULL actor).
+			[]*string{nil}, []*string{nil}, []*string{nil}, []*string{nil}, []*string{nil})
 		if err != nil {
 			return err
 		}
