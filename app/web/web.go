@@ -11,6 +11,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -219,6 +220,12 @@ func (p *Pages) ServeError(w http.ResponseWriter, r *http.Request, err error) {
 func (p *Pages) meta(ctx context.Context, page, job string) ui.Meta {
 	m := ui.Meta{Version: p.cfg.Version, DataDir: p.cfg.DataDir, Page: page, Events: "/api/v1/events",
 		Admin: access.From(ctx).IsAdmin(), Audit: p.cfg.Audit != nil && access.From(ctx).IsAdmin()}
+	if who := access.From(ctx); who.Kind != access.Local && who.Name != "" {
+		m.SignedIn = cmp.Or(who.Display, who.Name)
+		if who.Display != "" && who.Display != who.Name {
+			m.SignedIn += " (" + who.Name + ")"
+		}
+	}
 	// The stream starts after the newest event the page already reflects, so that an
 	// event committed between rendering and connecting is replayed, not lost. The
 	// cursor is opaque (metrics.Store's EventHead, from either store).
