@@ -342,6 +342,42 @@ func TestPermissionMatrix(t *testing.T) {
 	}
 }
 
+// TestMembersKeysAreTheirOwn: two members sending one Idempotency-Key each get an export
+// of their own; each replay gives its sender's.
+func TestMembersKeysAreTheirOwn(t *testing.T) {
+	t.Parallel()
+	s := startAccessServer(t, FileConfig{})
+	send := func(actor int) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.c.URL+"/api/v1/exports", strings.NewReader(`{"report":"sales"}`))
+		r.Header.Set("Content-Type", jsonType)
+		r.Header.Set("Idempotency-Key", "shared-key-1")
+		s.as(actor, r)
+		res, err := s.c.HC.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var j struct {
+			ID        string `json:"id"`
+			CreatedBy string `json:"created_by"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&j); err != nil || j.ID == "" {
+			t.Fatalf("%s: %d %v", actorNames[actor], res.StatusCode, err)
+		}
+		return j.ID + " " + j.CreatedBy
+	}
+	ann, bot := send(actorSales), send(actorBot)
+	if ann == bot || !strings.HasSuffix(ann, "ann@example.com") || !strings.HasSuffix(bot, " bot") {
+		t.Fatalf("one key from two members: %q and %q, want an export each", ann, bot)
+	}
+	if again := send(actorSales); again != ann {
+		t.Errorf("ann's replay: %q, want her export %q", again, ann)
+	}
+}
+
 // regionalReport takes the region from the person running it.
 const regionalReport = `-- title: My region's orders
 -- source: shop
@@ -516,5 +552,60 @@ func TestMembersEventStream(t *testing.T) {
 	until(ann, "ann", annJob, `"status":"SUCCEEDED"`)
 	if code, _ := s.do(actorOther, http.MethodGet, "/api/v1/events?job="+annJob, "", ""); code != http.StatusNotFound {
 		t.Errorf("bob following ann's export: %d, want 404", code)
+	}
+}
+
+// TestUnauditedActionsAreRefused: while the audit log cannot be written (a trigger makes
+// every insert into it fail, which is no fault of the disk), an export request, a
+// download, a cancel, a retry, a deletion and a schedule change are each refused with
+// 503 audit_unavailable and not done; once it can be written again they are.
+func TestUnauditedActionsAreRefused(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, testOpts{})
+	done := ts.Create(`{"report":"demo","params":{"rows":2}}`)
+	ts.WaitStatus(done.ID, store.StatusSucceeded)
+	sc := ts.Schedule(http.MethodPost, "/api/v1/schedules", `{"report":"demo","cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
+
+	db, err := sql.Open("sqlite", ts.dir.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'the audit log refuses'); END`); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, res apptest.Response) {
+		t.Helper()
+		t.Logf("%s", what)
+		apptest.CheckProblem(t, res, http.StatusServiceUnavailable, "audit_unavailable")
+	}
+	json := http.Header{"Content-Type": {"application/json"}}
+	refused("an export request", ts.Request(http.MethodPost, "/api/v1/exports", strings.NewReader(`{"report":"demo"}`), json))
+	refused("a download", ts.Request(http.MethodGet, "/api/v1/exports/"+done.ID+"/file", nil, nil))
+	refused("a retry", ts.Request(http.MethodPost, "/api/v1/exports/"+done.ID+"/retry", nil, nil))
+	refused("a cancel", ts.Request(http.MethodPost, "/api/v1/exports/"+done.ID+"/cancel", nil, nil))
+	refused("a deletion", ts.Request(http.MethodDelete, "/api/v1/exports/"+done.ID, nil, nil))
+	refused("a schedule change", ts.Request(http.MethodPatch, "/api/v1/schedules/"+sc.ID, strings.NewReader(`{"cron":"0 7 * * *"}`), json))
+	refused("a schedule deletion", ts.Request(http.MethodDelete, "/api/v1/schedules/"+sc.ID, nil, nil))
+
+	if page := ts.List(""); len(page.Exports) != 1 {
+		t.Errorf("%d exports after the refused request, want the one before it", len(page.Exports))
+	}
+	if j, _ := ts.Job(done.ID); j.Status != string(store.StatusSucceeded) {
+		t.Errorf("the export after the refused actions: %s, want it SUCCEEDED as it was", j.Status)
+	}
+	if got, err := ts.store.GetSchedule(context.Background(), sc.ID); err != nil || got.Cron != "0 6 * * *" {
+		t.Errorf("the schedule after the refused change: %+v, %v", got, err)
+	}
+
+	if _, err := db.Exec(`DROP TRIGGER refuse_audit`); err != nil {
+		t.Fatal(err)
+	}
+	if res := ts.Request(http.MethodDelete, "/api/v1/exports/"+done.ID, nil, nil); res.StatusCode != http.StatusNoContent {
+		t.Fatalf("the deletion once the log can be written: %d %s", res.StatusCode, res.Body)
+	}
+	es, err := ts.store.AuditLog(context.Background(), store.AuditFilter{Job: done.ID})
+	if err != nil || len(es) != 2 || es[0].Action != "export_deleted" || es[1].Action != "export_requested" {
+		t.Fatalf("the export's entries: %+v, %v; want its request and its deletion only", es, err)
 	}
 }

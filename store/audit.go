@@ -57,6 +57,11 @@ const (
 // action or an actor, or with a field beyond its bound.
 var ErrAuditInvalid = errors.New("audit entry: an action and an actor are required, and each field within its bound")
 
+// ErrAuditNotWritten marks an Enqueue refused because the job's audit entry
+// (NewJob.Audit) could not be written, for a reason that is no fault of the database
+// (those keep their kind): the job is not written either.
+var ErrAuditNotWritten = errors.New("the audit entry could not be written")
+
 // ErrPersonInvalid is returned for a person the store cannot keep: one without a name,
 // with a name beyond AuditFieldMax runes, or whose identity is not a JSON document of at
 // most PersonMax bytes.

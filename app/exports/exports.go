@@ -131,6 +131,9 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		nj.Audit = audit.EntryOf(ctx, audit.ExportRequested, audit.Entry{Report: args.Report, Detail: "format " + args.FileFormat()})
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
+	if errors.Is(err, store.ErrAuditNotWritten) {
+		return store.Job{}, false, Unaudited(err)
+	}
 	if errors.Is(err, store.ErrIdempotencyMismatch) {
 		p := problem.New(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this Idempotency-Key was used for a different request (job "+job.ID+")")

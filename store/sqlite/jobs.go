@@ -140,7 +140,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj store.NewJob) (job
 		// The request's audit entry, in the job's transaction (store.NewJob.Audit).
 		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, job, report, ip, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			ms(now), e.Actor, e.Action, job.ID, e.Report, e.IP, e.Detail); err != nil {
-			return store.Job{}, false, fmt.Errorf("%w: audit entry: %w", errAfterInsert, err)
+			return store.Job{}, false, fmt.Errorf("%w: %w: %w", errAfterInsert, store.ErrAuditNotWritten, err)
 		}
 	}
 	return job, false, nil
