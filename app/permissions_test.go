@@ -86,19 +86,7 @@ func startAccessServer(t *testing.T, file FileConfig) *accessServer {
 	if err := os.WriteFile(filepath.Join(cfg.ReportsDir, "sales.sql"), []byte(salesReport), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	a, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatalf("new app: %v", err)
-	}
-	t.Cleanup(a.Stop)
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = a.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
-	t.Cleanup(a.hub.Stop)
+	a := serveOn(t, hs, cfg)
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &accessServer{t: t, app: a, c: &apptest.Client{T: t, URL: hs.URL, HC: hc}, p: p}
 }

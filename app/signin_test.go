@@ -30,6 +30,20 @@ func startSignInApp(t *testing.T, file FileConfig, users ...oidctest.User) (*App
 	file.OIDC = OIDCConfig{Issuer: p.Issuer(), ClientID: oidctest.ClientID, ClientSecret: "file:" + secret, ButtonLabel: "Example SSO"}
 	cfg := testConfig(t, testOpts{Idle: true})
 	cfg.File = &file
+	a := serveOn(t, hs, cfg)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return a, &apptest.Client{T: t, URL: hs.URL, HC: hc}, p
+}
+
+// serveOn builds the app of cfg, starts it, and serves it on hs, an unstarted server
+// whose address the provider was given as the redirect URL's; all of it stops when the
+// test ends.
+func serveOn(t *testing.T, hs *httptest.Server, cfg Config) *App {
+	t.Helper()
 	ctx := context.Background()
 	a, err := New(ctx, cfg)
 	if err != nil {
@@ -43,12 +57,7 @@ func startSignInApp(t *testing.T, file FileConfig, users ...oidctest.User) (*App
 	hs.Start()
 	t.Cleanup(hs.Close)
 	t.Cleanup(a.hub.Stop)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return a, &apptest.Client{T: t, URL: hs.URL, HC: hc}, p
+	return a
 }
 
 // A person signs in at the provider through the whole app: the sign-in page offers the
@@ -117,18 +126,7 @@ func TestSignInProviderDownAtStart(t *testing.T) {
 	p.Stop()
 	cfg := testConfig(t, testOpts{Idle: true, Token: "ops-secret-0123456789"})
 	cfg.File = &FileConfig{OIDC: OIDCConfig{Issuer: p.Issuer(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret}}
-	ctx := context.Background()
-	a, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatalf("new app with the provider down: %v", err)
-	}
-	t.Cleanup(a.Stop)
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = a.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
+	serveOn(t, hs, cfg)
 	c := apptest.NewClient(t, hs)
 	res := c.Request(http.MethodGet, "/auth/login?next=/", nil, http.Header{"Accept": {"text/html"}})
 	doc := apptest.Page(t, res, http.StatusServiceUnavailable)
