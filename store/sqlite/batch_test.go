@@ -254,7 +254,8 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 	for _, mode := range []struct {
 		name      string
 		unbatched bool
-	}{{"batched", false}, {"unbatched", true}} {
+		audit     bool // each job with its request's audit entry (NewJob.Audit, issue 39)
+	}{{"batched", false, false}, {"batched-audit", false, true}, {"unbatched", true, false}} {
 		b.Run(mode.name, func(b *testing.B) {
 			st, _ := openStore(b, sqlite.Options{Unbatched: mode.unbatched})
 			var seq sync.Mutex
@@ -267,8 +268,12 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 					n++
 					id := fmt.Sprintf("job%09d", n)
 					seq.Unlock()
-					if _, _, err := st.Enqueue(context.Background(), store.NewJob{ID: id, Kind: "export", Args: args,
-						IdempotencyKey: "k" + id, RequestHash: "h"}); err != nil {
+					nj := store.NewJob{ID: id, Kind: "export", Args: args, IdempotencyKey: "k" + id, RequestHash: "h"}
+					if mode.audit {
+						nj.Audit = &store.AuditEntry{Actor: "ann@example.com", Action: "export_requested", Report: "orders",
+							IP: "192.0.2.7", Detail: "format xlsx"}
+					}
+					if _, _, err := st.Enqueue(context.Background(), nj); err != nil {
 						b.Error(err)
 						return
 					}

@@ -138,13 +138,14 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj store.NewJob) (job
 	}
 	if e := nj.Audit; e != nil {
 		// The request's audit entry, in the job's transaction (store.NewJob.Audit).
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor, action, job, report, ip, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			ms(now), e.Actor, e.Action, job.ID, e.Report, e.IP, e.Detail); err != nil {
+		if _, err := tx.StmtContext(ctx, s.insertAudit).ExecContext(ctx, ms(now), e.Actor, e.Action, job.ID, e.Report, e.IP, e.Detail); err != nil {
 			return store.Job{}, false, fmt.Errorf("%w: %w: %w", errAfterInsert, store.ErrAuditNotWritten, err)
 		}
 	}
 	return job, false, nil
 }
+
+const insertAuditSQL = `INSERT INTO audit_log (at, actor, action, job, report, ip, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`
 
 // errAfterInsert marks an Enqueue error that came after the job's row was written, so a
 // group commit never mistakes it for a job refused alone.

@@ -65,6 +65,8 @@ type Store struct {
 	// enqueue's CPU time. They must be prepared outside any transaction, because the
 	// writer pool's only connection is busy inside one.
 	insertJob, insertEvent *sql.Stmt
+	// insertAudit writes an export request's audit entry with its job (NewJob.Audit).
+	insertAudit *sql.Stmt
 	stmts                  stmts     // claims and ends (store/finish.go)
 	reads                  readStmts // the frequent reads, on the reader pool (store/reads.go)
 
@@ -186,6 +188,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	if s.insertEvent, err = s.w.PrepareContext(ctx, insertEventSQL); err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	if s.insertAudit, err = s.w.PrepareContext(ctx, insertAuditSQL); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	if err := s.stmts.prepare(ctx, s.w); err != nil {
