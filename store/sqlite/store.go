@@ -67,8 +67,8 @@ type Store struct {
 	insertJob, insertEvent *sql.Stmt
 	// insertAudit writes an export request's audit entry with its job (NewJob.Audit).
 	insertAudit *sql.Stmt
-	stmts                  stmts     // claims and ends (store/finish.go)
-	reads                  readStmts // the frequent reads, on the reader pool (store/reads.go)
+	stmts       stmts     // claims and ends (store/finish.go)
+	reads       readStmts // the frequent reads, on the reader pool (store/reads.go)
 
 	jobByKey *sql.Stmt // an idempotency key's job, for a refused insert (enqueueTx)
 
