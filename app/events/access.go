@@ -2,9 +2,8 @@ package events
 
 import (
 	"context"
-	"encoding/json"
-
 	"sheetq/app/access"
+	"sheetq/jobs/export"
 	"sheetq/store"
 )
 
@@ -32,11 +31,7 @@ func (f *streamFilter) allowJob(j store.Job) bool {
 	if f.all {
 		return true
 	}
-	var a struct {
-		Report string `json:"report"`
-	}
-	_ = json.Unmarshal(j.Args, &a)
-	if !f.visible(f.ctx, j.CreatedBy, a.Report) {
+	if !f.visible(f.ctx, j.CreatedBy, export.ReportOf(j)) {
 		return false
 	}
 	f.jobs[j.ID] = true

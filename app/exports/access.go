@@ -2,7 +2,6 @@ package exports
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,20 +41,11 @@ func (s *Service) Report(ctx context.Context, id string) (export.Report, error) 
 	return rep, err
 }
 
-// JobReport is the report an export's args name ("" when they name none).
-func JobReport(j store.Job) string {
-	var a struct {
-		Report string `json:"report"`
-	}
-	_ = json.Unmarshal(j.Args, &a)
-	return a.Report
-}
-
 // Visible reports whether ctx's identity may see, download, cancel, retry and delete
 // export j: an admin may; a member only their own, and only of a report they may still
 // run.
 func (s *Service) Visible(ctx context.Context, j store.Job) bool {
-	return s.VisibleTo(ctx, j.CreatedBy, JobReport(j))
+	return s.VisibleTo(ctx, j.CreatedBy, export.ReportOf(j))
 }
 
 // VisibleTo is Visible for an export whose owner (created_by) and report these are.
@@ -127,7 +117,7 @@ func (s *Service) Record(ctx context.Context, action string, j store.Job, detail
 	if s.Audit == nil {
 		return nil
 	}
-	if err := s.Audit.Record(ctx, action, audit.Entry{Job: j.ID, Report: JobReport(j), Detail: detail}); err != nil {
+	if err := s.Audit.Record(ctx, action, audit.Entry{Job: j.ID, Report: export.ReportOf(j), Detail: detail}); err != nil {
 		return Unaudited(err)
 	}
 	return nil

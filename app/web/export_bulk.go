@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -116,7 +115,7 @@ func (p *Pages) bulkExportsForm(w http.ResponseWriter, r *http.Request) error {
 			for _, j := range jobs {
 				fields = append(fields, ui.KV{Name: "id", Value: j.ID})
 				if len(items) < 20 {
-					items = append(items, p.reportTitle(reportOf(j))+" · "+j.ID)
+					items = append(items, p.reportTitle(export.ReportOf(j))+" · "+j.ID)
 				}
 			}
 		}
@@ -131,7 +130,7 @@ func (p *Pages) bulkExportsForm(w http.ResponseWriter, r *http.Request) error {
 	done, refused := 0, map[string]int{}
 	var order []string
 	for _, j := range jobs {
-		o := ui.BulkOutcome{ID: j.ID, Title: p.reportTitle(reportOf(j))}
+		o := ui.BulkOutcome{ID: j.ID, Title: p.reportTitle(export.ReportOf(j))}
 		why, err := p.bulkOne(r.Context(), f.Get("action"), act, j)
 		if err != nil {
 			return err
@@ -242,15 +241,6 @@ func filterValues(status, report string) url.Values {
 		v.Set("report", report)
 	}
 	return v
-}
-
-// reportOf is the report id an export's args name.
-func reportOf(j store.Job) string {
-	var a struct {
-		Report string `json:"report"`
-	}
-	_ = json.Unmarshal(j.Args, &a)
-	return a.Report
 }
 
 func plural(n int, what string) string {

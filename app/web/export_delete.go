@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"sheetq/app/audit"
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/ui"
 )
@@ -29,7 +30,7 @@ func (p *Pages) deleteExportForm(w http.ResponseWriter, r *http.Request) error {
 		return &pageError{status: http.StatusConflict, title: "This export has not ended",
 			message: "An export that is waiting or running cannot be deleted. Cancel it first, then delete it.", back: back}
 	}
-	title := p.reportTitle(reportOf(j))
+	title := p.reportTitle(export.ReportOf(j))
 	if r.PostFormValue("confirm") != "yes" {
 		p.render(w, r, http.StatusOK, ui.ConfirmPage(p.meta(r.Context(), "", ""), ui.Confirm{
 			Title:   "Delete this export?",

@@ -94,3 +94,14 @@ func shownArgs(raw json.RawMessage) Args {
 	}
 	return a
 }
+
+// ReportOf is the report id export job j's args name ("" when they name none): cheaper
+// than JobJSON where the report is all that is wanted (a listing's filter, a page's
+// title).
+func ReportOf(j store.Job) string {
+	var a struct {
+		Report string `json:"report"`
+	}
+	_ = json.Unmarshal(j.Args, &a)
+	return a.Report
+}

@@ -21,52 +21,13 @@ func TestCreatedByListPlans(t *testing.T) {
 	if _, err := conn.Exec(ctx, `ANALYZE jobs`); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		o    store.ListOptions
-		want []string
-		sort bool
-	}{
+	checkListPlans(t, st, conn, []listPlan{
 		{"own", store.ListOptions{Kind: "export", CreatedBy: "p3"}, []string{"jobs_final_created_by", "jobs_claim", "jobs_running"}, true},
 		{"own, after a cursor", store.ListOptions{Kind: "export", CreatedBy: "p3", Before: 15_000}, []string{"jobs_final_created_by"}, true},
 		{"own, one report", store.ListOptions{Kind: "export", CreatedBy: "p3", Report: "r3"}, []string{"jobs_claim", "jobs_running"}, true},
 		{"own, pending", store.ListOptions{Kind: "export", CreatedBy: "p3", Status: store.StatusPending}, []string{"jobs_claim"}, true},
 		{"own, canceled", store.ListOptions{Kind: "export", CreatedBy: "p3", Status: store.StatusCanceled}, nil, true},
-	}
-	for _, mode := range []string{"auto", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
-		for _, tt := range tests {
-			t.Run(mode+"/"+tt.name, func(t *testing.T) {
-				q, args, ok := pg.ListQuery(tt.o)
-				if !ok {
-					t.Fatal("no statement")
-				}
-				plan := explain(t, conn, q, args...)
-				for _, w := range tt.want {
-					if !strings.Contains(plan, w) {
-						t.Errorf("plan has no %q:\n%s", w, plan)
-					}
-				}
-				if strings.Contains(plan, "Seq Scan on jobs") {
-					t.Errorf("plan scans the table:\n%s", plan)
-				}
-				if testing.Verbose() {
-					t.Logf("%s", plan)
-				}
-				js, err := st.List(ctx, tt.o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, j := range js {
-					if j.CreatedBy != tt.o.CreatedBy {
-						t.Fatalf("listed %s, created by %q", j.ID, j.CreatedBy)
-					}
-				}
-			})
-		}
-	}
+	})
 }
 
 // TestAuditLogPlans: every filter of the audit log reads its index (migration 0012)

@@ -65,12 +65,7 @@ func TestListPlans(t *testing.T) {
 	st, conn := storeWithConn(t)
 	fillJobs(t, conn, 20_000)
 	const cursor = 15_000
-	tests := []struct {
-		name string
-		o    store.ListOptions
-		want []string // each must appear in the plan
-		sort bool     // the plan may sort
-	}{
+	checkListPlans(t, st, conn, []listPlan{
 		{"newest", store.ListOptions{Kind: "export"}, []string{"Index Scan Backward using jobs_seq"}, false},
 		{"newest, after a cursor", store.ListOptions{Kind: "export", Before: cursor}, []string{"Index Scan Backward using jobs_seq", "Index Cond: (seq < "}, false},
 		{"any kind", store.ListOptions{}, []string{"Index Scan Backward using jobs_seq"}, false},
@@ -82,7 +77,23 @@ func TestListPlans(t *testing.T) {
 		{"report, after a cursor", store.ListOptions{Kind: "export", Report: "r3", Before: cursor}, []string{"Index Scan Backward using jobs_final_report", "jobs_claim", "jobs_running"}, true},
 		{"report and status", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusSucceeded}, []string{"Index Scan Backward using jobs_final_report"}, false},
 		{"report and pending", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusPending}, []string{"jobs_claim"}, true},
-	}
+	})
+}
+
+// listPlan is a shape of List's statement and what its plan must show.
+type listPlan struct {
+	name string
+	o    store.ListOptions
+	want []string // each must appear in the plan
+	sort bool     // the plan may sort
+}
+
+// checkListPlans explains each listing in the custom and the generic plan (a prepared
+// statement may switch to it): each plan names what its case wants, none scans the
+// table, none sorts unless its case allows it, and List answers it, every job matching
+// its creator when the listing names one.
+func checkListPlans(t *testing.T, st *store.Store, conn *pgx.Conn, tests []listPlan) {
+	t.Helper()
 	for _, mode := range []string{"auto", "force_generic_plan"} {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
 			t.Fatal(err)
@@ -108,8 +119,14 @@ func TestListPlans(t *testing.T) {
 				if testing.Verbose() {
 					t.Logf("%s", plan)
 				}
-				if _, err := st.List(ctx, tt.o); err != nil {
+				js, err := st.List(ctx, tt.o)
+				if err != nil {
 					t.Fatal(err)
+				}
+				for _, j := range js {
+					if tt.o.CreatedBy != "" && j.CreatedBy != tt.o.CreatedBy {
+						t.Fatalf("listed %s, created by %q", j.ID, j.CreatedBy)
+					}
 				}
 			})
 		}
