@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -29,6 +30,35 @@ type Query struct {
 	// Time is when the export runs; the file's zip entries carry it. Zero means the
 	// time the file is written.
 	Time time.Time
+	// From is where a resumed attempt continues (ARCHITECTURE.md, "Checkpoints and
+	// resume"): the source sends the rows after the first From.Rows, finding its place
+	// with From.Token. nil: from the first row. It is set only for a source whose
+	// Resumable says yes for the report.
+	From *Position
+	// Place, when set, is given the source's Placer before the source calls Begin; a
+	// source that cannot resume leaves it alone.
+	Place func(Placer)
+}
+
+// Position is how far a file got: its first Rows rows are written, and Token is what
+// the source needs to continue after them. Only the source that made a token reads it.
+type Position struct {
+	Rows  int64           `json:"rows"`
+	Token json.RawMessage `json:"token,omitempty"`
+}
+
+// A Placer is how a resumable source tells the writer where it stands: called on the
+// writer's goroutine when rows rows have been written, last being the values of the
+// last of them (valid during the call only), it returns the token that continues after
+// them. A piped source runs ahead of the writer, so it must be able to answer for any
+// rows between the last call and what it has sent, and be safe to call while it streams.
+type Placer func(rows int64, last []any) (json.RawMessage, error)
+
+// A Resumer is a source that can continue some of its reports after a position
+// (Query.From). Resumable says whether it can for r and, when not, why, in words for
+// the report's page.
+type Resumer interface {
+	Resumable(r Report) (ok bool, why string)
 }
 
 // Source runs queries and pushes their rows, so that it owns (and closes) whatever it
