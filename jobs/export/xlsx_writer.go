@@ -206,8 +206,8 @@ type xlsxWriter struct {
 	ref    []byte          // reused for the row's first cell reference
 
 	// Checkpoints (opt.checkpoints()).
-	placer   Placer         // the source's, given through Query.Place
-	last     []any          // the last row's values, for placer
+	placer   Placer          // the source's, given through Query.Place
+	last     []any           // the last row's values, for placer
 	restored *xlsxCheckpoint // what restore continued from; nil: the first row
 }
 
