@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"time"
 
 	"sheetq/jobs"
@@ -199,7 +202,13 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
-	src = piped(withColumns(src, rep.Columns, run.Warn), run.Go)
+	resumable, _ := k.Resumable(rep)
+	resumable = resumable && k.cfg.TmpDir != "" && a.Format == ""
+	var want <-chan struct{}
+	if resumable {
+		want = run.CheckpointWanted()
+	}
+	src = piped(withColumns(src, rep.Columns, run.Warn), run.Go, want)
 	now := k.cfg.Now
 	if now == nil {
 		now = time.Now
@@ -215,10 +224,66 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	default:
 		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)
 	}
-	return writeXLSX(ctx, out, src, q, xlsxOptions{
+	opt := xlsxOptions{
 		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield, spawn: run.Go,
 		version: k.cfg.Version,
-	})
+	}
+	if resumable {
+		opt.resumeDir, opt.attempt, opt.resume = k.resumeDir(run.JobID), run.Attempt, run.Resume
+		opt.wantCheckpoint, opt.checkpoint, opt.resumed = run.WantsCheckpoint, run.Checkpoint, run.Resumed
+	}
+	return writeXLSX(ctx, out, src, q, opt)
+}
+
+// Resumable says whether an export of r continues from its last checkpoint after a
+// crash (its source can resume it), and when not, why, for the report's page.
+func (k *Kind) Resumable(r Report) (bool, string) {
+	src, ok := k.sources[r.Source]
+	if !ok {
+		return false, "its source is not configured"
+	}
+	res, ok := src.(Resumer)
+	if !ok {
+		return false, "its source cannot continue a query where it stopped"
+	}
+	return res.Resumable(r)
+}
+
+// resumeFolder is the folder of TmpDir that holds, per job, the files an export keeps
+// for the attempt that continues it (ARCHITECTURE.md, "Checkpoints and resume").
+const resumeFolder = "resume"
+
+// resumeDir is job id's folder of resume files.
+func (k *Kind) resumeDir(id string) string { return filepath.Join(k.cfg.TmpDir, resumeFolder, id) }
+
+// RemoveResumeFiles removes the resume folders of jobs that keep returns false for (a
+// job that ended or is gone: an attempt that failed for good or succeeded removes its
+// own, but a crash, a cancel or a deletion leaves one behind), and returns how many.
+func (k *Kind) RemoveResumeFiles(keep func(jobID string) bool) (int, error) {
+	if k.cfg.TmpDir == "" {
+		return 0, nil
+	}
+	dir := filepath.Join(k.cfg.TmpDir, resumeFolder)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remove resume files: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || keep(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // Report returns the report id as a request would use it now (the catalog's, or a
