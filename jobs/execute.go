@@ -258,6 +258,9 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 			if tries > 1 {
 				log.InfoContext(ctx, "outcome recorded after the store refused it", "outcome", what, "tries", tries)
 			}
+			if j.Status.Final() {
+				e.ended(j)
+			}
 			return j, nil
 		case errors.Is(err, store.ErrLeaseLost):
 			// Expected after a pause, or when another node took the job: the fence did
@@ -367,4 +370,11 @@ func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err er
 		}
 	}()
 	return h.Run(ctx, run)
+}
+
+// ended tells j's handler, if it keeps something between attempts, that j has ended.
+func (e *Engine) ended(j store.Job) {
+	if en, ok := e.handlers[j.Kind].(Ender); ok { // handlers do not change after Start
+		en.Ended(j.ID)
+	}
 }

@@ -20,6 +20,14 @@ type Handler interface {
 	Run(ctx context.Context, run *Run) error
 }
 
+// An Ender is a Handler that keeps something of a job's between its attempts (an
+// export's checkpointed rows: ARCHITECTURE.md, "Checkpoints and resume") and lets it go
+// when the job ends (SUCCEEDED, FAILED or CANCELED by an attempt of this engine). What
+// a crash leaves is the janitor's (JanitorConfig.Leftovers).
+type Ender interface {
+	Ended(jobID string)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, run *Run) error
 

@@ -103,6 +103,10 @@ type Report struct {
 	// Columns are the report's column lines: each column's label, type and number
 	// format ("-- column: NAME "Label" TYPE(FORMAT)"), applied by withColumns.
 	Columns []ColumnSpec `json:"columns,omitempty"`
+	// Resume names the unique column the query orders its rows by ("-- resume: id"), so
+	// that an interrupted export continues after the last value written instead of
+	// starting again (sqlsource.go, ARCHITECTURE.md "Checkpoints and resume").
+	Resume string `json:"resume,omitempty"`
 	// Filename is the download name's pattern ("-- filename: orders-{from}-{to}"),
 	// without the extension; empty: <report>-<day>-<short id> (DownloadName).
 	Filename string `json:"filename,omitempty"`
@@ -255,6 +259,20 @@ const resumeFolder = "resume"
 
 // resumeDir is job id's folder of resume files.
 func (k *Kind) resumeDir(id string) string { return filepath.Join(k.cfg.TmpDir, resumeFolder, id) }
+
+// Ended implements jobs.Ender: a job that ended keeps no resume files.
+func (k *Kind) Ended(jobID string) {
+	if k.cfg.TmpDir != "" {
+		removeResumeDir(k.resumeDir(jobID))
+	}
+}
+
+// removeResumeDir removes a job's resume folder, and the folder of them all if that is
+// empty then.
+func removeResumeDir(dir string) {
+	os.RemoveAll(dir)
+	os.Remove(filepath.Dir(dir))
+}
 
 // RemoveResumeFiles removes the resume folders of jobs that keep returns false for (a
 // job that ended or is gone: an attempt that failed for good or succeeded removes its

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/klauspost/compress/flate"
 
@@ -39,9 +39,11 @@ const xlsxCheckpointFormat = 1
 // report and it has a folder for them.
 func (o xlsxOptions) checkpoints() bool { return o.resumeDir != "" }
 
-// resumePath is the rows file of sheet n in this attempt.
+// resumePath is the rows file of sheet n. Its name is the same for every attempt: an
+// attempt that resumes continues the file the checkpoint names, cut back to the mark,
+// and an attempt without one creates it anew.
 func (o xlsxOptions) resumePath(n int) string {
-	return filepath.Join(o.resumeDir, "a"+strconv.Itoa(o.attempt)+"-sheet"+strconv.Itoa(n)+".z")
+	return filepath.Join(o.resumeDir, "sheet"+strconv.Itoa(n)+".z")
 }
 
 // checkpoint makes the file so far durable and hands the engine a checkpoint of it.
@@ -74,22 +76,21 @@ func (x *xlsxWriter) checkpoint() error {
 }
 
 // restore continues from the checkpoint in data, if there is one and its files are
-// whole: each sheet's rows file is copied, up to its mark, into this attempt's own file
-// (an abandoned attempt of this process may still write to its files), checked against
-// the mark's size and checksum on the way, and the current sheet continues from the
-// end of its copy with the dictionary read back from it. It returns where the source
-// continues, or nil to start from the first row (no checkpoint, another format, a
-// missing or damaged file: said in the log).
+// whole: each sheet's rows file is checked against its mark (size and checksum of what
+// its first Comp bytes inflate to) and cut back to it, dropping what an attempt wrote
+// after its last checkpoint, and the current sheet continues from there with the
+// dictionary read back from it. An abandoned attempt of this process cannot write to
+// the files any more: its writes fail once its context is done (ctxWriter). It returns
+// where the source continues, or nil to start from the first row (no checkpoint,
+// another format, a missing or damaged file: said in the log).
 func (x *xlsxWriter) restore(data []byte) *Position {
 	if len(data) == 0 {
-		x.removeOtherFiles(xlsxCheckpoint{})
 		return nil
 	}
 	var cp xlsxCheckpoint
 	if err := json.Unmarshal(data, &cp); err != nil || cp.Format != xlsxCheckpointFormat || len(cp.Sheets) == 0 || len(cp.Cols) == 0 ||
 		len(cp.Widths) != len(cp.Cols) || len(cp.Cut) != len(cp.Cols) {
 		slog.Default().Warn("export: checkpoint not usable; starting from the first row", "format", cp.Format, "err", err)
-		x.removeOtherFiles(xlsxCheckpoint{})
 		return nil
 	}
 	if err := x.restoreFiles(cp); err != nil {
@@ -104,98 +105,64 @@ func (x *xlsxWriter) restore(data []byte) *Position {
 	}
 	x.rows, x.widths, x.cut, x.started = cp.Rows, cp.Widths, cp.Cut, true
 	x.restored = &cp
-	x.removeOtherFiles(cp)
 	return &Position{Rows: cp.Rows, Token: cp.Source}
 }
 
-// restoreFiles copies the checkpoint's rows files into this attempt's.
+// restoreFiles opens the checkpoint's rows files, checked and cut back to their marks.
 func (x *xlsxWriter) restoreFiles(cp xlsxCheckpoint) error {
 	for i, m := range cp.Sheets {
-		if m.File != filepath.Base(m.File) || m.Comp < 0 || m.Raw < 0 || m.Rows < 1 || m.Rows > x.opt.maxSheetRows {
+		if m.File != filepath.Base(x.opt.resumePath(i+1)) || m.Comp < 0 || m.Raw < 0 || m.Rows < 1 || m.Rows > x.opt.maxSheetRows {
 			return fmt.Errorf("sheet %d: a mark out of range", i+1)
 		}
-		src, err := os.Open(filepath.Join(x.opt.resumeDir, m.File))
+		f, err := os.OpenFile(x.opt.resumePath(i+1), os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
-		var dst *os.File
-		if i == 0 && x.spare != nil {
-			dst, x.spare = x.spare, nil
-		} else if dst, err = x.createRows(i + 1); err != nil {
-			src.Close()
-			return err
+		dict, err := checkRows(f, m)
+		if err == nil {
+			if err = f.Truncate(m.Comp); err == nil {
+				_, err = f.Seek(m.Comp, io.SeekStart)
+			}
 		}
-		dict, err := copyRows(dst, src, m)
-		src.Close()
 		if err != nil {
-			x.parts = append(x.parts, &sheetPart{file: dst}) // close removes it
+			f.Close()
 			return fmt.Errorf("sheet %d: %w", i+1, err)
 		}
 		if i < len(cp.Sheets)-1 {
 			x.parts = append(x.parts, &sheetPart{
 				name: sheetName(x.base, i+1), ref: "A1:" + colName(len(cp.Cols)) + strconv.Itoa(m.Rows),
-				file: dst, rowsComp: m.Comp, rowsRaw: m.Raw, rowsCRC: m.CRC, rows: m.Rows, first: i == 0, done: true,
+				file: f, rowsComp: m.Comp, rowsRaw: m.Raw, rowsCRC: m.CRC, rows: m.Rows, first: i == 0, done: true,
 			})
 			continue
 		}
-		x.cur = x.newSheetRows(dst, m.Comp, dict, m.CRC, m.Raw, m.Rows)
+		x.cur = x.newSheetRows(f, m.Comp, dict, m.CRC, m.Raw, m.Rows)
 	}
 	return nil
 }
 
-// dropRestored forgets what restoreFiles made, so the export starts from the first row.
+// dropRestored forgets what restoreFiles opened, so that the export starts from the
+// first row (prepare creates the files anew).
 func (x *xlsxWriter) dropRestored() {
 	if x.cur != nil {
 		x.cur.abandon()
-		x.parts = append(x.parts, &sheetPart{file: x.cur.file})
+		x.cur.file.Close()
 		x.cur = nil
 	}
 	for _, p := range x.parts {
 		p.file.Close()
-		os.Remove(p.file.Name())
 	}
 	x.parts = nil
-	if x.spare == nil {
-		if f, err := x.createRows(1); err == nil {
-			x.spare = f
-		}
-	}
 }
 
-// removeOtherFiles removes the resume folder's files that neither the checkpoint this
-// attempt continues from nor this attempt wrote: earlier attempts'. The checkpoint's
-// own stay until this attempt's first checkpoint replaces it, so that a crash before
-// then still finds them.
-func (x *xlsxWriter) removeOtherFiles(cp xlsxCheckpoint) {
-	keep := map[string]bool{}
-	for _, m := range cp.Sheets {
-		keep[m.File] = true
-	}
-	own := "a" + strconv.Itoa(x.opt.attempt) + "-"
-	entries, err := os.ReadDir(x.opt.resumeDir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !keep[e.Name()] && !strings.HasPrefix(e.Name(), own) {
-			os.Remove(filepath.Join(x.opt.resumeDir, e.Name()))
-		}
-	}
-}
-
-// copyRows copies src's first m.Comp bytes to dst (left at their end, where the stream
-// continues) and checks that they inflate to m.Raw bytes with checksum m.CRC; it returns
-// their last 32 KiB, the dictionary the next block starts from.
-func copyRows(dst, src *os.File, m sheetMark) ([]byte, error) {
-	if st, err := src.Stat(); err != nil {
+// checkRows checks that f's first m.Comp bytes inflate to m.Raw bytes with checksum
+// m.CRC, and returns their last 32 KiB, the dictionary the next block starts from.
+func checkRows(f *os.File, m sheetMark) ([]byte, error) {
+	if st, err := f.Stat(); err != nil {
 		return nil, err
 	} else if st.Size() < m.Comp {
 		return nil, fmt.Errorf("%s holds %d bytes, fewer than the checkpoint's %d", m.File, st.Size(), m.Comp)
 	}
-	if _, err := io.Copy(dst, io.NewSectionReader(src, 0, m.Comp)); err != nil {
-		return nil, err
-	}
-	fr := flate.NewReader(io.NewSectionReader(src, 0, m.Comp))
+	fr := flate.NewReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, m.Comp), 256<<10))
 	defer fr.Close()
 	tail := &tailWriter{}
 	if n, err := io.CopyN(tail, fr, m.Raw); err != nil {

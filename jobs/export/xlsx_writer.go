@@ -29,11 +29,11 @@ import (
 func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOptions) (err error) {
 	opt = opt.withDefaults()
 	x := newXLSXWriter(opt, q.Report.Sheet, ctx.Err)
-	defer func() { x.close(err) }()
-	if err := x.prepare(); err != nil {
-		return err
-	}
+	defer func() { x.close(ctx, err) }()
 	if opt.checkpoints() {
+		if err := os.MkdirAll(opt.resumeDir, 0o700); err != nil {
+			return jobs.Retryable("io", fmt.Errorf("resume folder: %w", err))
+		}
 		if from := x.restore(opt.resume); from != nil {
 			q.From = from
 			if opt.resumed != nil {
@@ -41,6 +41,11 @@ func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOp
 			}
 		}
 		q.Place = func(p Placer) { x.placer = p }
+	}
+	if x.cur == nil {
+		if err := x.prepare(); err != nil {
+			return err
+		}
 	}
 	if err := src.Stream(ctx, q, x); err != nil {
 		var je *jobs.Error
@@ -75,11 +80,7 @@ func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOp
 // create and unlink per export, and creating a file is dear on some file systems
 // (BENCHMARKS.md, "The burst on a fresh machine").
 func (x *xlsxWriter) prepare() error {
-	dir := x.tmpDir
-	if x.opt.checkpoints() {
-		dir = x.opt.resumeDir
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(x.tmpDir, 0o700); err != nil {
 		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
 	}
 	f, err := x.createRows(1)
@@ -225,16 +226,18 @@ func (x *xlsxWriter) ioErr(doing string, err error) error {
 }
 
 // close releases what the writer holds. Its files are removed, unless the export keeps
-// checkpoints and ended with an error that a later attempt may continue from (a
-// retryable one, a cancel, a shutdown): then the files stay for it. When the export
-// keeps checkpoints and succeeded or failed for good, its whole resume folder goes.
-func (x *xlsxWriter) close(err error) {
+// checkpoints and ended in a way that a later attempt may continue from: a stop from
+// outside (a shutdown, a lost lease, a cancel, a stall; ctx is done) or a retryable
+// error. Then the files stay for the next attempt, and if there is none the engine
+// tells the kind (Kind.Ended), which removes them. When the export keeps checkpoints
+// and succeeded or failed for good, its whole resume folder goes.
+func (x *xlsxWriter) close(ctx context.Context, err error) {
 	if x.cur != nil {
 		x.cur.abandon()
 		x.parts = append(x.parts, &sheetPart{file: x.cur.file})
 		x.cur = nil
 	}
-	keep := x.opt.checkpoints() && err != nil && !permanent(err)
+	keep := x.opt.checkpoints() && err != nil && (ctx.Err() != nil || !permanent(err))
 	for _, p := range x.parts {
 		p.file.Close()
 		if !keep {
@@ -250,7 +253,7 @@ func (x *xlsxWriter) close(err error) {
 		x.spare = nil
 	}
 	if x.opt.checkpoints() && !keep {
-		os.RemoveAll(x.opt.resumeDir)
+		removeResumeDir(x.opt.resumeDir)
 	}
 }
 
