@@ -161,6 +161,11 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 		return nil, err
 	}
 	ecfg.Files = a.files
+	if s3, ok := a.files.(*jobs.S3Files); ok {
+		// An export's checkpoints keep their rows in the bucket too, for an attempt on
+		// another node (ARCHITECTURE.md, "Checkpoints and resume").
+		kind.Kind.SetRemote(s3.Pieces())
+	}
 	if a.test.Now != nil {
 		ecfg.Now = a.test.Now
 	}

@@ -62,6 +62,8 @@ type xlsxOptions struct {
 	resumeDir      string
 	attempt        int
 	resume         []byte
+	remote         RemoteFiles // a bucket other nodes read the rows files from; nil: none
+	remotePrefix   string      // the job's keys in remote: "<job id>/"
 	wantCheckpoint func() bool
 	checkpoint     func([]byte)
 	resumed        func(rows int64)

@@ -66,6 +66,13 @@ func (x *xlsxWriter) checkpoint() error {
 	for _, p := range x.parts {
 		cp.Sheets = append(cp.Sheets, sheetMark{File: filepath.Base(p.file.Name()), Comp: p.rowsComp, Raw: p.rowsRaw, CRC: p.rowsCRC, Rows: p.rows})
 	}
+	if x.opt.remote != nil {
+		mark.Pieces = x.upload(len(x.parts)+1, x.cur.file, mark.Comp, &x.cur.pieces)
+		for i := range cp.Sheets {
+			p := x.parts[i]
+			cp.Sheets[i].Pieces = x.upload(i+1, p.file, p.rowsComp, &p.pieces)
+		}
+	}
 	cp.Sheets = append(cp.Sheets, mark)
 	data, err := json.Marshal(cp)
 	if err != nil {
@@ -114,28 +121,20 @@ func (x *xlsxWriter) restoreFiles(cp xlsxCheckpoint) error {
 		if m.File != filepath.Base(x.opt.resumePath(i+1)) || m.Comp < 0 || m.Raw < 0 || m.Rows < 1 || m.Rows > x.opt.maxSheetRows {
 			return fmt.Errorf("sheet %d: a mark out of range", i+1)
 		}
-		f, err := os.OpenFile(x.opt.resumePath(i+1), os.O_RDWR, 0)
+		f, dict, err := x.openRows(i+1, m)
 		if err != nil {
-			return err
-		}
-		dict, err := checkRows(f, m)
-		if err == nil {
-			if err = f.Truncate(m.Comp); err == nil {
-				_, err = f.Seek(m.Comp, io.SeekStart)
-			}
-		}
-		if err != nil {
-			f.Close()
 			return fmt.Errorf("sheet %d: %w", i+1, err)
 		}
 		if i < len(cp.Sheets)-1 {
 			x.parts = append(x.parts, &sheetPart{
 				name: sheetName(x.base, i+1), ref: "A1:" + colName(len(cp.Cols)) + strconv.Itoa(m.Rows),
 				file: f, rowsComp: m.Comp, rowsRaw: m.Raw, rowsCRC: m.CRC, rows: m.Rows, first: i == 0, done: true,
+				pieces: m.Pieces,
 			})
 			continue
 		}
 		x.cur = x.newSheetRows(f, m.Comp, dict, m.CRC, m.Raw, m.Rows)
+		x.cur.pieces = m.Pieces
 	}
 	return nil
 }

@@ -44,6 +44,8 @@ type resumeRun struct {
 	dir, tmp string
 	attempt  int
 	every    int64
+	remote   RemoteFiles // with prefix: where the checkpoints' rows also go
+	prefix   string
 }
 
 func (r *resumeRun) run(t *testing.T, src Source, q Query, resume []byte, crash int64, maxSheetRows int) (data []byte, last []byte, resumed int64, err error) {
@@ -59,6 +61,7 @@ func (r *resumeRun) run(t *testing.T, src Source, q Query, resume []byte, crash 
 		wantCheckpoint: func() bool { return rows%r.every == 0 },
 		checkpoint:     func(b []byte) { last = append([]byte(nil), b...) },
 		resumed:        func(n int64) { resumed = n },
+		remote:         r.remote, remotePrefix: r.prefix,
 	}
 	if crash >= 0 {
 		src = crashAt{Source: src, rows: crash, cancel: cancel}

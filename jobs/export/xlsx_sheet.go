@@ -48,6 +48,9 @@ type sheetMark struct {
 	Raw  int64  `json:"raw"`
 	CRC  uint32 `json:"crc"`
 	Rows int    `json:"rows"`
+	// Pieces are the file's first bytes in the bucket, in order, for an attempt on
+	// another node (xlsx_remote.go); they may end before Comp when an upload failed.
+	Pieces []piece `json:"pieces,omitempty"`
 }
 
 // sheetRows is one sheet's data rows on their way into its compressed rows file.
@@ -64,6 +67,8 @@ type sheetRows struct {
 	seg     *excelize.File // the segment being written; nil between segments
 	segSW   *excelize.StreamWriter
 	segRows int
+
+	pieces []piece // what of the file is in the bucket (xlsx_remote.go)
 }
 
 // newSheetRows starts a sheet's rows in file, empty, or continuing a stream that
@@ -134,7 +139,7 @@ func (s *sheetRows) sync() (sheetMark, error) {
 	if err := s.file.Sync(); err != nil {
 		return sheetMark{}, s.x.ioErr("sync rows", err)
 	}
-	return sheetMark{File: baseName(s.file), Comp: s.cw.n, Raw: s.raw, CRC: s.crc, Rows: s.rows}, nil
+	return sheetMark{File: baseName(s.file), Comp: s.cw.n, Raw: s.raw, CRC: s.crc, Rows: s.rows, Pieces: s.pieces}, nil
 }
 
 // end finishes the rows: the last segment, and the deflate stream ended but not final

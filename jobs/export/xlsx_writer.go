@@ -29,6 +29,7 @@ import (
 func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOptions) (err error) {
 	opt = opt.withDefaults()
 	x := newXLSXWriter(opt, q.Report.Sheet, ctx.Err)
+	x.ctx = ctx
 	defer func() { x.close(ctx, err) }()
 	if opt.checkpoints() {
 		if err := os.MkdirAll(opt.resumeDir, 0o700); err != nil {
@@ -122,6 +123,7 @@ type sheetPart struct {
 	crc         uint32 // of the whole sheet, once framed
 	size, comp  int64  // uncompressed and compressed sizes, once framed
 	first, done bool
+	pieces      []piece // what of the rows file is in the bucket (xlsx_remote.go)
 }
 
 // frame makes the part's head and tail and its sizes and checksum.
@@ -210,6 +212,7 @@ type xlsxWriter struct {
 	placer   Placer          // the source's, given through Query.Place
 	last     []any           // the last row's values, for placer
 	restored *xlsxCheckpoint // what restore continued from; nil: the first row
+	ctx      context.Context // the export's, for the bucket's requests
 }
 
 // newXLSXWriter returns a writer as opt says, which must have its defaults applied.
@@ -457,6 +460,6 @@ func (x *xlsxWriter) closeSheet() error {
 	if err := s.end(); err != nil {
 		return err
 	}
-	part.rowsComp, part.rowsRaw, part.rowsCRC = s.cw.n, s.raw, s.crc
+	part.rowsComp, part.rowsRaw, part.rowsCRC, part.pieces = s.cw.n, s.raw, s.crc, s.pieces
 	return x.frame(part)
 }
