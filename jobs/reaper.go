@@ -78,11 +78,12 @@ func (e *Engine) recoverOrphan(ctx context.Context, log *slog.Logger, j store.Jo
 	key := e.cfg.Files.Key(j.ID, j.Attempt, fileName(e.handlers[j.Kind], j.ID, j.Args))
 	fi, ferr := e.cfg.Files.Stat(ctx, key)
 	if ferr == nil {
-		_, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
+		done, err := e.st.CompleteFromFile(ctx, j.ID, j.Attempt, store.FileResult{
 			Name: key, Size: fi.Size, SHA256: fi.SHA256, Rows: j.ProgressRows})
 		switch {
 		case err == nil:
 			log.InfoContext(ctx, "orphan completed from its published file", "key", key)
+			e.ended(done)
 			e.notify()
 			return nil
 		case errors.Is(err, store.ErrLeaseLost):
@@ -113,6 +114,9 @@ func (e *Engine) recoverOrphan(ctx context.Context, log *slog.Logger, j store.Jo
 		return err
 	}
 	_ = os.Remove(filepath.Join(e.cfg.TmpDir, PartName(j.ID, j.Attempt)))
+	if rec.Status.Final() {
+		e.ended(rec) // out of attempts: nothing will resume it
+	}
 	log.WarnContext(ctx, "orphan recovered", "status", rec.Status, "reason", reason)
 	e.notify()
 	return nil
