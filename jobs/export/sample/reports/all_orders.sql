@@ -3,6 +3,7 @@
 -- source: shop
 -- sheet: Orders
 -- count: true
+-- resume: id
 -- column: id "Order" int
 -- column: created_at "Created" datetime(yyyy-mm-dd hh:mm)
 -- column: customer_id "Customer no."

@@ -5,6 +5,7 @@
 -- param: to date "To (exclusive)" after=from = 2025-02-01
 -- sheet: Orders
 -- count: true
+-- resume: id
 -- filename: orders-{from}-{to}
 -- column: id "Order" int
 -- column: created_at "Created" datetime(yyyy-mm-dd hh:mm)
