@@ -69,6 +69,7 @@ func TestTimelineWords(t *testing.T) {
 		{store.EventCanceled, `{"code":"source","message":"down","permanent":false}`, 1, "Canceled", "source: down"},
 		{store.EventRequeued, `{"reason":"server shutting down"}`, 1, "Put back in the queue (server shutting down); the attempt does not count", "server shutting down"},
 		{store.EventRetried, `{"from":"FAILED","max_attempts":6}`, 3, "Run again by request", "was FAILED; up to 6 attempts in all"},
+		{store.EventResumed, `{"rows":1234566}`, 2, "Attempt 2 resumed from row 1,234,567", "the 1,234,566 rows before it were kept from the last checkpoint"},
 		{webhook.EventQueued, `{"webhook_id":"msg_1","event":"export.succeeded","delivery_job":"d"}`, 1, "Webhook queued", "export.succeeded"},
 		{webhook.EventDelivered, `{"event":"export.failed","attempt":2,"max_attempts":8,"status_code":204}`, 1, "Webhook delivered", "export.failed, answered 204"},
 	} {

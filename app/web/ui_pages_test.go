@@ -546,6 +546,10 @@ func TestUIReportsPageShowsColumns(t *testing.T) {
 	if got := strings.TrimSpace(apptest.TID(r, "report-filename").Text()); got != "orders-{from}" {
 		t.Errorf("report-filename %q", got)
 	}
+	// Whether an export resumes after a crash (the demo source always does).
+	if got := apptest.TID(doc.Find(`[data-testid="report"][data-id="demo"]`), "report-resume").Text(); got != "continues from its last checkpoint" {
+		t.Errorf("demo: after a crash %q", got)
+	}
 	if got := r.Text(); !strings.Contains(got, "with money as money.") {
 		t.Errorf("the description is not shown: %q", got)
 	}

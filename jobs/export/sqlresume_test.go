@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -113,4 +114,29 @@ func TestMySQLSourceResumes(t *testing.T) {
 			SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 1 AS n FROM %[1]s a, %[1]s b, %[1]s c, %[1]s e) x
 			WHERE n <= %[2]d ORDER BY n DESC`, "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)", resumeRows)}, "")
 	testSQLResume(t, fx.src, fx.table)
+}
+
+// A report says whether it resumes, and how to make it when it does not.
+func TestResumableReports(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	k := New(Config{Sources: map[string]Source{
+		"shop": &sqlSource{name: "shop", dialect: sqliteDialect, path: path},
+		"mem":  sliceSource{},
+	}})
+	for _, tt := range []struct {
+		rep  Report
+		ok   bool
+		note string
+	}{
+		{Report{ID: "a", Source: "shop", Resume: "id"}, true, ""},
+		{Report{ID: "b", Source: "shop"}, false, `add a "-- resume: COLUMN" line`},
+		{Report{ID: "c", Source: "demo"}, true, ""},
+		{Report{ID: "d", Source: "mem"}, false, "cannot continue a query where it stopped"},
+		{Report{ID: "e", Source: "gone"}, false, "not configured"},
+	} {
+		ok, note := k.Resumable(tt.rep)
+		if ok != tt.ok || (tt.note == "") != (note == "") || !strings.Contains(note, tt.note) {
+			t.Errorf("%s: Resumable = %v, %q; want %v, %q", tt.rep.ID, ok, note, tt.ok, tt.note)
+		}
+	}
 }
