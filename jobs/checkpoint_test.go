@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"sheetq/jobs"
 	"sheetq/store"
@@ -87,5 +88,52 @@ func TestCheckpointsReachTheNextAttempt(t *testing.T) {
 	}
 	if cp, err := h.st.Checkpoint(context.Background(), j.ID); err != nil || cp != nil {
 		t.Fatalf("checkpoint after success = %q, %v; want none", cp, err)
+	}
+}
+
+// A checkpoint the store refuses as too large costs the lease nothing: the heartbeat
+// still renews it, the job runs on, and the last checkpoint stored stays.
+func TestTooLargeCheckpointKeepsTheLease(t *testing.T) {
+	h := newHarness(t)
+	cfg := h.config()
+	cfg.StaleAfter = 200 * time.Millisecond
+	e := h.start(t, cfg, map[string]jobs.Handler{
+		"big": jobs.HandlerFunc(func(ctx context.Context, run *jobs.Run) error {
+			run.Checkpoint([]byte(`{"rows":1}`))
+			var first time.Time
+			for i := range 20 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-run.CheckpointWanted():
+				}
+				run.Progress(int64(i+1), -1)
+				if i == 0 {
+					first = time.Now()
+				}
+				run.Checkpoint(make([]byte, store.MaxCheckpoint+1))
+			}
+			// The heartbeats went on after the first refused checkpoint.
+			j, err := h.st.Get(ctx, run.JobID)
+			if err != nil {
+				return err
+			}
+			if !j.HeartbeatAt.After(first.Add(5 * cfg.Heartbeat)) {
+				return jobs.Permanentf("no_heartbeat", "last heartbeat %v, the first refused checkpoint at %v", j.HeartbeatAt, first)
+			}
+			if cp, err := h.st.Checkpoint(ctx, run.JobID); err != nil || string(cp) != `{"rows":1}` {
+				return jobs.Permanentf("checkpoint", "checkpoint %q, %v; want the last one stored", cp, err)
+			}
+			return nil
+		}),
+	})
+	j := enqueue(t, e, "big", 1)
+	var done store.Job
+	waitFor(t, "the job to end", func() bool {
+		done, _ = h.st.Get(context.Background(), j.ID)
+		return done.Status.Final()
+	})
+	if done.Status != store.StatusSucceeded {
+		t.Fatalf("%s: %s", done.ErrorCode, done.ErrorMessage)
 	}
 }

@@ -18,12 +18,20 @@ func (e *Engine) renew(ctx context.Context, x *execution) error {
 		cancelReq bool
 		err       error
 	)
-	if data, ok := x.run.takeCheckpoint(); ok {
+	data, ok := x.run.takeCheckpoint()
+	if ok {
 		cancelReq, err = e.st.SaveCheckpoint(ctx, x.job.ID, x.job.Attempt, rows, total, data)
-		if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		switch {
+		case errors.Is(err, store.ErrCheckpointTooLarge):
+			// The store refuses it and would refuse it again: the lease must not lapse
+			// for it. The last checkpoint stored stays the one a next attempt reads.
+			e.log.WarnContext(ctx, "checkpoint too large; not saved", "job_id", x.job.ID, "bytes", len(data))
+			ok = false
+		case err != nil && !errors.Is(err, store.ErrLeaseLost):
 			x.run.untakeCheckpoint(data)
 		}
-	} else {
+	}
+	if !ok {
 		cancelReq, err = e.st.Heartbeat(ctx, x.job.ID, x.job.Attempt, rows, total)
 	}
 	switch {

@@ -27,6 +27,11 @@ type piece struct {
 	To int64 `json:"to"`
 }
 
+// maxPieces is how many pieces a sheet's list holds before the next upload sends the
+// whole file as one: with a checkpoint every 5 s, a re-upload every ten minutes, and a
+// checkpoint of a few KiB however long the export runs.
+const maxPieces = 128
+
 func pieceKey(prefix string, sheet int, from int64, p piece) string {
 	return prefix + "sheet" + strconv.Itoa(sheet) + "/a" + strconv.Itoa(p.A) + "-" +
 		strconv.FormatInt(from, 10) + "-" + strconv.FormatInt(p.To, 10) + ".z"
@@ -38,7 +43,11 @@ func pieceKey(prefix string, sheet int, from int64, p piece) string {
 // starts over only if it needs what is missing.
 func (x *xlsxWriter) upload(sheet int, f *os.File, comp int64, pieces *[]piece) []piece {
 	var from int64
-	if n := len(*pieces); n > 0 {
+	if n := len(*pieces); n >= maxPieces {
+		// The list would make the checkpoint grow without end: the file so far goes up
+		// as one piece instead (the others stay until the job ends).
+		*pieces = (*pieces)[:0]
+	} else if n > 0 {
 		from = (*pieces)[n-1].To
 	}
 	if comp > from {
