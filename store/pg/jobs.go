@@ -41,7 +41,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, id string, attempt int, rows
 	if total >= 0 {
 		t = &total
 	}
-	err = s.pool.QueryRow(ctx, `UPDATE jobs SET heartbeat_at = `+nowSQL+`, progress_rows = $4, progress_total = $5, checkpoint = $6`+fence+
+	err = s.pool.QueryRow(ctx, `UPDATE jobs SET heartbeat_at = `+nowSQL+`, progress_rows = $4, progress_total = $5, checkpoint = $6, checkpoint_attempt = attempt`+fence+
 		` RETURNING cancel_requested`, s.now(), id, attempt, rows, t, data).Scan(&cancelRequested)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, store.ErrLeaseLost
@@ -110,16 +110,18 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 }
 
 // Recover (fenced) takes back an attempt whose heartbeat was lost; the attempt counts as
-// spent: PENDING to run retryIn from now by the database's clock, FAILED out of
+// spent unless it saved a checkpoint: PENDING to run retryIn from now by the database's clock, FAILED out of
 // attempts, or CANCELED when a cancel was requested (rule 5).
 func (s *Store) Recover(ctx context.Context, id string, attempt int, reason string, retryIn time.Duration) (store.Job, error) {
 	var job store.Job
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
+		// An attempt that saved a checkpoint does not spend the budget (rule 30).
 		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET
 			status = CASE WHEN cancel_requested THEN 'CANCELED'
-				WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN `+nowSQL+` ELSE NULL END,
+				WHEN attempt >= max_attempts AND checkpoint_attempt IS DISTINCT FROM attempt THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts AND checkpoint_attempt IS DISTINCT FROM attempt THEN `+nowSQL+` ELSE NULL END,
+			max_attempts = CASE WHEN checkpoint_attempt IS NOT DISTINCT FROM attempt THEN max_attempts + 1 ELSE max_attempts END,
 			run_at = `+nowSQL+` + $4 * interval '1 microsecond', worker = NULL, error_code = 'lost', error_message = $5`+
 			fence+` RETURNING `+jobColumns,
 			s.now(), id, attempt, micros(max(retryIn, 0)), noNUL(reason)))

@@ -237,7 +237,7 @@ const (
 		finished_at = CASE WHEN cancel_requested THEN ? ELSE NULL END,
 		run_at = ?, worker = NULL, heartbeat_at = NULL` + fence + ` RETURNING ` + jobColumns
 	heartbeatSQL      = `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?` + fence + ` RETURNING cancel_requested`
-	checkpointSQL     = `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?, checkpoint = ?` + fence + ` RETURNING cancel_requested`
+	checkpointSQL     = `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?, checkpoint = ?, checkpoint_attempt = attempt` + fence + ` RETURNING cancel_requested`
 	finishCanceledSQL = `UPDATE jobs SET status = 'CANCELED', finished_at = ?, worker = NULL, checkpoint = NULL` + fence + ` RETURNING ` + jobColumns
 )
 

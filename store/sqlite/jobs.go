@@ -250,10 +250,14 @@ func (s *Store) Recover(ctx context.Context, id string, attempt int, reason stri
 		t := s.now()
 		now, retryAt := ms(t), t.Add(max(retryIn, 0))
 		var err error
+		// An attempt that saved a checkpoint made progress the next one keeps: it does not
+		// spend the budget (rule 30), so that crashes cost an hour-long export minutes and
+		// not its attempts. One that crashes before its first checkpoint does.
 		job, err = scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET
 			status = CASE WHEN cancel_requested THEN 'CANCELED'
-				WHEN attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
-			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts THEN ? ELSE NULL END,
+				WHEN attempt >= max_attempts AND checkpoint_attempt IS NOT attempt THEN 'FAILED' ELSE 'PENDING' END,
+			finished_at = CASE WHEN cancel_requested OR attempt >= max_attempts AND checkpoint_attempt IS NOT attempt THEN ? ELSE NULL END,
+			max_attempts = CASE WHEN checkpoint_attempt IS attempt THEN max_attempts + 1 ELSE max_attempts END,
 			run_at = ?, worker = NULL, error_code = 'lost', error_message = ?`+fence+` RETURNING `+jobColumns,
 			now, ms(retryAt), reason, id, attempt))
 		if errors.Is(err, store.ErrNotFound) {

@@ -4,5 +4,6 @@
 -- store (the job kind's JSON), written with a heartbeat and fenced like one. The attempt
 -- that takes over a recovered job reads it and continues from there. A success clears
 -- it. No index reads it, so a heartbeat that writes it can still be a HOT update; a
--- large one is TOASTed.
-ALTER TABLE jobs ADD COLUMN checkpoint bytea;
+-- large one is TOASTed. checkpoint_attempt is the attempt that wrote it: a lost attempt
+-- that made one does not spend the budget.
+ALTER TABLE jobs ADD COLUMN checkpoint bytea, ADD COLUMN checkpoint_attempt integer;

@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"Fencing", testFencing},
 		{"Heartbeat", testHeartbeat},
 		{"CheckpointOutlivesItsAttempt", testCheckpoint},
+		{"RecoverAfterACheckpointSpendsNoAttempt", testRecoverAfterCheckpoint},
 		{"SucceedPublishesInsideTheTransaction", testSucceedPublishes},
 		{"SucceedPublishErrorCommitsNothing", testSucceedPublishError},
 		{"CompleteFromFile", testCompleteFromFile},
@@ -608,6 +609,36 @@ func testCheckpoint(t *testing.T, h Harness) {
 	if c, _ := h.Store.Checkpoint(ctx, k.ID); c != nil {
 		t.Fatalf("a canceled job's checkpoint = %q, want none", c)
 	}
+}
+
+// Rule 30: a lost attempt that saved a checkpoint made progress the next one keeps, so
+// its recovery does not spend the budget; one that saved none does. A crash loop that
+// makes no progress still ends FAILED.
+func testRecoverAfterCheckpoint(t *testing.T, h Harness) {
+	j := enqueue(t, h, maxAttempts(1))
+	claim(t, h)
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 1, 10, -1, []byte(`{"rows":10}`)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.Store.Recover(ctx, j.ID, 1, "heartbeat lost", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != store.StatusPending || r.MaxAttempts != 2 || r.Attempt != 1 {
+		t.Fatalf("after losing an attempt that saved a checkpoint: %s, attempt %d of %d; want PENDING, 1 of 2", r.Status, r.Attempt, r.MaxAttempts)
+	}
+	if c := claimID(t, h, j.ID); c.Attempt != 2 {
+		t.Fatalf("claimed attempt %d, want 2", c.Attempt)
+	}
+	// Attempt 2 saves none: its loss spends the last attempt.
+	r, err = h.Store.Recover(ctx, j.ID, 2, "heartbeat lost", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != store.StatusFailed || r.MaxAttempts != 2 {
+		t.Fatalf("after losing an attempt without a checkpoint: %s, max %d; want FAILED, 2", r.Status, r.MaxAttempts)
+	}
+	wantEvents(t, h, j.ID, store.EventAccepted, store.EventStarted, store.EventRecovered, store.EventStarted, store.EventFailed)
 }
 
 // Rule 7: publish runs once, after the fence matched and before the commit: meanwhile a
