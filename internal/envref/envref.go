@@ -61,8 +61,10 @@ func Secret(v, dir string) (string, error) {
 	case len(b) > maxSecretFile:
 		return "", fmt.Errorf("secret file %s is larger than %d KiB", path, maxSecretFile>>10)
 	}
-	s := strings.TrimSuffix(string(b), "\n")
-	s = strings.TrimSuffix(s, "\r")
+	s, crlf := strings.CutSuffix(string(b), "\r\n")
+	if !crlf {
+		s = strings.TrimSuffix(s, "\n")
+	}
 	if s == "" {
 		return "", fmt.Errorf("secret file %s is empty", path)
 	}
