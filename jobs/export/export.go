@@ -106,6 +106,12 @@ type Report struct {
 	// File names the file the report was loaded from, as reports/orders.sql (not the
 	// server's absolute path); empty for built-ins.
 	File string `json:"file,omitempty"`
+	// Request, Rows and Paginate are an HTTP report's lines as written ("-- request:
+	// GET orders?from={from}", "-- rows: .data[]", "-- paginate: link"), which an http
+	// source reads (httpsource_spec.go); such a report has no Query.
+	Request  string `json:"request,omitempty"`
+	Rows     string `json:"rows,omitempty"`
+	Paginate string `json:"paginate,omitempty"`
 }
 
 // Kind runs exports.
