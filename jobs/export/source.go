@@ -38,6 +38,9 @@ type Query struct {
 	// Place, when set, is given the source's Placer before the source calls Begin; a
 	// source that cannot resume leaves it alone.
 	Place func(Placer)
+	// Warn, when set, takes a message about the rows that the export's page should
+	// show (an HTTP source's keys that came too late to be columns); nil: none.
+	Warn func(string)
 }
 
 // Position is how far a file got: its first Rows rows are written, and Token is what
