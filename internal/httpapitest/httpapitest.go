@@ -48,13 +48,15 @@ type Options struct {
 	// Authorization: Bearer token; User and Password: basic authentication; HeaderName
 	// and HeaderValue: a header of that name and value; ClientID and ClientSecret: a
 	// bearer token that /oauth/token issued for them (client credentials grant).
-	Bearer                   string
-	User, Password           string
-	HeaderName, HeaderValue  string
-	ClientID, ClientSecret   string
-	TokenLifetime            time.Duration // of an issued token; 0: an hour
-	RequireScope             string        // a scope the token request must ask for; "": none
-	UnauthorizedBodyForTests string        // appended to a 401's body (tests of excerpts)
+	Bearer                  string
+	User, Password          string
+	HeaderName, HeaderValue string
+	ClientID, ClientSecret  string
+	TokenLifetime           time.Duration // of an issued token; 0: an hour
+	RequireScope            string        // a scope the token request must ask for; "": none
+	// EchoCredentials makes a 401's body repeat the credentials the request sent, as
+	// some APIs do: tests check that error messages leave them out.
+	EchoCredentials bool
 }
 
 // MaxPageSize is the largest limit= a request may ask for.
@@ -220,7 +222,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !a.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="httpapitest"`)
-		problem(w, http.StatusUnauthorized, "unauthorized"+a.opt.UnauthorizedBodyForTests)
+		detail := "unauthorized"
+		if a.opt.EchoCredentials {
+			detail += fmt.Sprintf(" (you sent Authorization %q", r.Header.Get("Authorization"))
+			if a.opt.HeaderName != "" {
+				detail += fmt.Sprintf(", %s %q", a.opt.HeaderName, r.Header.Get(a.opt.HeaderName))
+			}
+			detail += ")"
+		}
+		problem(w, http.StatusUnauthorized, detail)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {

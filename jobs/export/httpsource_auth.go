@@ -189,7 +189,8 @@ func tokenError(err error) error {
 		permanent := code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 		return &httpAuthError{err: fmt.Errorf("the oauth2 token endpoint answered %s", what), permanent: permanent}
 	}
-	return &httpAuthError{err: fmt.Errorf("oauth2 token: %v", transportMessage(err))}
+	// Wrapped, so that a token endpoint on a refused address is refused as a page is.
+	return &httpAuthError{err: fmt.Errorf("oauth2 token: %w", err)}
 }
 
 // authTransport sets the source's credentials on requests to base_url's host, and on

@@ -75,8 +75,12 @@ func (s *httpSource) try(ctx context.Context, method string, u *url.URL, page in
 		case ctx.Err() != nil:
 			return tryResult{err: s.canceled(ctx, ctx.Err())}
 		case errors.As(err, &refused):
-			return tryResult{err: jobs.Permanent("not_allowed", fmt.Errorf("%s: %v; set allow_private = true in [sources.%s] to reach private addresses",
-				where, refused, s.name))}
+			what := ""
+			if errors.As(err, &authErr) {
+				what = "the oauth2 token endpoint's address "
+			}
+			return tryResult{err: jobs.Permanent("not_allowed", fmt.Errorf("%s: %s%v; set allow_private = true in [sources.%s] to reach private addresses",
+				where, what, refused, s.name))}
 		case errors.As(err, &authErr) && authErr.permanent:
 			return tryResult{err: jobs.Permanent("upstream_rejected", fmt.Errorf("%s: %v", where, authErr))}
 		}

@@ -26,7 +26,7 @@ var httpReportTests = []struct {
 -- column: total "Total" number(#,##0.00)
 `,
 		want: &Report{Title: "CRM orders", Source: "crm", Sheet: "CRM orders",
-			Params: []Param{{Name: "from", Type: TypeDate, Label: "From"}, {Name: "to", Type: TypeDate, Label: "To", After: "from"}},
+			Params:  []Param{{Name: "from", Type: TypeDate, Label: "From"}, {Name: "to", Type: TypeDate, Label: "To", After: "from"}},
 			Columns: []ColumnSpec{{Name: "total", Label: "Total", Type: TypeNumber, Format: "#,##0.00"}},
 			Request: "GET orders?from={from}&to={to}&limit=500", Rows: ".data[]", Paginate: "cursor .meta.next_cursor cursor"},
 	},
