@@ -933,3 +933,22 @@ func TestSetQueryParam(t *testing.T) {
 		}
 	}
 }
+
+// A report's jq sees no environment: $ENV and env are empty, so a report's author
+// cannot copy the server's secrets into a file.
+func TestHTTPJQSeesNoEnvironment(t *testing.T) {
+	t.Setenv("SHEETQ_TEST_JQ_SECRET", "hunter2")
+	for _, expr := range []string{"$ENV", "env", "$ENV.SHEETQ_TEST_JQ_SECRET", "env.PATH"} {
+		code, err := compileJQ(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		v, err := firstResult(t.Context(), code, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if m, ok := v.(map[string]any); !(v == nil || ok && len(m) == 0) {
+			t.Fatalf("%s gives %v", expr, v)
+		}
+	}
+}
