@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -57,7 +58,9 @@ type httpSource struct {
 	limiter     *rate.Limiter
 	maxResponse int64
 	maxPages    int64
-	secrets     []string // the resolved credentials, cut out of any excerpt
+	timeout     time.Duration // per response
+	secrets     func() []string // the credentials, cut out of any excerpt or message
+	log         *slog.Logger
 
 	// The retry policy; tests shorten the waits.
 	retries       int
@@ -69,6 +72,7 @@ type httpSource struct {
 var (
 	_ Source  = (*httpSource)(nil)
 	_ Resumer = (*httpSource)(nil)
+	_ Logged  = (*httpSource)(nil)
 )
 
 // openHTTP validates an http source's keys and builds its client. Nothing is requested
@@ -91,6 +95,7 @@ func openHTTP(name string, sc SourceConfig, baseDir string) (*httpSource, error)
 		name: name, base: base, origin: originOf(base),
 		maxResponse: defaultMaxResponse, maxPages: defaultMaxPages,
 		retries: httpRetries, backoff: httpBackoff, maxBackoff: httpMaxBackoff, maxRetryAfter: httpMaxRetryAfter,
+		log: slog.Default(),
 	}
 	r := sc.Rate
 	switch {
@@ -142,7 +147,7 @@ func openHTTP(name string, sc SourceConfig, baseDir string) (*httpSource, error)
 	if err != nil {
 		return nil, bad("auth: %v", err)
 	}
-	s.secrets = secrets
+	s.secrets, s.timeout = secrets, timeout
 	s.client = &http.Client{
 		Transport: &authTransport{next: transport, origin: s.origin, auth: auth},
 		// The whole response, body included: a page that trickles in is as stuck as one
@@ -216,6 +221,13 @@ func parseByteSize(s string) (int64, error) {
 		return 0, errors.New("not a size")
 	}
 	return n * mult, nil
+}
+
+// SetLogger implements Logged: retried pages are logged there.
+func (s *httpSource) SetLogger(l *slog.Logger) {
+	if l != nil {
+		s.log = l
+	}
 }
 
 // Close lets the source's idle connections go.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -38,14 +39,16 @@ func (e *httpAuthError) Error() string { return e.err.Error() }
 func (e *httpAuthError) Unwrap() error { return e.err }
 
 // newHTTPAuth checks an auth table and returns what applies it, with its secrets
-// resolved (env:NAME, file:PATH relative to baseDir, or the value itself) and listed,
-// so that no excerpt of an answer can show them. tokenClient fetches OAuth2 tokens:
+// resolved (env:NAME, file:PATH relative to baseDir, or the value itself), and what
+// lists them (with an OAuth2 source's current access token), so that no excerpt of an
+// answer can show them. tokenClient fetches OAuth2 tokens:
 // the source's transport, so the token endpoint is behind the same address guard.
 // Messages name keys and variables, never a secret's value.
-func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAuth, []string, error) {
+func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAuth, func() []string, error) {
 	if a == nil {
 		return nil, nil, nil
 	}
+	fixed := func(secrets ...string) func() []string { return func() []string { return secrets } }
 	secret := func(key, v string) (string, error) {
 		if v == "" {
 			return "", fmt.Errorf("type %s needs %s", a.Type, key)
@@ -92,7 +95,7 @@ func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAut
 		return func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+token)
 			return nil
-		}, []string{token}, nil
+		}, fixed(token), nil
 	case authBasic:
 		if err := extra("user", "password"); err != nil {
 			return nil, nil, err
@@ -111,7 +114,7 @@ func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAut
 		return func(r *http.Request) error {
 			r.Header.Set("Authorization", "Basic "+encoded)
 			return nil
-		}, []string{password, encoded}, nil
+		}, fixed(password, encoded), nil
 	case authHeader:
 		if err := extra("name", "value"); err != nil {
 			return nil, nil, err
@@ -137,7 +140,7 @@ func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAut
 		return func(r *http.Request) error {
 			r.Header.Set(name, value)
 			return nil
-		}, []string{value}, nil
+		}, fixed(value), nil
 	case authOAuth2:
 		if err := extra("token_url", "client_id", "client_secret", "scopes"); err != nil {
 			return nil, nil, err
@@ -161,14 +164,23 @@ func newHTTPAuth(a *HTTPAuth, baseDir string, tokenClient *http.Client) (httpAut
 		// export of the source, and is safe for concurrent use. Its context only carries
 		// the client: a token fetch is bounded by the client's timeout.
 		ts := cc.TokenSource(context.WithValue(context.Background(), oauth2.HTTPClient, tokenClient))
-		return func(r *http.Request) error {
+		var current atomic.Pointer[string] // the access token last sent
+		apply := func(r *http.Request) error {
 			tok, err := ts.Token()
 			if err != nil {
 				return tokenError(err)
 			}
+			current.Store(&tok.AccessToken)
 			tok.SetAuthHeader(r)
 			return nil
-		}, []string{clientSecret}, nil
+		}
+		secrets := func() []string {
+			if p := current.Load(); p != nil {
+				return []string{clientSecret, *p}
+			}
+			return []string{clientSecret}
+		}
+		return apply, secrets, nil
 	case "":
 		return nil, nil, errors.New("missing type (bearer, basic, header or oauth2)")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,6 +44,8 @@ func (s *httpSource) fetch(ctx context.Context, method string, u *url.URL, page 
 		if !res.hasAfter {
 			wait = s.backoffFor(try)
 		}
+		s.log.WarnContext(ctx, "http source: page failed, asking again", "source", s.name, "page", page,
+			"try", try+1, "wait", wait.Round(time.Millisecond).String(), "err", res.err.Error())
 		if err := sleep(ctx, wait); err != nil {
 			return nil, nil, s.canceled(ctx, err)
 		}
@@ -84,7 +87,7 @@ func (s *httpSource) try(ctx context.Context, method string, u *url.URL, page in
 		case errors.As(err, &authErr) && authErr.permanent:
 			return tryResult{err: jobs.Permanent("upstream_rejected", fmt.Errorf("%s: %v", where, authErr))}
 		}
-		return tryResult{err: jobs.Retryable("upstream", fmt.Errorf("%s: %v", where, s.redact(transportMessage(err)))), retry: true}
+		return tryResult{err: jobs.Retryable("upstream", fmt.Errorf("%s: %v", where, s.redact(s.transportMessage(err)))), retry: true}
 	}
 	defer resp.Body.Close()
 	status := resp.StatusCode
@@ -95,7 +98,7 @@ func (s *httpSource) try(ctx context.Context, method string, u *url.URL, page in
 		case err != nil && ctx.Err() != nil:
 			return tryResult{err: s.canceled(ctx, ctx.Err())}
 		case err != nil:
-			return tryResult{err: jobs.Retryable("upstream", fmt.Errorf("%s: reading the answer: %v", where, transportMessage(err))), retry: true}
+			return tryResult{err: jobs.Retryable("upstream", fmt.Errorf("%s: reading the answer: %v", where, s.transportMessage(err))), retry: true}
 		case int64(len(body)) > s.maxResponse:
 			return tryResult{err: jobs.Permanent("bad_response", fmt.Errorf("%s: the answer is larger than max_response (%s); ask for smaller pages, or raise max_response in [sources.%s]",
 				where, byteSize(s.maxResponse), s.name))}
@@ -194,7 +197,10 @@ func (s *httpSource) excerpt(body io.Reader) string {
 
 // redact cuts the source's credentials out of text.
 func (s *httpSource) redact(text string) string {
-	for _, secret := range s.secrets {
+	if s.secrets == nil {
+		return text
+	}
+	for _, secret := range s.secrets() {
 		if secret != "" {
 			text = strings.ReplaceAll(text, secret, "[redacted]")
 		}
@@ -203,8 +209,11 @@ func (s *httpSource) redact(text string) string {
 }
 
 // transportMessage is a client error without the "Get "URL": " that net/http puts in
-// front of it: the message names the page already.
-func transportMessage(err error) string {
+// front of it (the message names the page already), and a timeout in words.
+func (s *httpSource) transportMessage(err error) string {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return fmt.Sprintf("no answer within %s (the source's timeout)", s.timeout)
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err

@@ -36,6 +36,8 @@ var httpReportTests = []struct {
 		want: &Report{Title: "orders", Source: "crm", Sheet: "orders", Params: []Param{{Name: "id", Type: TypeInt}},
 			Request: "POST customers/{id}/orders", Rows: ".[] | select(.open)"},
 	},
+	{name: "a tab after the method", src: "-- source: crm\n-- request: GET\torders\n-- rows: .[]\n",
+		want: &Report{Title: "orders", Source: "crm", Sheet: "orders", Params: []Param{}, Request: "GET\torders", Rows: ".[]"}},
 	{name: "every pagination style parses", src: "-- source: crm\n-- request: GET a\n-- rows: .data[]\n-- paginate: link\n",
 		want: &Report{Title: "orders", Source: "crm", Sheet: "orders", Params: []Param{}, Request: "GET a", Rows: ".data[]", Paginate: "link"}},
 	{name: "next_url with a pipe", src: "-- source: crm\n-- request: GET a\n-- rows: .data[]\n-- paginate: next_url .links | .next\n",

@@ -96,8 +96,11 @@ type requestPlaceholder struct {
 // and returns its method and target. Every {name} must be a declared param; the path is
 // relative to base_url.
 func parseRequest(s string, params []Param) (method, target string, err error) {
-	method, target, _ = strings.Cut(strings.TrimSpace(s), " ")
-	target = strings.TrimSpace(target)
+	s = strings.TrimSpace(s)
+	method, target = s, ""
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		method, target = s[:i], strings.TrimSpace(s[i:])
+	}
 	switch {
 	case method != "GET" && method != "POST":
 		if up := strings.ToUpper(method); up == "GET" || up == "POST" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -56,6 +57,7 @@ func openTestHTTP(t testing.TB, srv *httpapitest.Server, mod func(*SourceConfig)
 	}
 	hs := src.(*httpSource)
 	hs.backoff, hs.maxBackoff, hs.maxRetryAfter = time.Millisecond, 5*time.Millisecond, 20*time.Millisecond
+	hs.SetLogger(slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { hs.Close() })
 	return hs
 }
@@ -244,6 +246,49 @@ func TestHTTPAuth(t *testing.T) {
 	}
 }
 
+// An API that echoes the OAuth2 access token it was sent does not get it into the
+// export's error.
+func TestHTTPAccessTokenRedacted(t *testing.T) {
+	t.Parallel()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"at-9f8e7d6c","token_type":"Bearer","expires_in":3600}`)
+			return
+		}
+		http.Error(w, "forbidden for "+r.Header.Get("Authorization"), http.StatusForbidden)
+	}))
+	t.Cleanup(api.Close)
+	src, err := OpenSource("api", SourceConfig{Driver: "http", BaseURL: api.URL, AllowPrivate: true,
+		Auth: &HTTPAuth{Type: "oauth2", TokenURL: api.URL + "/token", ClientID: "a", ClientSecret: "s3cret-client"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = srcStream(t.Context(), t, src, httpTestReport(t, "request: GET items", "rows: .[]"), nil)
+	je := srcJobError(t, err, true, "upstream_rejected")
+	if strings.Contains(je.Error(), "at-9f8e7d6c") || !strings.Contains(je.Error(), "forbidden for Bearer [redacted]") {
+		t.Fatalf("error %q", je)
+	}
+}
+
+// syncBuffer is a log's destination that tests read while sources write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // The credentials go to base_url's host only: a redirect elsewhere goes without them.
 func TestHTTPAuthStaysOnItsHost(t *testing.T) {
 	t.Parallel()
@@ -318,8 +363,14 @@ func TestHTTPTransientFailureRetriesThePage(t *testing.T) {
 	srv.Fail(3, http.StatusInternalServerError, 2, "")
 	srv.Fail(4, http.StatusBadGateway, 1, "")
 	srv.Fail(5, http.StatusRequestTimeout, 1, "")
-	rec := srcMustStream(t, openTestHTTP(t, srv, nil), styleReport(t, 2, 100), nil)
+	var logged syncBuffer
+	src := openTestHTTP(t, srv, nil)
+	src.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	rec := srcMustStream(t, src, styleReport(t, 2, 100), nil)
 	checkHTTPRows(t, rec.rows, wantHTTPRows(0, 500))
+	if n := strings.Count(logged.String(), "page failed, asking again"); n != 4 || !strings.Contains(logged.String(), "page=3 try=2") {
+		t.Errorf("%d retries logged, want 4:\n%s", n, logged.String())
+	}
 	for page, want := range map[int]int{1: 1, 2: 1, 3: 3, 4: 2, 5: 2} {
 		if n := srv.Requests(page); n != want {
 			t.Errorf("page %d requested %d times, want %d", page, n, want)
@@ -328,7 +379,7 @@ func TestHTTPTransientFailureRetriesThePage(t *testing.T) {
 
 	// Past the retries, the attempt fails retryably, naming the page.
 	srv.Fail(2, http.StatusInternalServerError, 100, "")
-	src := openTestHTTP(t, srv, nil)
+	src = openTestHTTP(t, srv, nil)
 	src.retries = 3
 	before := srv.Requests(2)
 	_, err := srcStream(t.Context(), t, src, styleReport(t, 2, 100), nil)
@@ -409,7 +460,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	before := srv.Requests(3)
 	_, err := srcStream(t.Context(), t, src, styleReport(t, 4, 100), nil)
 	je := srcJobError(t, err, false, "upstream")
-	if !strings.Contains(je.Error(), "page 3") || !strings.Contains(strings.ToLower(je.Error()), "timeout") || srv.Requests(3)-before != 2 {
+	if !strings.Contains(je.Error(), "page 3 (GET /offset/items): no answer within 300ms (the source's timeout) (2 tries)") || srv.Requests(3)-before != 2 {
 		t.Fatalf("hanging page: %q, asked %d times", je, srv.Requests(3)-before)
 	}
 

@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
@@ -62,6 +63,12 @@ type Placer func(rows int64, last []any) (json.RawMessage, error)
 // the report's page.
 type Resumer interface {
 	Resumable(r Report) (ok bool, why string)
+}
+
+// A Logged source logs what no export's page shows, such as an HTTP source's retried
+// pages; the composition root gives it the server's logger before any export runs.
+type Logged interface {
+	SetLogger(*slog.Logger)
 }
 
 // Source runs queries and pushes their rows, so that it owns (and closes) whatever it
