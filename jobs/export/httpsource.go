@@ -58,7 +58,7 @@ type httpSource struct {
 	limiter     *rate.Limiter
 	maxResponse int64
 	maxPages    int64
-	timeout     time.Duration // per response
+	timeout     time.Duration   // per response
 	secrets     func() []string // the credentials, cut out of any excerpt or message
 	log         *slog.Logger
 
