@@ -246,6 +246,21 @@ func TestHTTPAuth(t *testing.T) {
 	}
 }
 
+// An OAuth2 token is fetched again once it expires: tokens that live 5 s are within
+// the oauth2 package's 10 s margin, so every page needs a new one.
+func TestHTTPOAuth2TokenRefreshed(t *testing.T) {
+	t.Parallel()
+	srv := newTestAPI(t, httpapitest.Options{Rows: 30, ClientID: "c", ClientSecret: "s", TokenLifetime: 5 * time.Second})
+	src := openTestHTTP(t, srv, func(sc *SourceConfig) {
+		sc.Auth = &HTTPAuth{Type: "oauth2", TokenURL: srv.URL + "/oauth/token", ClientID: "c", ClientSecret: "s"}
+	})
+	rec := srcMustStream(t, src, styleReport(t, 0, 10), nil)
+	checkHTTPRows(t, rec.rows, wantHTTPRows(0, 30))
+	if srv.Tokens() != 3 {
+		t.Fatalf("%d tokens for 3 pages of expiring tokens, want 3", srv.Tokens())
+	}
+}
+
 // An API that echoes the OAuth2 access token it was sent does not get it into the
 // export's error.
 func TestHTTPAccessTokenRedacted(t *testing.T) {
