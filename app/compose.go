@@ -161,6 +161,11 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 		return nil, err
 	}
 	ecfg.Files = a.files
+	if s3, ok := a.files.(*jobs.S3Files); ok {
+		// An export's checkpoints keep their rows in the bucket too, for an attempt on
+		// another node (ARCHITECTURE.md, "Checkpoints and resume").
+		kind.Kind.SetRemote(s3.Pieces())
+	}
 	if a.test.Now != nil {
 		ecfg.Now = a.test.Now
 	}
@@ -188,6 +193,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	// One gate for the handlers that accept exports and the workers that yield to them.
 	ecfg.Gate = jobs.NewGate(time.Now, time.Sleep)
 	a.hub.Wire(&ecfg)
+	ecfg.OnResumed = a.metrics.Resumes()
 	a.engine = jobs.New(st, ecfg)
 	if err := a.listen(ctx); err != nil {
 		return nil, err
@@ -210,7 +216,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	a.engine.Register(deliver.Name, a.deliveries)
 	a.janitor = jobs.NewJanitor(st, jobs.JanitorConfig{
 		Retention: cfg.Retention, ExportsDir: dir.Exports(), Files: a.files, Logger: log, OnChange: a.engine.Config().OnChange,
-		Now: a.engine.Config().Now,
+		Now: a.engine.Config().Now, Leftovers: []jobs.LeftoverRemover{kind.Kind},
 	})
 
 	var key []byte

@@ -138,6 +138,13 @@ func (e *Engine) register(l *lane, job store.Job) (*execution, context.Context) 
 		beat:   make(chan struct{}, 1),
 	}
 	x.run.onProgress = e.cfg.OnProgress
+	x.run.beat = func() {
+		select {
+		case x.beat <- struct{}{}:
+		default:
+		}
+	}
+	x.run.resumed = func(rows int64) { e.resumed(ctx, x, rows) }
 	x.run.gate = e.cfg.Gate
 	if e.cfg.Nice != 0 && LowerPrioritySupported {
 		x.run.nice = e.cfg.Nice

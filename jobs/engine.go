@@ -80,6 +80,10 @@ type Config struct {
 	// OnProgress, if set, is called when a running job reports progress. It is called
 	// from the handler's goroutine on every report: it must be cheap and never block.
 	OnProgress func(jobID string, rows, total int64)
+	// OnResumed, if set, is called when an attempt continues from an earlier attempt's
+	// checkpoint with rows already written (Run.Resumed): the metrics count resumes and
+	// the rows they saved.
+	OnResumed func(kind string, rows int64)
 	// Nice, from 1 to 19, runs each handler on an OS thread of its own with that nice
 	// value (Linux; LowerPrioritySupported), so that accepting requests, serving pages
 	// and the rest of the machine go first and exports take the CPU time left over.

@@ -18,6 +18,15 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 	log := e.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt)
 	log.InfoContext(ctx, "job started")
 	began := e.cfg.Now()
+	if job.Attempt > 1 {
+		// An earlier attempt may have left a checkpoint to continue from (rule 30). If it
+		// cannot be read the attempt starts from the beginning: slower, never wrong.
+		cp, err := e.st.Checkpoint(ctx, job.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			log.WarnContext(ctx, "checkpoint not read; starting from the beginning", "err", err)
+		}
+		run.Resume = cp
+	}
 
 	hbDone := make(chan struct{})
 	hbStopped := make(chan struct{})
@@ -64,10 +73,15 @@ func (e *Engine) execute(ctx context.Context, x *execution) {
 		reason := "shutdown"
 		if abandoned {
 			reason = "handler did not stop after shutdown"
+		} else {
+			e.saveLastCheckpoint(wctx, x)
 		}
 		e.requeue(wctx, log, x, reason)
 	default:
 		run.removePart()
+		if !abandoned {
+			e.saveLastCheckpoint(wctx, x)
+		}
 		code, msg, permanent := "", "", false
 		switch {
 		case errors.Is(cause, errStalled):
@@ -244,6 +258,9 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 			if tries > 1 {
 				log.InfoContext(ctx, "outcome recorded after the store refused it", "outcome", what, "tries", tries)
 			}
+			if j.Status.Final() {
+				e.ended(j)
+			}
 			return j, nil
 		case errors.Is(err, store.ErrLeaseLost):
 			// Expected after a pause, or when another node took the job: the fence did
@@ -353,4 +370,11 @@ func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err er
 		}
 	}()
 	return h.Run(ctx, run)
+}
+
+// ended tells j's handler, if it keeps something between attempts, that j has ended.
+func (e *Engine) ended(j store.Job) {
+	if en, ok := e.handlers[j.Kind].(Ender); ok { // handlers do not change after Start
+		en.Ended(j.ID)
+	}
 }

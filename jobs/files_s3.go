@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -276,4 +278,63 @@ func (s *S3Files) mapErr(err error) error {
 
 func fileInfo(i objstore.Info) FileInfo {
 	return FileInfo{Key: i.Key, Path: i.Key, Size: i.Size, SHA256: i.SHA256, Modified: i.Modified}
+}
+
+// Pieces is the bucket as the place where a job keeps files between its attempts, for
+// an attempt on another node (an export's checkpointed rows: ARCHITECTURE.md,
+// "Checkpoints and resume"), under resume/.
+func (s *S3Files) Pieces() *BucketPieces { return &BucketPieces{st: s.st} }
+
+// BucketPieces keeps immutable pieces of files under resume/ in a bucket.
+type BucketPieces struct{ st *objstore.Store }
+
+// resumePrefix is where pieces live in the bucket, beside objectPrefix.
+const resumePrefix = "resume/"
+
+// Put uploads size bytes of r under resume/key, written once: a piece already there
+// with the same bytes is the same attempt's upload whose answer was lost.
+func (b *BucketPieces) Put(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return err
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	err := b.st.PutIfAbsent(ctx, resumePrefix+key, r, size, sum)
+	if errors.Is(err, objstore.ErrExists) {
+		if info, serr := b.st.Stat(ctx, resumePrefix+key); serr == nil && info.Size == size && info.SHA256 == sum {
+			return nil
+		}
+	}
+	return err
+}
+
+// Get opens the piece under resume/key.
+func (b *BucketPieces) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, _, err := b.st.Open(ctx, resumePrefix+key)
+	return rc, err
+}
+
+// List returns the keys under resume/prefix, without resume/.
+func (b *BucketPieces) List(ctx context.Context, prefix string) ([]string, error) {
+	objs, err := b.st.List(ctx, resumePrefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = strings.TrimPrefix(o.Key, resumePrefix)
+	}
+	return out, nil
+}
+
+// Delete removes the piece under resume/key; a missing one is fine.
+func (b *BucketPieces) Delete(ctx context.Context, key string) error {
+	err := b.st.Delete(ctx, resumePrefix+key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil
+	}
+	return err
 }

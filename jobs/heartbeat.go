@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -13,7 +14,18 @@ import (
 // execution with that cause. Other errors are returned; they are not a lost lease.
 func (e *Engine) renew(ctx context.Context, x *execution) error {
 	rows, total := x.run.progress()
-	cancelReq, err := e.st.Heartbeat(ctx, x.job.ID, x.job.Attempt, rows, total)
+	var (
+		cancelReq bool
+		err       error
+	)
+	if data, ok := x.run.takeCheckpoint(); ok {
+		cancelReq, err = e.st.SaveCheckpoint(ctx, x.job.ID, x.job.Attempt, rows, total, data)
+		if err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			x.run.untakeCheckpoint(data)
+		}
+	} else {
+		cancelReq, err = e.st.Heartbeat(ctx, x.job.ID, x.job.Attempt, rows, total)
+	}
 	switch {
 	case errors.Is(err, store.ErrLeaseLost):
 		x.cancel(errLeaseLost)
@@ -41,6 +53,8 @@ func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// The handler's checkpoint, if it keeps them, follows through x.beat.
+			x.run.wantCheckpoint()
 		case <-x.beat:
 		}
 		if err := e.renew(ctx, x); err != nil {
@@ -65,5 +79,33 @@ func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct
 			x.cancel(errStalled)
 			return
 		}
+	}
+}
+
+// resumed notes on the job's timeline that attempt x continues from a checkpoint with
+// rows already written, and tells Config.OnResumed. The note is best effort: the export
+// goes on without it.
+func (e *Engine) resumed(ctx context.Context, x *execution, rows int64) {
+	data, _ := json.Marshal(store.ResumedData{Rows: rows})
+	if err := e.st.AppendEvent(context.WithoutCancel(ctx), x.job.ID, store.EventResumed, data); err != nil {
+		e.log.WarnContext(ctx, "resumed event not written", "job_id", x.job.ID, "err", err)
+	}
+	e.log.InfoContext(ctx, "job resumed from its checkpoint", "job_id", x.job.ID, "attempt", x.job.Attempt, "rows", rows)
+	if e.cfg.OnResumed != nil {
+		e.cfg.OnResumed(x.job.Kind, rows)
+	}
+}
+
+// saveLastCheckpoint writes the checkpoint a handler made after the last heartbeat,
+// when its attempt ends in a way that a later attempt continues (a retryable failure,
+// a requeue at shutdown): what it made is not lost with the process.
+func (e *Engine) saveLastCheckpoint(ctx context.Context, x *execution) {
+	data, ok := x.run.takeCheckpoint()
+	if !ok {
+		return
+	}
+	rows, total := x.run.progress()
+	if _, err := e.st.SaveCheckpoint(ctx, x.job.ID, x.job.Attempt, rows, total, data); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		e.log.WarnContext(ctx, "last checkpoint not saved", "job_id", x.job.ID, "err", err)
 	}
 }

@@ -41,6 +41,16 @@ type JanitorConfig struct {
 	// OnChange, if set, is called after each job the janitor expires: a wake-up, like
 	// Config.OnChange.
 	OnChange func()
+	// Leftovers are the kinds that keep files for a job's next attempt (an export's
+	// checkpointed rows: ARCHITECTURE.md, "Checkpoints and resume"); each sweep removes
+	// those of jobs that will run no more.
+	Leftovers []LeftoverRemover
+}
+
+// A LeftoverRemover keeps files per job between attempts, and removes those of the
+// jobs keep says no to.
+type LeftoverRemover interface {
+	RemoveResumeFiles(keep func(jobID string) bool) (int, error)
 }
 
 // Janitor applies retention: old files go (their jobs become EXPIRED), then old rows. In
@@ -62,6 +72,7 @@ type SweepResult struct {
 	Deleted    int   // finished jobs removed with their events
 	Orphans    int   // objects no job references, removed from a bucket
 	Aborted    int   // unfinished multipart uploads aborted
+	Leftovers  int   // folders of files kept for a next attempt that no job will make
 	BytesFreed int64 // size of the removed files
 }
 
@@ -106,7 +117,7 @@ func NewJanitor(st Store, cfg JanitorConfig) *Janitor {
 // "Services"), ctx's cancellation does not end the sweeping: Stop does, and cancels a
 // sweep under way.
 func (j *Janitor) Start(ctx context.Context) error {
-	if j.cfg.Retention <= 0 && j.bucket == nil {
+	if j.cfg.Retention <= 0 && j.bucket == nil && len(j.cfg.Leftovers) == 0 {
 		return nil
 	}
 	ctx, j.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -154,9 +165,27 @@ func (j *Janitor) Sweep(ctx context.Context) (SweepResult, error) {
 			return res, err
 		}
 	}
-	if res.Expired+res.Deleted+res.Orphans+res.Aborted > 0 {
+	if j.jobs != nil {
+		for _, l := range j.cfg.Leftovers {
+			n, err := l.RemoveResumeFiles(func(id string) bool {
+				job, err := j.jobs.Get(ctx, id)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					return false
+				case err != nil:
+					return true // not known now: kept until a sweep knows
+				}
+				return job.Status == store.StatusPending || job.Status == store.StatusProcessing
+			})
+			res.Leftovers += n
+			if err != nil {
+				return res, err
+			}
+		}
+	}
+	if res.Expired+res.Deleted+res.Orphans+res.Aborted+res.Leftovers > 0 {
 		j.cfg.Logger.InfoContext(ctx, "retention sweep", "expired", res.Expired, "deleted", res.Deleted,
-			"orphans", res.Orphans, "aborted_uploads", res.Aborted, "bytes_freed", res.BytesFreed, "retention", j.cfg.Retention)
+			"orphans", res.Orphans, "aborted_uploads", res.Aborted, "leftovers", res.Leftovers, "bytes_freed", res.BytesFreed, "retention", j.cfg.Retention)
 	}
 	return res, nil
 }

@@ -20,6 +20,14 @@ type Handler interface {
 	Run(ctx context.Context, run *Run) error
 }
 
+// An Ender is a Handler that keeps something of a job's between its attempts (an
+// export's checkpointed rows: ARCHITECTURE.md, "Checkpoints and resume") and lets it go
+// when the job ends (SUCCEEDED, FAILED or CANCELED by an attempt of this engine). What
+// a crash leaves is the janitor's (JanitorConfig.Leftovers).
+type Ender interface {
+	Ended(jobID string)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, run *Run) error
 
@@ -53,6 +61,17 @@ type Run struct {
 	out      *os.File
 	hash     *hashingWriter
 	warnings []string
+
+	// Resume is the checkpoint an earlier attempt of the job saved (Checkpoint), for this
+	// one to continue from; nil: none, start from the beginning.
+	Resume []byte
+
+	ckMu      sync.Mutex
+	ckData    []byte // the latest checkpoint not yet written, if ckPending
+	ckPending bool
+	ckWant    chan struct{} // capacity 1: the engine wants a checkpoint (CheckpointWanted)
+	beat      func()        // asks the heartbeat to write now; nil outside an engine
+	resumed   func(rows int64)
 }
 
 func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts int) *Run {
@@ -61,7 +80,72 @@ func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts 
 		partPath: filepath.Join(tmpDir, PartName(id, attempt)),
 	}
 	r.total.Store(-1)
+	r.ckWant = make(chan struct{}, 1)
 	return r
+}
+
+// CheckpointWanted fires when the engine wants a checkpoint: at each heartbeat, so that
+// a crash costs at most about one heartbeat interval of work (ARCHITECTURE.md,
+// "Checkpoints and resume"). A handler that can resume answers with Checkpoint once its
+// output is durable up to a point it can continue from; one that cannot ignores it.
+func (r *Run) CheckpointWanted() <-chan struct{} { return r.ckWant }
+
+// WantsCheckpoint reports, without taking it, whether a checkpoint is wanted: cheap
+// enough to ask after every row.
+func (r *Run) WantsCheckpoint() bool { return len(r.ckWant) > 0 }
+
+// Checkpoint records how far the attempt got, as the job kind's own JSON, and has the
+// heartbeat write it at once, fenced. The attempt that takes over after a crash finds it
+// in Resume. Empty data drops the job's checkpoint (a resume that found its files gone
+// starts again from nothing). An abandoned handler's checkpoints are refused.
+func (r *Run) Checkpoint(data []byte) {
+	select {
+	case <-r.ckWant:
+	default:
+	}
+	if r.fenced.Load() {
+		return
+	}
+	r.ckMu.Lock()
+	r.ckData, r.ckPending = append(make([]byte, 0, len(data)), data...), true
+	r.ckMu.Unlock()
+	if r.beat != nil {
+		r.beat()
+	}
+}
+
+// Resumed tells the engine that the attempt continues from an earlier one's checkpoint,
+// with rows already in its file: the job's timeline says so and the metrics count it.
+func (r *Run) Resumed(rows int64) {
+	if r.resumed != nil && !r.fenced.Load() {
+		r.resumed(rows)
+	}
+}
+
+// wantCheckpoint asks the handler for a checkpoint (CheckpointWanted).
+func (r *Run) wantCheckpoint() {
+	select {
+	case r.ckWant <- struct{}{}:
+	default:
+	}
+}
+
+// takeCheckpoint returns the checkpoint to write, if one is waiting.
+func (r *Run) takeCheckpoint() ([]byte, bool) {
+	r.ckMu.Lock()
+	defer r.ckMu.Unlock()
+	data, ok := r.ckData, r.ckPending
+	r.ckData, r.ckPending = nil, false
+	return data, ok
+}
+
+// untakeCheckpoint puts back a checkpoint whose write failed, unless a newer one came.
+func (r *Run) untakeCheckpoint(data []byte) {
+	r.ckMu.Lock()
+	defer r.ckMu.Unlock()
+	if !r.ckPending {
+		r.ckData, r.ckPending = data, true
+	}
 }
 
 // Output returns the writer for the attempt's result file. The engine creates

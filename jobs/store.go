@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"sheetq/store"
@@ -41,6 +42,13 @@ type Store interface {
 	// Heartbeat (fenced) stamps the heartbeat and progress (total < 0: unknown) and
 	// reports whether a cancel was requested (rule 4).
 	Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error)
+	// SaveCheckpoint (fenced) is Heartbeat that also replaces the job's checkpoint, which
+	// outlives the attempt until a success or a cancel clears it (rule 30).
+	SaveCheckpoint(ctx context.Context, id string, attempt int, rows, total int64, data []byte) (cancelRequested bool, err error)
+	// Checkpoint reads the job's checkpoint; nil when it has none.
+	Checkpoint(ctx context.Context, id string) ([]byte, error)
+	// AppendEvent notes an event on a job's timeline (a resumed attempt's "resumed").
+	AppendEvent(ctx context.Context, id, typ string, data json.RawMessage) error
 	// FinishBatch records the ends of running attempts (succeeded and published,
 	// failed, cancelled, requeued; store.Finish) in one transaction, each fenced on its
 	// own: a Finish whose attempt no longer owns its job is answered store.ErrLeaseLost,

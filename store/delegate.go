@@ -31,6 +31,12 @@ func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, tot
 	return r0, s.fault(err)
 }
 
+// Checkpoint: Driver.Checkpoint.
+func (s *Store) Checkpoint(ctx context.Context, id string) ([]byte, error) {
+	r0, err := s.d.Checkpoint(ctx, id)
+	return r0, s.fault(err)
+}
+
 // CompleteFromFile: Driver.CompleteFromFile.
 func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, res FileResult) (Job, error) {
 	r0, err := s.d.CompleteFromFile(ctx, id, attempt, res)

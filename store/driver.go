@@ -56,6 +56,12 @@ type Driver interface {
 	NextRunIn(ctx context.Context, queue string) (time.Duration, error)
 	// Heartbeat stamps a running attempt's heartbeat and progress, fenced (rule 3).
 	Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error)
+	// SaveCheckpoint is Heartbeat that also replaces the job's checkpoint with data, in
+	// the same fenced write (rule 30).
+	SaveCheckpoint(ctx context.Context, id string, attempt int, rows, total int64, data []byte) (cancelRequested bool, err error)
+	// Checkpoint reads the job's checkpoint: nil when it has none, ErrNotFound when there
+	// is no such job.
+	Checkpoint(ctx context.Context, id string) ([]byte, error)
 	// FinishBatch ends running attempts, fenced, each in order with its event and
 	// follow-ups in the same transaction as its end (rules 3, 10, 19).
 	FinishBatch(ctx context.Context, fs []Finish) []Finished

@@ -46,6 +46,12 @@ type ReasonData struct {
 	Reason string `json:"reason"`
 }
 
+// ResumedData is the data of a resumed event: the rows the attempt kept from the
+// checkpoint it continues from.
+type ResumedData struct {
+	Rows int64 `json:"rows"`
+}
+
 // RetriedData is the data of a retried event.
 type RetriedData struct {
 	From        Status `json:"from"`         // the state the job was retried from

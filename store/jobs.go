@@ -35,6 +35,7 @@ const (
 	EventCancelRequested   = "cancel_requested"
 	EventCanceled          = "canceled"
 	EventRequeued          = "requeued" // shutdown; attempt not spent
+	EventResumed           = "resumed"  // an attempt continues from an earlier one's checkpoint (ResumedData)
 )
 
 // ErrIdempotencyMismatch is returned when an idempotency key is reused with another body.

@@ -15,7 +15,7 @@ func (a *API) listReports(w http.ResponseWriter, r *http.Request) error {
 	out := make([]exports.Report, 0, len(entries))
 	for _, e := range entries {
 		if a.exports.MayRunEntry(r.Context(), e) {
-			out = append(out, exports.ReportFor(r.Context(), e))
+			out = append(out, a.exports.ReportWithResume(r.Context(), e))
 		}
 	}
 	problem.WriteJSON(w, http.StatusOK, map[string]any{"reports": out})

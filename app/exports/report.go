@@ -29,6 +29,10 @@ type Report struct {
 	SQL    string     `json:"sql,omitempty"`
 	File   string     `json:"file,omitempty"`
 	Error  *LoadError `json:"error,omitempty"`
+	// Resumes says whether an export of the report continues from its last checkpoint
+	// after a crash; ResumeNote says why not when it does not.
+	Resumes    bool   `json:"resumes"`
+	ResumeNote string `json:"resume_note,omitempty"`
 }
 
 // LoadError is why a report file did not load, with where when known.
@@ -56,6 +60,18 @@ func ReportOf(e export.Entry) Report {
 			le.Message, le.File, le.Line = pe.Msg, pe.File, pe.Line
 		}
 		out.Error = le
+	}
+	return out
+}
+
+// ReportWithResume is ReportFor with whether the report's exports resume after a crash.
+func (s *Service) ReportWithResume(ctx context.Context, e export.Entry) Report {
+	out := ReportFor(ctx, e)
+	if e.Err == nil && s.Kind != nil {
+		out.Resumes, out.ResumeNote = s.Kind.Resumable(e.Report)
+		if !access.From(ctx).IsAdmin() && !out.Resumes {
+			out.ResumeNote = "" // it may name the report's SQL
+		}
 	}
 	return out
 }

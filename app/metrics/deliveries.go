@@ -13,3 +13,21 @@ func (m *Metrics) Deliveries() func(typ, outcome string) {
 	m.reg.MustRegister(c)
 	return func(typ, outcome string) { c.WithLabelValues(typ, outcome).Inc() }
 }
+
+// Resumes registers sheetq_resumes_total and sheetq_resumed_rows_total, the attempts in
+// this process that continued from an earlier attempt's checkpoint and the rows they
+// kept instead of writing again, and returns the function that counts one
+// (jobs.Config.OnResumed). Call it once.
+func (m *Metrics) Resumes() func(kind string, rows int64) {
+	resumes := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sheetq", Name: "resumes_total",
+		Help: "Attempts that continued from an earlier attempt's checkpoint instead of starting again, by kind."},
+		[]string{"kind"})
+	saved := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "sheetq", Name: "resumed_rows_total",
+		Help: "Rows that resumed attempts kept from the checkpoint they continued from (work not done again), by kind."},
+		[]string{"kind"})
+	m.reg.MustRegister(resumes, saved)
+	return func(kind string, rows int64) {
+		resumes.WithLabelValues(kind).Inc()
+		saved.WithLabelValues(kind).Add(float64(rows))
+	}
+}

@@ -239,6 +239,7 @@ func timelineItem(e store.Event, tz ui.Times) ui.TimelineItem {
 		failure store.FailureData // also reads a lost attempt's LostData: code and message
 		reason  store.ReasonData
 		retried store.RetriedData
+		resumed store.ResumedData
 		queued  webhook.Queued
 		hook    webhook.Attempt
 	)
@@ -256,6 +257,8 @@ func timelineItem(e store.Event, tz ui.Times) ui.TimelineItem {
 		_ = e.Decode(&reason)
 	case store.EventRetried:
 		_ = e.Decode(&retried)
+	case store.EventResumed:
+		_ = e.Decode(&resumed)
 	case webhook.EventQueued:
 		_ = e.Decode(&queued)
 	case webhook.EventDelivered, webhook.EventFailed:
@@ -303,6 +306,9 @@ func timelineItem(e store.Event, tz ui.Times) ui.TimelineItem {
 		}
 	case store.EventRequeued:
 		it.Text, it.Detail = "Put back in the queue (server shutting down); the attempt does not count", tz.InText(reason.Reason)
+	case store.EventResumed:
+		it.Text, it.Tone = "Attempt "+att+" resumed from row "+ui.Count(resumed.Rows+1), "ok"
+		it.Detail = "the " + ui.Count(resumed.Rows) + " rows before it were kept from the last checkpoint, not read again"
 	case store.EventRetried:
 		it.Text = "Run again by request"
 		it.Detail = "was " + string(retried.From) + "; up to " + strconv.Itoa(retried.MaxAttempts) + " attempts in all"

@@ -19,7 +19,7 @@ func (p *Pages) reportsPage(w http.ResponseWriter, r *http.Request) error {
 	views := make([]ui.ReportView, 0, len(entries))
 	for _, e := range entries {
 		if p.exports.MayRunEntry(ctx, e) {
-			views = append(views, reportView(exports.ReportFor(ctx, e)))
+			views = append(views, reportView(p.exports.ReportWithResume(ctx, e)))
 		}
 	}
 	if r.URL.Query().Get("fragment") == "list" {
@@ -64,6 +64,7 @@ func reportView(rj exports.Report) ui.ReportView {
 	}
 	v.Filename = rj.Filename
 	v.Access = rj.Access
+	v.Resumes, v.ResumeNote = rj.Resumes, rj.ResumeNote
 	if le := rj.Error; le != nil {
 		v.ErrFile = le.File
 		v.ErrText = le.Message

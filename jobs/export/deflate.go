@@ -142,8 +142,9 @@ func (d *parallelDeflate) start(last bool) {
 	}
 	b := &block{in: d.buf, dict: d.dict, last: last, done: make(chan struct{})}
 	if !last {
-		// The next block's dictionary: a copy, since b.in goes back to the pool.
-		d.dict = append([]byte(nil), d.buf[len(d.buf)-deflateWindow:]...)
+		// The next block's dictionary: a copy, since b.in goes back to the pool. A short
+		// block (Sync) keeps the end of the dictionary before it.
+		d.dict = window(d.dict, d.buf)
 	}
 	d.buf = nil
 	d.inflight = append(d.inflight, b)
@@ -156,6 +157,55 @@ func (d *parallelDeflate) start(last bool) {
 		})
 	}
 	d.work <- b // a compressing goroutine takes it
+}
+
+// window is the last deflateWindow bytes of dict followed by buf, in a new slice.
+func window(dict, buf []byte) []byte {
+	if len(buf) >= deflateWindow {
+		return append([]byte(nil), buf[len(buf)-deflateWindow:]...)
+	}
+	keep := min(len(dict), deflateWindow-len(buf))
+	return append(append(make([]byte, 0, keep+len(buf)), dict[len(dict)-keep:]...), buf...)
+}
+
+// Sync ends the block being filled, even if short, with a sync flush, and writes every
+// block's output to w: what was written so far is then a whole number of byte-aligned,
+// non-final deflate blocks on w, which a later stream can continue (a checkpoint), or
+// which a last, final block ends. It returns the first error.
+func (d *parallelDeflate) Sync() error {
+	if d.err == nil && len(d.buf) > 0 {
+		d.start(false)
+	}
+	for len(d.inflight) > 0 {
+		d.finishOldest()
+	}
+	return d.err
+}
+
+// End is Sync without a final block: the stream on w stays open for what follows it (a
+// sheet's tail), and the compressing goroutines end. Like Close, it must be called
+// even after an error.
+func (d *parallelDeflate) End() error {
+	err := d.Sync()
+	if d.buf != nil {
+		in := d.buf
+		deflateIns.Put(&in)
+		d.buf = nil
+	}
+	close(d.work)
+	return err
+}
+
+// Dict is the window that the next block starts from: the last 32 KiB of what was
+// written, which a resumed stream passes to resumeParallelDeflate.
+func (d *parallelDeflate) Dict() []byte { return window(d.dict, d.buf) }
+
+// resumeParallelDeflate is newParallelDeflate for a stream that continues one ended
+// by Sync, whose last deflateWindow bytes were dict.
+func resumeParallelDeflate(w io.Writer, level int, dict []byte, yield func(), spawn func(func())) *parallelDeflate {
+	d := newParallelDeflate(w, level, yield, spawn)
+	d.dict = window(nil, dict)
+	return d
 }
 
 // finishOldest waits for the oldest block in flight and writes its output.

@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -50,7 +51,15 @@ var (
 // demoSource is the built-in source: deterministic synthetic rows.
 type demoSource struct{}
 
+// Resumable implements Resumer: a demo row is a function of its number alone.
+func (demoSource) Resumable(Report) (bool, string) { return true, "" }
+
+// demoPlacer places the demo's rows by their count alone.
+func demoPlacer(int64, []any) (json.RawMessage, error) { return nil, nil }
+
 // Stream implements Source. Params: rows (int64), seconds (float64), fail_first (int64).
+// A resumed stream (q.From) continues at row From.Rows+1, at the pace it would have
+// had there.
 func (demoSource) Stream(ctx context.Context, q Query, w RowWriter) error {
 	rows, _ := q.Params["rows"].(int64)
 	seconds, _ := q.Params["seconds"].(float64)
@@ -58,13 +67,24 @@ func (demoSource) Stream(ctx context.Context, q Query, w RowWriter) error {
 	if int64(q.Attempt) <= failFirst {
 		return jobs.Retryable("upstream", fmt.Errorf("demo source: simulated upstream failure on attempt %d of first %d", q.Attempt, failFirst))
 	}
+	if q.Place != nil {
+		q.Place(demoPlacer)
+	}
 	if err := w.Begin(demoColumns, rows); err != nil {
 		return err
 	}
+	var from int64
+	if q.From != nil {
+		from = min(max(q.From.Rows, 0), rows)
+	}
 	spread := time.Duration(seconds * float64(time.Second))
 	start := time.Now()
+	if rows > 0 {
+		// As if the export had run from the start at its pace.
+		start = start.Add(-time.Duration(float64(spread) * float64(from) / float64(rows)))
+	}
 	vals := make([]any, len(demoColumns))
-	for i := range rows {
+	for i := from; i < rows; i++ {
 		if spread > 0 {
 			// Row i is due when its share of the spread has passed.
 			due := start.Add(time.Duration(float64(spread) * float64(i+1) / float64(rows)))

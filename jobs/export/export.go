@@ -9,7 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"sheetq/jobs"
@@ -67,6 +72,9 @@ type Config struct {
 	// Version is sheetq's version, which an xlsx file names with its application
 	// (docProps/app.xml); empty: the name alone.
 	Version string
+	// Remote is a bucket the nodes share, where an export's checkpoints keep their rows
+	// so that an attempt on another node continues it; nil: this node only.
+	Remote RemoteFiles
 }
 
 // ErrUnknownSource is returned when a report names a source that is not configured.
@@ -100,6 +108,10 @@ type Report struct {
 	// Columns are the report's column lines: each column's label, type and number
 	// format ("-- column: NAME "Label" TYPE(FORMAT)"), applied by withColumns.
 	Columns []ColumnSpec `json:"columns,omitempty"`
+	// Resume names the unique column the query orders its rows by ("-- resume: id"), so
+	// that an interrupted export continues after the last value written instead of
+	// starting again (sqlsource.go, ARCHITECTURE.md "Checkpoints and resume").
+	Resume string `json:"resume,omitempty"`
 	// Filename is the download name's pattern ("-- filename: orders-{from}-{to}"),
 	// without the extension; empty: <report>-<day>-<short id> (DownloadName).
 	Filename string `json:"filename,omitempty"`
@@ -214,7 +226,13 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if !ok {
 		return jobs.Permanentf("unknown_source", "report %q: unknown source %q", rep.ID, rep.Source)
 	}
-	src = piped(withColumns(src, rep.Columns, run.Warn), run.Go)
+	resumable, _ := k.Resumable(rep)
+	resumable = resumable && k.cfg.TmpDir != "" && a.Format == ""
+	var want <-chan struct{}
+	if resumable {
+		want = run.CheckpointWanted()
+	}
+	src = piped(withColumns(src, rep.Columns, run.Warn), run.Go, want)
 	now := k.cfg.Now
 	if now == nil {
 		now = time.Now
@@ -230,10 +248,129 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	default:
 		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)
 	}
-	return writeXLSX(ctx, out, src, q, xlsxOptions{
+	opt := xlsxOptions{
 		tmpDir: k.cfg.TmpDir, progress: run.Progress, warn: run.Warn, yield: run.Yield, spawn: run.Go,
 		version: k.cfg.Version,
-	})
+	}
+	if resumable {
+		opt.resumeDir, opt.attempt, opt.resume = k.resumeDir(run.JobID), run.Attempt, run.Resume
+		opt.remote, opt.remotePrefix = k.cfg.Remote, run.JobID+"/"
+		opt.wantCheckpoint, opt.checkpoint, opt.resumed = run.WantsCheckpoint, run.Checkpoint, run.Resumed
+	}
+	return writeXLSX(ctx, out, src, q, opt)
+}
+
+// Resumable says whether an export of r continues from its last checkpoint after a
+// crash (its source can resume it), and when not, why, for the report's page.
+func (k *Kind) Resumable(r Report) (bool, string) {
+	src, ok := k.sources[r.Source]
+	if !ok {
+		return false, "its source is not configured"
+	}
+	res, ok := src.(Resumer)
+	if !ok {
+		return false, "its source cannot continue a query where it stopped"
+	}
+	return res.Resumable(r)
+}
+
+// resumeFolder is the folder of TmpDir that holds, per job, the files an export keeps
+// for the attempt that continues it (ARCHITECTURE.md, "Checkpoints and resume").
+const resumeFolder = "resume"
+
+// resumeDir is job id's folder of resume files.
+func (k *Kind) resumeDir(id string) string { return filepath.Join(k.cfg.TmpDir, resumeFolder, id) }
+
+// Ended implements jobs.Ender: a job that ended keeps no resume files, here or in the
+// bucket. A bucket that does not answer now leaves its pieces to the janitor's sweep
+// (RemoveResumeFiles).
+func (k *Kind) Ended(jobID string) {
+	if k.cfg.TmpDir != "" {
+		removeResumeDir(k.resumeDir(jobID))
+	}
+	if k.cfg.Remote != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := removeRemote(ctx, k.cfg.Remote, jobID+"/"); err != nil {
+			slog.Default().Warn("export: checkpointed rows left in the bucket", "job_id", jobID, "err", err)
+		}
+	}
+}
+
+// SetRemote sets Config.Remote, for a server whose file store is opened after its kinds;
+// call it before any export runs.
+func (k *Kind) SetRemote(r RemoteFiles) { k.cfg.Remote = r }
+
+// removeResumeDir removes a job's resume folder, and the folder of them all if that is
+// empty then.
+func removeResumeDir(dir string) {
+	os.RemoveAll(dir)
+	os.Remove(filepath.Dir(dir))
+}
+
+// removeRemoteLeftovers removes the bucket's pieces of jobs keep says no to.
+func (k *Kind) removeRemoteLeftovers(keep func(string) bool) (int, error) {
+	if k.cfg.Remote == nil {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	keys, err := k.cfg.Remote.List(ctx, "")
+	if err != nil {
+		return 0, fmt.Errorf("remove resume pieces: %w", err)
+	}
+	jobs := map[string]bool{}
+	n := 0
+	for _, key := range keys {
+		id, _, ok := strings.Cut(key, "/")
+		if !ok {
+			continue
+		}
+		kept, seen := jobs[id]
+		if !seen {
+			kept = keep(id)
+			jobs[id] = kept
+			if !kept {
+				n++
+			}
+		}
+		if !kept {
+			if err := k.cfg.Remote.Delete(ctx, key); err != nil {
+				return n, fmt.Errorf("remove resume pieces: %w", err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// RemoveResumeFiles removes the resume folders of jobs that keep returns false for (a
+// job that ended or is gone: an attempt that failed for good or succeeded removes its
+// own, but a crash, a cancel or a deletion leaves one behind), and returns how many.
+func (k *Kind) RemoveResumeFiles(keep func(jobID string) bool) (int, error) {
+	n, err := k.removeRemoteLeftovers(keep)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if k.cfg.TmpDir == "" {
+		return n, err
+	}
+	dir := filepath.Join(k.cfg.TmpDir, resumeFolder)
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("remove resume files: %w", err))
+	}
+	for _, e := range entries {
+		if !e.IsDir() || keep(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // Report returns the report id as a request would use it now (the catalog's, or a

@@ -82,6 +82,8 @@ var httpReportTests = []struct {
 		err: `r/orders.sql:2: an HTTP report needs "-- rows: <jq expression>", the rows of each page, such as .data[]`},
 	{name: "request: count", src: "-- source: crm\n-- count: true\n-- request: GET orders\n-- rows: .[]\n",
 		err: `r/orders.sql:2: count: an HTTP report cannot count its rows before it reads them; leave the line out`},
+	{name: "request: resume", src: "-- source: crm\n-- request: GET orders\n-- rows: .[]\n-- resume: id\n",
+		err: `r/orders.sql:4: resume: an HTTP report resumes from the page it stopped in without it; leave the line out`},
 	{name: "request: twice", src: "-- source: crm\n-- request: GET a\n-- request: GET b\n-- rows: .[]\n",
 		err: `r/orders.sql:3: duplicate request (first on line 2)`},
 	{name: "request: no source", src: "-- request: GET a\n-- rows: .[]\n",

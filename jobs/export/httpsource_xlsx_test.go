@@ -25,7 +25,7 @@ func exportHTTPFile(t *testing.T, src Source, rep Report) string {
 	defer f.Close()
 	var warnings []string
 	q := Query{Report: rep, Params: map[string]any{}, Attempt: 1, Warn: func(s string) { warnings = append(warnings, s) }}
-	wrapped := piped(withColumns(src, rep.Columns, func(s string) { warnings = append(warnings, s) }), nil)
+	wrapped := piped(withColumns(src, rep.Columns, func(s string) { warnings = append(warnings, s) }), nil, nil)
 	if err := writeXLSX(t.Context(), f, wrapped, q, xlsxOptions{tmpDir: filepath.Join(dir, "tmp")}); err != nil {
 		t.Fatalf("writeXLSX: %v", err)
 	}

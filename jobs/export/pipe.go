@@ -17,18 +17,26 @@ import (
 // conversions) and writing them (cell XML, compression) no longer take turns on one
 // core. A small export never starts the goroutine. The writer's methods still run one at
 // a time, in order, and all of them have returned when Stream does. nil spawn: the go
-// statement.
-func piped(src Source, spawn func(func())) Source {
+// statement. When want fires while the writer's goroutine waits for rows, it asks a
+// writer that keeps checkpoints for one (idleCheckpointer): a slow source's rows are
+// checkpointed without waiting for its next row. nil want: never.
+func piped(src Source, spawn func(func()), want <-chan struct{}) Source {
 	if spawn == nil {
 		spawn = func(f func()) { go f() }
 	}
-	return pipedSource{Source: src, spawn: spawn, after: pipeAfter}
+	return pipedSource{Source: src, spawn: spawn, after: pipeAfter, want: want}
 }
 
 type pipedSource struct {
 	Source
 	spawn func(func())
 	after int64 // rows written directly before the pipe starts
+	want  <-chan struct{}
+}
+
+// An idleCheckpointer is a RowWriter that can make a checkpoint between rows.
+type idleCheckpointer interface {
+	idleCheckpoint() error
 }
 
 // pipeAfter is how many rows an export writes before it pipes: a few tens of
@@ -63,7 +71,7 @@ var errWriterStopped = errors.New("the file writer stopped")
 func (p pipedSource) Stream(parent context.Context, q Query, w RowWriter) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	pw := &pipeWriter{ctx: ctx, cancel: cancel, w: w, spawn: p.spawn, after: p.after}
+	pw := &pipeWriter{ctx: ctx, cancel: cancel, w: w, spawn: p.spawn, after: p.after, want: p.want}
 	defer pw.stop() // also when the source panics: the writer's goroutine ends first
 	err := p.Source.Stream(ctx, q, pw)
 	if serr := pw.send(); err == nil { // the rows before an error arrive too, as without the pipe
@@ -88,6 +96,7 @@ type pipeWriter struct {
 	w      RowWriter
 	spawn  func(func())
 	after  int64
+	want   <-chan struct{}
 
 	rows int64
 	cols int
@@ -182,7 +191,26 @@ func (pw *pipeWriter) start() {
 			}
 			pw.done <- werr
 		}()
-		for b := range pw.out {
+		ic, _ := pw.w.(idleCheckpointer)
+		want := pw.want
+		if ic == nil {
+			want = nil
+		}
+		for {
+			var b *batch
+			select {
+			case b = <-pw.out:
+			case <-want:
+				if werr == nil {
+					if werr = ic.idleCheckpoint(); werr != nil {
+						pw.cancel(errWriterStopped)
+					}
+				}
+				continue
+			}
+			if b == nil {
+				break // out is closed
+			}
 			if werr == nil {
 				if werr = deliver(pw.w, b); werr != nil {
 					pw.cancel(errWriterStopped) // the source stops at its next row

@@ -47,8 +47,12 @@ var (
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
-var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access",
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access", "resume",
 	"request", "rows", "paginate"}
+
+// resumeColumnRe is how a "-- resume:" column is written: a plain identifier, which
+// the source quotes.
+var resumeColumnRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // paramTypes are the parameter types in the order messages list them.
 var paramTypes = []Type{TypeText, TypeInt, TypeNumber, TypeDate, TypeDatetime, TypeBool}
@@ -115,18 +119,18 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// The header is the leading run of "--" lines and blank lines.
 	var (
-		title, source, sheet, count, queue, filename, acc headerField
-		request, rows, paginate                           headerField // an HTTP report's
-		params                                            []Param
-		paramLines                                        []int
-		columns                                           []ColumnSpec
-		columnLines                                       []int
-		description                                       []string
-		bodyStart                                         = len(text)
-		bodyLine                                          = 0
+		title, source, sheet, count, queue, filename, acc, resume headerField
+		request, rows, paginate                                   headerField // an HTTP report's
+		params                                                    []Param
+		paramLines                                                []int
+		columns                                                   []ColumnSpec
+		columnLines                                               []int
+		description                                               []string
+		bodyStart                                                 = len(text)
+		bodyLine                                                  = 0
 	)
 	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue,
-		"filename": &filename, "access": &acc, "request": &request, "rows": &rows, "paginate": &paginate}
+		"filename": &filename, "access": &acc, "resume": &resume, "request": &request, "rows": &rows, "paginate": &paginate}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -193,6 +197,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 				return Report{}, p.fail(n, "source %q must be a source name from the config: letters, digits, _ or -", value)
 			case key == "count" && value != "true" && value != "false":
 				return Report{}, p.fail(n, "count must be true or false, not %q", value)
+			case key == "resume" && !resumeColumnRe.MatchString(value):
+				return Report{}, p.fail(n, "resume %q must name one column the query returns and orders by: letters, digits and _, not starting with a digit", value)
 			case key == "queue" && !IsQueueName(value):
 				return Report{}, p.fail(n, "queue %q must be a queue name: 1-64 lowercase letters, digits, _ or -, starting with a letter or digit", value)
 			case key == "queue" && p.queues != nil && !p.queues[value]:
@@ -221,6 +227,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			return Report{}, p.fail(request.line, `an HTTP report needs "-- rows: <jq expression>", the rows of each page, such as .data[]`)
 		case count.value == "true":
 			return Report{}, p.fail(count.line, "count: an HTTP report cannot count its rows before it reads them; leave the line out")
+		case resume.line != 0:
+			return Report{}, p.fail(resume.line, "resume: an HTTP report resumes from the page it stopped in without it; leave the line out")
 		}
 		// Checked here, after the params, which may be declared below it.
 		if _, _, err := parseRequest(request.value, params); err != nil {
@@ -316,6 +324,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		Queue:       queue.value,
 		Columns:     columns,
 		Filename:    filename.value,
+		Resume:      resume.value,
 		File:        p.file,
 		Request:     request.value,
 		Rows:        rows.value,

@@ -199,6 +199,9 @@ func formatReport(rep Report) string {
 	if rep.Filename != "" {
 		fmt.Fprintf(&b, "-- filename: %s\n", rep.Filename)
 	}
+	if rep.Resume != "" {
+		fmt.Fprintf(&b, "-- resume: %s\n", rep.Resume)
+	}
 	if rep.Access != nil {
 		fmt.Fprintf(&b, "-- access: %s\n", strings.Join(rep.Access, ", "))
 	}

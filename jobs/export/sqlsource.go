@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -152,6 +153,12 @@ func (s *sqlSource) stream(ctx context.Context, db *sql.DB, q Query, w RowWriter
 	if err != nil {
 		return jobs.Permanent("query", fmt.Errorf("report %s: %w", q.Report.ID, err))
 	}
+	counted := query
+	if q.Report.Resume != "" {
+		if query, args, err = s.resumeQuery(query, args, q); err != nil {
+			return err
+		}
+	}
 
 	// Cancelled on an early return, before the rows are closed: closing an unfinished
 	// result otherwise reads (MySQL, PostgreSQL) every row that is left.
@@ -188,7 +195,11 @@ func (s *sqlSource) stream(ctx context.Context, db *sql.DB, q Query, w RowWriter
 	total := int64(-1)
 	if q.Report.Count {
 		// The newlines keep a trailing -- comment from swallowing the closing parenthesis.
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (\n"+query+"\n) AS q", args...).Scan(&total); err != nil {
+		cargs := args
+		if counted != query {
+			cargs = args[:len(args)-resumeArgs(q)]
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM (\n"+counted+"\n) AS q", cargs...).Scan(&total); err != nil {
 			return s.fail(ctx, "count rows", err)
 		}
 	}
@@ -234,6 +245,13 @@ func (s *sqlSource) stream(ctx context.Context, db *sql.DB, q Query, w RowWriter
 		specs[i].typ, cols[i].Type = TypeText, TypeText
 	}
 
+	if q.Report.Resume != "" && q.Place != nil {
+		i := slices.IndexFunc(cols, func(c Column) bool { return c.Name == q.Report.Resume })
+		if i < 0 {
+			return jobs.Permanentf("query", "report %s: -- resume: names column %q, which the query does not return", q.Report.ID, q.Report.Resume)
+		}
+		q.Place(func(_ int64, last []any) (json.RawMessage, error) { return encodeResumeValue(last[i]) })
+	}
 	if err := w.Begin(cols, total); err != nil {
 		return err
 	}

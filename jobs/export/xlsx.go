@@ -3,14 +3,11 @@ package export
 import (
 	"archive/zip"
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"math"
@@ -55,6 +52,21 @@ type xlsxOptions struct {
 	// version is sheetq's version, which the file names as its application
 	// (docProps/app.xml); empty: the application alone.
 	version string
+
+	// Checkpoints (xlsx_resume.go), for a source that can resume the report: resumeDir
+	// is the job's folder for the rows files that outlive an attempt (empty: no
+	// checkpoints), attempt names this attempt's files there, resume is the checkpoint
+	// to continue from (jobs.Run.Resume), wantCheckpoint says when the engine wants one
+	// (jobs.Run.WantsCheckpoint), checkpoint takes it (jobs.Run.Checkpoint) and resumed
+	// is told the rows a resumed attempt kept (jobs.Run.Resumed).
+	resumeDir      string
+	attempt        int
+	resume         []byte
+	remote         RemoteFiles // a bucket other nodes read the rows files from; nil: none
+	remotePrefix   string      // the job's keys in remote: "<job id>/"
+	wantCheckpoint func() bool
+	checkpoint     func([]byte)
+	resumed        func(rows int64)
 }
 
 func (o xlsxOptions) withDefaults() xlsxOptions {
@@ -67,6 +79,12 @@ func (o xlsxOptions) withDefaults() xlsxOptions {
 	}
 	o.maxSheetRows = max(cmp.Or(o.maxSheetRows, excelize.TotalRows), 2)
 	o.zip64Threshold = cmp.Or(o.zip64Threshold, math.MaxUint32)
+	if o.wantCheckpoint == nil || o.checkpoint == nil {
+		o.wantCheckpoint = func() bool { return false }
+	}
+	if o.checkpoint == nil {
+		o.checkpoint = func([]byte) {}
+	}
 	return o
 }
 
@@ -83,64 +101,6 @@ const (
 // maxCellChars is Excel's limit on the text in one cell, counted in UTF-16 code units
 // (one per character, two for an emoji or another character beyond the BMP).
 const maxCellChars = excelize.TotalCellChars
-
-// writeXLSX streams q's rows from src into an .xlsx workbook and writes it to w, as
-// opt says (progress, warnings, yields, limits). Memory stays flat however many rows
-// there are: sheet data spills to files in opt.tmpDir, each finished sheet is
-// compressed to a file there, and the package is zipped straight into w. Errors are
-// *jobs.Error: the source's own, "upstream" for the source's unmarked ones, "io" for
-// writing, "canceled" when ctx ends while the writer works.
-func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOptions) error {
-	opt = opt.withDefaults()
-	x := newXLSXWriter(opt, q.Report.Sheet, ctx.Err)
-	defer x.close()
-	if err := x.reserveSheetFile(); err != nil {
-		return err
-	}
-	if err := src.Stream(ctx, q, x); err != nil {
-		var je *jobs.Error
-		if errors.As(err, &je) {
-			return err
-		}
-		return jobs.Retryable("upstream", fmt.Errorf("source %s: %w", q.Report.Source, err))
-	}
-	if err := x.finish(); err != nil {
-		return err
-	}
-	// The zip entries carry the export's time; without one archive/zip writes the
-	// DOS date 0, which reads as the invalid 1980-00-00.
-	at := q.Time
-	if at.IsZero() {
-		at = time.Now()
-	}
-	if err := x.writePackage(ctx, w, cmp.Or(q.Report.Title, q.Report.ID), at); err != nil {
-		return err
-	}
-	if opt.warn != nil {
-		for _, msg := range x.warnings() {
-			opt.warn(msg)
-		}
-	}
-	return nil
-}
-
-// reserveSheetFile creates the first sheet's file in the spill directory before the
-// source runs, which also makes sure the writer can spill there. excelize keeps a sheet
-// in memory when it cannot create its spill file, so an unusable directory would
-// otherwise turn into unbounded memory use instead of an error. The file is the check:
-// a probe of its own cost one more create and unlink per export, and creating a file
-// is dear on some file systems (BENCHMARKS.md, "The burst on a fresh machine").
-func (x *xlsxWriter) reserveSheetFile() error {
-	if err := os.MkdirAll(x.tmpDir, 0o700); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
-	}
-	f, err := os.CreateTemp(x.tmpDir, "sheetq-sheet-")
-	if err != nil {
-		return jobs.Retryable("io", fmt.Errorf("spill directory: %w", err))
-	}
-	x.spare = f
-	return nil
-}
 
 // scratchPrefixes name the files the xlsx writer and excelize create in the spill
 // directory while an export runs; sheetq-probe- files came from versions that probed
@@ -194,44 +154,6 @@ func (k *Kind) RemoveScratch() (int, error) {
 // At most one sheet's chunk buffer is in memory at a time, and excelize's own buffer
 // stays empty (so its writeZip64LFH, which patches that buffer, has nothing to do;
 // writeEntry does its job for the sheet parts, the only ones that can be that large).
-
-// sheetPart is a finished sheet: its name, range (its dimension and its filter's) and
-// compressed XML.
-type sheetPart struct {
-	name, ref  string
-	file       *os.File // raw deflate data, comp bytes long
-	crc        uint32
-	size, comp int64 // uncompressed and compressed sizes
-}
-
-// writeEntry adds the part to zw as name, copying its compressed bytes. A part of
-// zip64Threshold (xlsxOptions) or more keeps its sizes in a ZIP64 data descriptor and says version
-// 4.5 in its local header as well as in the central directory: archive/zip alone would
-// leave 2.0 in the local header, which Excel reports as a corrupt file (excelize
-// patches that in its in-memory zip; see writeZip64LFH).
-func (p *sheetPart) writeEntry(zw *zip.Writer, name string, modified time.Time, zip64Threshold int64) error {
-	fh := &zip.FileHeader{
-		Name:               name,
-		Method:             zip.Deflate,
-		Modified:           modified,
-		CreatorVersion:     20,
-		ReaderVersion:      20,
-		CRC32:              p.crc,
-		CompressedSize64:   uint64(p.comp),
-		UncompressedSize64: uint64(p.size),
-	}
-	stampRaw(fh, modified)
-	if p.size >= zip64Threshold || p.comp >= zip64Threshold {
-		fh.Flags |= 0x8 // sizes follow the data, in a ZIP64 data descriptor
-		fh.ReaderVersion = 45
-	}
-	ew, err := zw.CreateRaw(fh)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(ew, io.NewSectionReader(p.file, 0, p.comp))
-	return err
-}
 
 // stampRaw stamps fh with t as zip.Writer.CreateHeader does for Modified, which
 // CreateRaw does not: the DOS date and time fields (t's wall clock, two-second steps)
@@ -288,100 +210,6 @@ func (p *packageZip) Close() error {
 	}
 	return p.zw.Close()
 }
-
-// sheetCapture is the excelize.ZipWriter a sheet file writes through when its sheet
-// is done: it compresses the one sheet part into a sheetPart and drops the rest.
-//
-// On the way it writes the sheet's real range into its <dimension>. A stream writer
-// writes the sheet's head, dimension included, before the first row, so excelize
-// states "A1" whatever follows; streaming readers (openpyxl's read-only mode) believe
-// it and see one cell. The sheet's XML passes through here once, before it is
-// compressed and its size and checksum are taken, so the patch costs no second pass.
-type sheetCapture struct {
-	name string // the sheet's part name in the sheet file
-	part *sheetPart
-	fw   *parallelDeflate
-	crc  hash.Hash32
-	seen bool
-	// head holds the sheet's first bytes until the dimension is found in them, in
-	// case a write ends inside it; patched says it was replaced.
-	head    []byte
-	patched bool
-	// yield is xlsxOptions.yield: called between pieces of a large sheet.
-	yield func()
-}
-
-// streamDimension is the dimension a stream writer's sheet starts with.
-const streamDimension = `<dimension ref="A1"></dimension>`
-
-// maxSheetHead is how far into a sheet's XML its dimension may be: it follows the XML
-// declaration and the worksheet element's namespaces, a few KiB.
-const maxSheetHead = 64 << 10
-
-// Create implements excelize.ZipWriter.
-func (c *sheetCapture) Create(name string) (io.Writer, error) {
-	if name != c.name {
-		return io.Discard, nil
-	}
-	c.seen = true
-	return c, nil
-}
-
-// Write compresses the sheet's XML, with the sheet's range in its dimension.
-func (c *sheetCapture) Write(p []byte) (int, error) {
-	if c.patched {
-		return len(p), c.deflate(p)
-	}
-	// Most often the dimension is in the first write (excelize copies the sheet in
-	// 32 KiB pieces, or all at once), and p is used as it is, without a copy.
-	buf := p
-	if len(c.head) > 0 {
-		c.head = append(c.head, p...)
-		buf = c.head
-	}
-	i := bytes.Index(buf, []byte(streamDimension))
-	if i < 0 {
-		if len(buf) > maxSheetHead {
-			return 0, fmt.Errorf("no %s in the first %d bytes of %s", streamDimension, len(buf), c.name)
-		}
-		if len(c.head) == 0 {
-			c.head = append(c.head, p...)
-		}
-		return len(p), nil
-	}
-	c.patched = true
-	for _, piece := range [][]byte{buf[:i], []byte(`<dimension ref="` + c.part.ref + `"/>`), buf[i+len(streamDimension):]} {
-		if err := c.deflate(piece); err != nil {
-			return 0, err
-		}
-	}
-	c.head = nil
-	return len(p), nil
-}
-
-// deflate compresses p into the part.
-func (c *sheetCapture) deflate(p []byte) error {
-	// excelize may hand over the whole sheet in one Write, and deflating it is many
-	// milliseconds of CPU: in pieces, with a yield between them (see yieldEvery).
-	for len(p) > 0 {
-		chunk := p[:min(len(p), 32<<10)]
-		n, err := c.fw.Write(chunk)
-		c.crc.Write(chunk[:n])
-		c.part.size += int64(n)
-		if err != nil {
-			return err
-		}
-		p = p[n:]
-		c.yield()
-	}
-	return nil
-}
-
-// AddFS implements excelize.ZipWriter.
-func (c *sheetCapture) AddFS(fs.FS) error { return nil }
-
-// Close implements excelize.ZipWriter.
-func (c *sheetCapture) Close() error { return nil }
 
 // ctxWriter fails its writes once stop returns an error, so that a cancel also stops
 // the compressing of a large sheet.
@@ -465,134 +293,6 @@ func newFile(tmpDir string, formats []string, want *styles) (*excelize.File, sty
 	return f, s, nil
 }
 
-// xlsxWriter is the RowWriter behind writeXLSX. It holds back the first rows to size
-// the columns, then streams, starting a new sheet (with the header again) at
-// opt.maxSheetRows.
-type xlsxWriter struct {
-	opt      xlsxOptions // with defaults
-	tmpDir   string      // opt.tmpDir
-	base     string
-	progress func(rows, total int64) // opt.progress
-	stop     func() error            // the export's ctx.Err: RowWriter's methods take no context
-
-	cols   []Column
-	total  int64
-	rows   int64   // data rows received
-	sample [][]any // cells held back until the widths are known
-	widths []float64
-	cut    []int64 // per column: values cut at maxCellChars
-
-	styles    styles
-	formats   []string               // the columns' distinct number formats, for addStyles
-	colStyle  []int                  // per column: the style of its Format; 0: none
-	parts     []*sheetPart           // finished sheets
-	spare     *os.File               // the next sheet's file, made by reserveSheetFile; nil once taken
-	f         *excelize.File         // the current sheet's file; nil between sheets
-	sw        *excelize.StreamWriter // the current sheet; nil until the first starts
-	sheetPath string                 // the current sheet's part name in its file
-	sheetRow  int                    // last row written on the current sheet
-
-	cells  []any           // reused for each row
-	styled []excelize.Cell // per column, reused: a styled value without an allocation per cell
-	ref    []byte          // reused for the row's first cell reference
-}
-
-// newXLSXWriter returns a writer as opt says, which must have its defaults applied.
-func newXLSXWriter(opt xlsxOptions, sheet string, stop func() error) *xlsxWriter {
-	return &xlsxWriter{opt: opt, tmpDir: opt.tmpDir, base: sheet, progress: opt.progress, stop: stop}
-}
-
-// close releases what the writer holds: the open sheet file and the finished parts.
-func (x *xlsxWriter) close() {
-	if x.f != nil {
-		x.f.Close()
-		x.f, x.sw = nil, nil
-	}
-	for _, p := range x.parts {
-		p.file.Close()
-		os.Remove(p.file.Name())
-	}
-	x.parts = nil
-	if x.spare != nil {
-		x.spare.Close()
-		os.Remove(x.spare.Name())
-		x.spare = nil
-	}
-}
-
-// Begin implements RowWriter.
-func (x *xlsxWriter) Begin(cols []Column, total int64) error {
-	switch {
-	case x.cols != nil:
-		return jobs.Permanentf("bad_source", "source began twice")
-	case len(cols) == 0:
-		return jobs.Permanentf("no_columns", "the query returns no columns")
-	case len(cols) > excelize.MaxColumns:
-		return jobs.Permanentf("too_many_columns", "the query returns %d columns; a sheet holds %d", len(cols), excelize.MaxColumns)
-	}
-	x.cols, x.total = cols, total
-	x.widths = make([]float64, len(cols))
-	for i, c := range cols {
-		// Room for the bold header and the filter button.
-		x.widths[i] = float64(utf8.RuneCountInString(headerText(c)) + 4)
-		if c.Format != "" && !slices.Contains(x.formats, c.Format) {
-			x.formats = append(x.formats, c.Format)
-		}
-	}
-	// The first sheet's file now, for the style ids the held-back rows' cells use.
-	f, st, err := newFile(x.tmpDir, x.formats, nil)
-	if err != nil {
-		return err
-	}
-	x.f, x.styles = f, st
-	x.colStyle = make([]int, len(cols))
-	for i, c := range cols {
-		if c.Format != "" {
-			x.colStyle[i] = st.custom[slices.Index(x.formats, c.Format)]
-		}
-	}
-	x.cut = make([]int64, len(cols))
-	x.cells = make([]any, len(cols))
-	x.styled = make([]excelize.Cell, len(cols))
-	x.progress(0, total)
-	return nil
-}
-
-// Row implements RowWriter.
-func (x *xlsxWriter) Row(values []any) error {
-	if len(values) != len(x.cols) {
-		return jobs.Permanentf("bad_source", "row %d has %d values for %d columns", x.rows+1, len(values), len(x.cols))
-	}
-	x.rows++
-	if x.sw == nil && len(x.sample) < widthSample {
-		cells := make([]any, len(values))
-		for i, v := range values {
-			x.widths[i] = max(x.widths[i], float64(cellWidth(v, x.cols[i])+2))
-			cells[i] = x.cell(i, v)
-			if c, ok := cells[i].(*excelize.Cell); ok {
-				cells[i] = &excelize.Cell{StyleID: c.StyleID, Value: c.Value} // styled is reused
-			}
-		}
-		x.sample = append(x.sample, cells)
-		x.progress(x.rows, x.total)
-		return nil
-	}
-	if err := x.flushSample(); err != nil {
-		return err
-	}
-	for i, v := range values {
-		x.cells[i] = x.cell(i, v)
-	}
-	if err := x.writeRow(x.cells); err != nil {
-		return err
-	}
-	x.progress(x.rows, x.total)
-	if x.rows%yieldEvery == 0 {
-		x.opt.yield()
-	}
-	return nil
-}
-
 // yieldEvery is how many rows a worker writes between yields of its thread. Writing a
 // sheet is pure CPU, and with as many workers as cores Go preempts a running goroutine
 // only every 10 ms: an HTTP handler woken meanwhile (a 202 waiting to be written) would
@@ -600,21 +300,6 @@ func (x *xlsxWriter) Row(values []any) error {
 // core writes sheets, for a negligible cost; while a request is being accepted the yield
 // waits for it (jobs.Run.Yield).
 const yieldEvery = 32
-
-// finish writes what is held back and closes the last sheet.
-func (x *xlsxWriter) finish() error {
-	if x.cols == nil {
-		return jobs.Permanentf("no_columns", "the source sent no columns")
-	}
-	if err := x.flushSample(); err != nil {
-		return err
-	}
-	if err := x.closeSheet(); err != nil {
-		return err
-	}
-	x.progress(x.rows, x.rows)
-	return nil
-}
 
 // warnings says, per column, how many values were cut at the cell limit.
 func (x *xlsxWriter) warnings() []string {
@@ -628,159 +313,6 @@ func (x *xlsxWriter) warnings() []string {
 		}
 	}
 	return out
-}
-
-// flushSample starts the first sheet, now that the widths are known, and writes the
-// rows held back for them.
-func (x *xlsxWriter) flushSample() error {
-	if x.sw != nil {
-		return nil
-	}
-	if err := x.nextSheet(); err != nil {
-		return err
-	}
-	for _, cells := range x.sample {
-		if err := x.writeRow(cells); err != nil {
-			return err
-		}
-	}
-	x.sample = nil
-	return nil
-}
-
-func (x *xlsxWriter) writeRow(cells []any) error {
-	if x.sheetRow >= x.opt.maxSheetRows {
-		if err := x.nextSheet(); err != nil {
-			return err
-		}
-	}
-	x.sheetRow++
-	x.ref = strconv.AppendInt(append(x.ref[:0], 'A'), int64(x.sheetRow), 10)
-	if err := x.sw.SetRow(string(x.ref), cells); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("write row %d: %w", x.rows, err))
-	}
-	return nil
-}
-
-// nextSheet closes the current sheet and starts the next, in a file of its own, with
-// widths, a frozen header row and the header.
-func (x *xlsxWriter) nextSheet() error {
-	if err := x.closeSheet(); err != nil {
-		return err
-	}
-	if x.f == nil { // the first sheet's file is opened by Begin
-		f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
-		if err != nil {
-			return err
-		}
-		x.f = f
-	}
-	f := x.f
-	sheet := f.GetSheetName(0)
-	x.sheetPath = "xl/worksheets/sheet1.xml" // a new file's first sheet
-	if len(x.parts) > 0 {
-		// A new file's first sheet is its selected one, and only the workbook's first
-		// sheet may be, or Excel opens the sheets grouped and edits them all at once.
-		// Later sheets go to a second sheet, which is not selected.
-		sheet, x.sheetPath = "Sheet2", "xl/worksheets/sheet2.xml"
-		if _, err := f.NewSheet(sheet); err != nil {
-			return fmt.Errorf("add sheet: %w", err)
-		}
-	}
-	var err error
-	if x.sw, err = f.NewStreamWriter(sheet); err != nil {
-		return fmt.Errorf("stream sheet: %w", err)
-	}
-	// Backwards, because excelize puts each new <col> first and Excel wants them in order.
-	for i := len(x.widths) - 1; i >= 0; i-- {
-		if err := x.sw.SetColWidth(i+1, i+1, min(max(x.widths[i], minColWidth), maxColWidth)); err != nil {
-			return fmt.Errorf("column width: %w", err)
-		}
-	}
-	if err := x.sw.SetPanes(&excelize.Panes{
-		Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
-	}); err != nil {
-		return fmt.Errorf("freeze header: %w", err)
-	}
-	header := make([]any, len(x.cols))
-	for i, c := range x.cols {
-		name, _ := cutText(headerText(c))
-		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
-	}
-	x.sheetRow = 1
-	if err := x.sw.SetRow("A1", header); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("write header: %w", err))
-	}
-	return nil
-}
-
-// closeSheet finishes the current sheet with its autofilter, compresses it into a
-// sheetPart and closes its file.
-func (x *xlsxWriter) closeSheet() error {
-	if x.sw == nil {
-		return nil
-	}
-	part := &sheetPart{
-		name: sheetName(x.base, len(x.parts)+1),
-		ref:  "A1:" + colName(len(x.cols)) + strconv.Itoa(x.sheetRow),
-	}
-	// AutoFilter must come before Flush: it edits the worksheet the stream writer
-	// serialises after the rows.
-	if err := x.f.AutoFilter(x.sw.Sheet, part.ref, nil); err != nil {
-		return fmt.Errorf("autofilter: %w", err)
-	}
-	if err := x.sw.Flush(); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("flush sheet %q: %w", part.name, err))
-	}
-	var err error
-	if part.file, x.spare = x.spare, nil; part.file == nil {
-		if part.file, err = os.CreateTemp(x.tmpDir, "sheetq-sheet-"); err != nil {
-			return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
-		}
-	}
-	x.parts = append(x.parts, part) // from here on, close removes the file
-	if err := x.compress(part); err != nil {
-		if e := x.stop(); e != nil {
-			return jobs.Retryable("canceled", fmt.Errorf("compress sheet %q: %w", part.name, e))
-		}
-		return jobs.Retryable("io", fmt.Errorf("compress sheet %q: %w", part.name, err))
-	}
-	err = x.f.Close() // frees the stream writer's buffer and removes its spill file
-	x.f, x.sw = nil, nil
-	if err != nil {
-		return jobs.Retryable("io", fmt.Errorf("sheet %q: %w", part.name, err))
-	}
-	return nil
-}
-
-// compress writes the current sheet's XML, deflated, to part.file: the sheet file
-// writes its package through a sheetCapture that keeps only the sheet.
-func (x *xlsxWriter) compress(part *sheetPart) error {
-	comp := &countWriter{w: part.file}
-	bw := bufio.NewWriterSize(ctxWriter{stop: x.stop, w: comp}, 64<<10)
-	fw := newParallelDeflate(bw, deflateLevel, x.opt.yield, x.opt.spawn)
-	c := &sheetCapture{name: x.sheetPath, part: part, fw: fw, crc: crc32.NewIEEE(), yield: x.opt.yield}
-	x.f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
-	buf, err := x.f.WriteToBuffer()
-	cerr := fw.Close() // always: it waits for the blocks in flight
-	switch {
-	case err != nil:
-		return err
-	case buf.Len() > 0:
-		// A newer excelize that stopped writing through ZipWriter would land here.
-		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
-	case !c.seen:
-		return fmt.Errorf("excelize wrote no %s", c.name)
-	case !c.patched:
-		return fmt.Errorf("no %s in %s", streamDimension, c.name)
-	case cerr != nil:
-		return cerr
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	part.crc, part.comp = c.crc.Sum32(), comp.n
-	return nil
 }
 
 // writePackage writes the workbook to w: a package file with the same styles and one

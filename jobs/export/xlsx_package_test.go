@@ -258,18 +258,22 @@ func TestWriteXLSXDimensions(t *testing.T) {
 	}
 }
 
-// The dimension is patched however excelize cuts the sheet's XML into writes, and the
-// part's size and checksum are those of the patched XML.
-func TestSheetCapturePatchesDimension(t *testing.T) {
+// A segment's rows come out whole, and only they, however excelize cuts the sheet's
+// XML into writes; their size and checksum are counted on the way.
+func TestRowsCaptureCutsWholeRows(t *testing.T) {
 	t.Parallel()
-	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x">`
-	tail := `<sheetViews/><sheetData><row r="1"/></sheetData></worksheet>` + strings.Repeat("<!-- pad -->", 100)
-	in := head + streamDimension + tail
-	want := head + `<dimension ref="A1:C9"/>` + tail
-	for _, size := range []int{1, 2, 7, 31, len(head) + 5, 1000, len(in)} {
-		var comp bytes.Buffer
-		fw := newParallelDeflate(&comp, deflateLevel, nil, nil)
-		c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
+	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x"><dimension ref="A1"></dimension><sheetViews/>`
+	rows := `<row r="2"><c r="A2"><v>1</v></c></row><row r="3"><c r="A3" t="inlineStr"><is><t>a &lt;/row&gt; b</t></is></c></row>` +
+		strings.Repeat(`<row r="4"><c r="A4"><v>2.5</v></c></row>`, 50)
+	in := head + "<sheetData>" + rows + `</sheetData><pageMargins/></worksheet>`
+	for _, size := range []int{1, 2, 5, 7, 11, 31, len(head) + 5, 1000, len(in)} {
+		f, err := os.CreateTemp(t.TempDir(), "rows")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &xlsxWriter{opt: xlsxOptions{}.withDefaults(), stop: func() error { return nil }}
+		s := x.newSheetRows(f, 0, nil, 0, 0, 1)
+		c := &rowsCapture{name: "s.xml", rows: s}
 		for p := []byte(in); len(p) > 0; {
 			n := min(size, len(p))
 			if k, err := c.Write(p[:n]); k != n || err != nil {
@@ -277,26 +281,46 @@ func TestSheetCapturePatchesDimension(t *testing.T) {
 			}
 			p = p[n:]
 		}
-		if err := fw.Close(); err != nil {
+		if err := s.end(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := io.ReadAll(flate.NewReader(&comp))
+		comp, err := os.ReadFile(f.Name())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != want || !c.patched {
-			t.Errorf("pieces of %d: got\n%s\nwant\n%s", size, got, want)
+		f.Close()
+		// The stream is not final (the sheet's tail ends it): one more, empty, final block.
+		got, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(comp), bytes.NewReader([]byte{3, 0}))))
+		if err != nil {
+			t.Fatalf("pieces of %d: %v", size, err)
 		}
-		if c.part.size != int64(len(want)) || c.crc.Sum32() != crc32.ChecksumIEEE([]byte(want)) {
-			t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, c.part.size, c.crc.Sum32(), len(want), crc32.ChecksumIEEE([]byte(want)))
+		if string(got) != rows || !bytes.HasPrefix(c.hold, []byte("</sheetData>")) {
+			t.Errorf("pieces of %d: got\n%s\nwant\n%s\n(held back %q)", size, got, rows, c.hold)
+		}
+		if s.raw != int64(len(rows)) || s.crc != crc32.ChecksumIEEE([]byte(rows)) {
+			t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, s.raw, s.crc, len(rows), crc32.ChecksumIEEE([]byte(rows)))
 		}
 	}
-	// A sheet without the dimension excelize writes (a newer excelize, say) fails
-	// rather than going out with a wrong one.
-	fw := newParallelDeflate(io.Discard, deflateLevel, nil, nil)
-	c := &sheetCapture{name: "s.xml", part: &sheetPart{ref: "A1:C9"}, fw: fw, crc: crc32.NewIEEE(), yield: func() {}}
+	// A segment without sheet data (a newer excelize, say) fails rather than going out
+	// without its rows.
+	c := &rowsCapture{name: "s.xml"}
 	if _, err := c.Write([]byte(strings.Repeat(" ", maxSheetHead+1))); err == nil {
-		t.Error("no error for a sheet without its dimension")
+		t.Error("no error for a segment without <sheetData>")
+	}
+}
+
+// crc32Combine gives the checksum of the bytes joined.
+func TestCRC32Combine(t *testing.T) {
+	t.Parallel()
+	data := make([]byte, 200_000)
+	for i := range data {
+		data[i] = byte(i*7 + i/13)
+	}
+	for _, cut := range []int{0, 1, 2, 3, 100, 4095, 65536, 199_999, 200_000} {
+		a, b := data[:cut], data[cut:]
+		if got, want := crc32Combine(crc32.ChecksumIEEE(a), crc32.ChecksumIEEE(b), int64(len(b))), crc32.ChecksumIEEE(data); got != want {
+			t.Errorf("cut at %d: %08x, want %08x", cut, got, want)
+		}
 	}
 }
 

@@ -232,7 +232,7 @@ const succeedSQL = `WITH done AS (
 	UPDATE jobs SET status = 'SUCCEEDED', finished_at = ` + nowSQL + `, heartbeat_at = ` + nowSQL + `,
 		progress_rows = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_rows END,
 		progress_total = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_total END,
-		file_name = $5, file_size = $6, file_sha256 = $7, warnings = $8::json, worker = NULL` + fence + `
+		file_name = $5, file_size = $6, file_sha256 = $7, warnings = $8::json, worker = NULL, checkpoint = NULL` + fence + `
 	RETURNING ` + jobColumns + `
 ), event AS (
 	INSERT INTO job_events (job_id, at, type, status, attempt, data)
@@ -341,7 +341,7 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, id string, attempt int,
 	job, err := scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'SUCCEEDED', finished_at = `+nowSQL+`, heartbeat_at = `+nowSQL+`,
 		progress_rows = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_rows END,
 		progress_total = CASE WHEN $4::bigint > 0 THEN $4 ELSE progress_total END,
-		file_name = $5, file_size = $6, file_sha256 = $7, warnings = $8::json, worker = NULL`+fence+` RETURNING `+jobColumns,
+		file_name = $5, file_size = $6, file_sha256 = $7, warnings = $8::json, worker = NULL, checkpoint = NULL`+fence+` RETURNING `+jobColumns,
 		s.now(), id, attempt, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Job{}, store.ErrLeaseLost
@@ -426,7 +426,7 @@ func (s *Store) requeueTx(ctx context.Context, tx pgx.Tx, id string, attempt int
 
 // finishCanceledTx ends a running attempt that stopped because it was cancelled.
 func (s *Store) finishCanceledTx(ctx context.Context, tx pgx.Tx, id string, attempt int) (store.Job, error) {
-	job, err := scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = `+nowSQL+`, worker = NULL`+
+	job, err := scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'CANCELED', finished_at = `+nowSQL+`, worker = NULL, checkpoint = NULL`+
 		fence+` RETURNING `+jobColumns, s.now(), id, attempt))
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Job{}, store.ErrLeaseLost

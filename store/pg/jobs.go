@@ -34,6 +34,40 @@ func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, tot
 	return cancelRequested, nil
 }
 
+// SaveCheckpoint is Heartbeat that also replaces the job's checkpoint (nil clears it),
+// in the same fenced update; the column has no index, so the update can stay HOT.
+func (s *Store) SaveCheckpoint(ctx context.Context, id string, attempt int, rows, total int64, data []byte) (cancelRequested bool, err error) {
+	var t *int64
+	if total >= 0 {
+		t = &total
+	}
+	err = s.pool.QueryRow(ctx, `UPDATE jobs SET heartbeat_at = `+nowSQL+`, progress_rows = $4, progress_total = $5, checkpoint = $6`+fence+
+		` RETURNING cancel_requested`, s.now(), id, attempt, rows, t, data).Scan(&cancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, store.ErrLeaseLost
+	}
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: %w", err)
+	}
+	return cancelRequested, nil
+}
+
+// Checkpoint reads the job's checkpoint (nil: none).
+func (s *Store) Checkpoint(ctx context.Context, id string) ([]byte, error) {
+	if hasNUL(id) {
+		return nil, store.ErrNotFound
+	}
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT checkpoint FROM jobs WHERE id = $1`, id).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	return data, nil
+}
+
 // Get returns one job, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (store.Job, error) {
 	if hasNUL(id) {

@@ -211,6 +211,7 @@ func (s *Store) finishCanceledTx(ctx context.Context, tx *sql.Tx, id string, att
 // insertEvent): parsing the claim's UPDATE was a third of a no-op job's CPU time.
 type stmts struct {
 	claim, finish, fail, requeue, finishCanceled, heartbeat *sql.Stmt
+	checkpoint                                              *sql.Stmt
 	savepoint, rollbackTo, release                          *sql.Stmt
 }
 
@@ -224,7 +225,7 @@ const (
 	finishSQL = `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
 		progress_total = CASE WHEN ? > 0 THEN ? ELSE progress_total END,
-		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL` + fence + ` RETURNING ` + jobColumns
+		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL, checkpoint = NULL` + fence + ` RETURNING ` + jobColumns
 	failSQL = `UPDATE jobs SET
 		status = CASE WHEN cancel_requested THEN 'CANCELED'
 			WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
@@ -236,13 +237,14 @@ const (
 		finished_at = CASE WHEN cancel_requested THEN ? ELSE NULL END,
 		run_at = ?, worker = NULL, heartbeat_at = NULL` + fence + ` RETURNING ` + jobColumns
 	heartbeatSQL      = `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?` + fence + ` RETURNING cancel_requested`
-	finishCanceledSQL = `UPDATE jobs SET status = 'CANCELED', finished_at = ?, worker = NULL` + fence + ` RETURNING ` + jobColumns
+	checkpointSQL     = `UPDATE jobs SET heartbeat_at = ?, progress_rows = ?, progress_total = ?, checkpoint = ?` + fence + ` RETURNING cancel_requested`
+	finishCanceledSQL = `UPDATE jobs SET status = 'CANCELED', finished_at = ?, worker = NULL, checkpoint = NULL` + fence + ` RETURNING ` + jobColumns
 )
 
 func (st *stmts) prepare(ctx context.Context, w *sql.DB) error {
 	return prepareEach(ctx, w, []toPrepare{
 		{&st.claim, claimSQL}, {&st.finish, finishSQL}, {&st.fail, failSQL}, {&st.requeue, requeueSQL},
-		{&st.finishCanceled, finishCanceledSQL}, {&st.heartbeat, heartbeatSQL},
+		{&st.finishCanceled, finishCanceledSQL}, {&st.heartbeat, heartbeatSQL}, {&st.checkpoint, checkpointSQL},
 		{&st.savepoint, `SAVEPOINT finish`}, {&st.rollbackTo, `ROLLBACK TO finish`}, {&st.release, `RELEASE finish`},
 	})
 }

@@ -170,6 +170,34 @@ func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, tot
 	return cancel != 0, nil
 }
 
+// SaveCheckpoint is Heartbeat that also replaces the job's checkpoint (nil clears it).
+func (s *Store) SaveCheckpoint(ctx context.Context, id string, attempt int, rows, total int64, data []byte) (cancelRequested bool, err error) {
+	var cancel int
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		return tx.StmtContext(ctx, s.stmts.checkpoint).QueryRowContext(ctx, ms(s.now()), rows, nullTotal(total), data, id, attempt).Scan(&cancel)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, store.ErrLeaseLost
+	}
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: %w", err)
+	}
+	return cancel != 0, nil
+}
+
+// Checkpoint reads the job's checkpoint (nil: none).
+func (s *Store) Checkpoint(ctx context.Context, id string) ([]byte, error) {
+	var data []byte
+	err := s.r.QueryRowContext(ctx, `SELECT checkpoint FROM jobs WHERE id = ?`, id).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	return data, nil
+}
+
 func nullTotal(total int64) sql.NullInt64 { return sql.NullInt64{Int64: total, Valid: total >= 0} }
 
 // CompleteFromFile marks a running (orphaned) attempt SUCCEEDED from a file that was

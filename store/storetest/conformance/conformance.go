@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T, o Options) Harness) {
 		{"NextRunInIgnoresOtherQueues", testNextRunInIgnoresOtherQueues},
 		{"Fencing", testFencing},
 		{"Heartbeat", testHeartbeat},
+		{"CheckpointOutlivesItsAttempt", testCheckpoint},
 		{"SucceedPublishesInsideTheTransaction", testSucceedPublishes},
 		{"SucceedPublishErrorCommitsNothing", testSucceedPublishError},
 		{"CompleteFromFile", testCompleteFromFile},
@@ -426,6 +427,10 @@ func testClaimIsAtomic(t *testing.T, h Harness) {
 func fenced(h Harness, id string, attempt int, published *bool) map[string]func() error {
 	return map[string]func() error{
 		"Heartbeat": func() error { _, err := h.Store.Heartbeat(ctx, id, attempt, 1, 1); return err },
+		"SaveCheckpoint": func() error {
+			_, err := h.Store.SaveCheckpoint(ctx, id, attempt, 1, 1, []byte(`{"stale":true}`))
+			return err
+		},
 		"Succeed": func() error {
 			_, err := succeed(h.Store, id, attempt, file, func() error { *published = true; return nil })
 			return err
@@ -511,6 +516,97 @@ func testHeartbeat(t *testing.T, h Harness) {
 	}
 	if cancel, err := h.Store.Heartbeat(ctx, j.ID, 1, 7, -1); err != nil || !cancel {
 		t.Fatalf("heartbeat after a cancel request = %v, %v; want true", cancel, err)
+	}
+}
+
+// Rule 30: a checkpoint is written with a heartbeat, fenced like one; it outlives the
+// attempt that wrote it (a recovery, a requeue, a retryable failure) for the next one to
+// read, and a success or a cancel clears it.
+func testCheckpoint(t *testing.T, h Harness) {
+	j := enqueue(t, h, maxAttempts(5))
+	if cp, err := h.Store.Checkpoint(ctx, j.ID); err != nil || cp != nil {
+		t.Fatalf("a new job's checkpoint = %q, %v; want none", cp, err)
+	}
+	if _, err := h.Store.Checkpoint(ctx, "no-such-job"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("checkpoint of an unknown job: %v, want ErrNotFound", err)
+	}
+	claim(t, h)
+	h.Advance(time.Second)
+	cp := []byte(`{"rows":1234,"token":"\u0000 and bytes"}`)
+	if cancel, err := h.Store.SaveCheckpoint(ctx, j.ID, 1, 1234, 5000, cp); err != nil || cancel {
+		t.Fatalf("save checkpoint = %v, %v", cancel, err)
+	}
+	got := get(t, h, j.ID)
+	if got.ProgressRows != 1234 || got.ProgressTotal != 5000 {
+		t.Fatalf("a checkpoint's progress: %d/%d, want 1234/5000", got.ProgressRows, got.ProgressTotal)
+	}
+	// A plain heartbeat keeps it.
+	if _, err := h.Store.Heartbeat(ctx, j.ID, 1, 1300, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.Store.Checkpoint(ctx, j.ID); err != nil || string(c) != string(cp) {
+		t.Fatalf("checkpoint after a heartbeat = %q, %v; want %q", c, err, cp)
+	}
+	big := make([]byte, store.MaxCheckpoint+1)
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 1, 1, 1, big); !errors.Is(err, store.ErrCheckpointTooLarge) {
+		t.Fatalf("an oversized checkpoint: %v, want ErrCheckpointTooLarge", err)
+	}
+	// The attempt is lost; the next one reads what the last wrote, and a stale write of
+	// the lost attempt changes nothing.
+	if _, err := h.Store.Recover(ctx, j.ID, 1, "heartbeat lost", 0); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.Store.Checkpoint(ctx, j.ID); err != nil || string(c) != string(cp) {
+		t.Fatalf("checkpoint after a recovery = %q, %v; want %q", c, err, cp)
+	}
+	if c := claimID(t, h, j.ID); c.Attempt != 2 {
+		t.Fatalf("claimed attempt %d, want 2", c.Attempt)
+	}
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 1, 9, 9, []byte(`{"stale":true}`)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the lost attempt's checkpoint: %v, want ErrLeaseLost", err)
+	}
+	if c, _ := h.Store.Checkpoint(ctx, j.ID); string(c) != string(cp) {
+		t.Fatalf("a lost attempt's checkpoint landed: %q", c)
+	}
+	// A retryable failure keeps it for the next attempt.
+	cp2 := []byte(`{"rows":2000}`)
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 2, 2000, 5000, cp2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fail(h.Store, j.ID, 2, store.AttemptError{Code: "upstream", Message: "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.Store.Checkpoint(ctx, j.ID); string(c) != string(cp2) {
+		t.Fatalf("checkpoint after a retryable failure = %q, want %q", c, cp2)
+	}
+	claimID(t, h, j.ID)
+	// Empty data clears it.
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 3, 0, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.Store.Checkpoint(ctx, j.ID); c != nil {
+		t.Fatalf("checkpoint after clearing = %q, want none", c)
+	}
+	if _, err := h.Store.SaveCheckpoint(ctx, j.ID, 3, 10, -1, cp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := succeed(h.Store, j.ID, 3, file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.Store.Checkpoint(ctx, j.ID); c != nil {
+		t.Fatalf("a succeeded job's checkpoint = %q, want none", c)
+	}
+	// A cancel clears it too.
+	k := enqueue(t, h)
+	claimID(t, h, k.ID)
+	if _, err := h.Store.SaveCheckpoint(ctx, k.ID, 1, 10, -1, cp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := finishCanceled(h.Store, k.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.Store.Checkpoint(ctx, k.ID); c != nil {
+		t.Fatalf("a canceled job's checkpoint = %q, want none", c)
 	}
 }
 

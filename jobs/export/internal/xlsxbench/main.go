@@ -59,7 +59,7 @@ type result struct {
 	Bytes   int64   `json:"bytes"`
 }
 
-var allModes = []string{"pipeline", "excelize", "excelize-direct", "pipeline-csv", "csv"}
+var allModes = []string{"pipeline", "pipeline-resume", "excelize", "excelize-direct", "pipeline-csv", "csv"}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("xlsxbench", flag.ContinueOnError)
@@ -228,10 +228,13 @@ func runChild(ctx context.Context, mode, db string, n int64, cpuprof, memprof st
 	switch mode {
 	case "pipeline":
 		gcdefaults.Apply(jobs.Defaults().Workers)
-		res, err = runPipeline(ctx, dir, db, query, export.FormatXLSX)
+		res, err = runPipeline(ctx, dir, db, query, export.FormatXLSX, false)
+	case "pipeline-resume":
+		gcdefaults.Apply(jobs.Defaults().Workers)
+		res, err = runPipeline(ctx, dir, db, query, export.FormatXLSX, true)
 	case "pipeline-csv":
 		gcdefaults.Apply(jobs.Defaults().Workers)
-		res, err = runPipeline(ctx, dir, db, query, export.FormatCSV)
+		res, err = runPipeline(ctx, dir, db, query, export.FormatCSV, false)
 	case "excelize":
 		res, err = runExcelize(ctx, dir, db, query, false)
 	case "excelize-direct":

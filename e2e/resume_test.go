@@ -1,0 +1,200 @@
+//go:build !windows
+
+package e2e
+
+import (
+	"archive/zip"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"sheetq/internal/client"
+	"sheetq/store"
+)
+
+// resumeHeartbeat is the crash tests' heartbeat: each attempt checkpoints at every one.
+const resumeHeartbeat = 250 * time.Millisecond
+
+// crash is one SIGKILL of a long export: the rows its last heartbeat stamped, and the
+// rows the attempt after it kept from the last checkpoint.
+type crash struct {
+	at         float64 // the fraction of the rows the kill waited for
+	stamped    int64   // progress_rows in the job's row after the kill
+	kept       int64   // the next attempt's resumed event
+	killedAt   time.Time
+	resumedAt  time.Time
+	restartDur time.Duration // from the kill to the resumed event
+}
+
+// crashThrice runs body's export on a server in data, kills it with SIGKILL when the
+// export has written about 25%, 50% and 90% of total rows, restarting it each time, and
+// returns the finished job with what each crash cost. Each kill's next attempt must
+// resume from a checkpoint at most about one heartbeat before the kill.
+func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond float64, env []string, args ...string) (client.Job, []crash) {
+	t.Helper()
+	// Each crash spends an attempt (rule 6): three crashes need a budget of four.
+	args = append([]string{"--heartbeat", resumeHeartbeat.String(), "--stale-after", "1s", "--workers", "1", "--max-attempts", "5"}, args...)
+	p := startBinary(t, data, env, args...)
+	j := p.submit(t, body)
+	var crashes []crash
+	for _, f := range []float64{0.25, 0.5, 0.9} {
+		want := int64(f * float64(total))
+		p.waitJob(t, j.ID, fmt.Sprintf("PROCESSING past %d rows", want), func(j client.Job) bool {
+			return j.Status == "PROCESSING" && j.Progress.Rows >= want
+		})
+		p.kill(t)
+		c := crash{at: f, killedAt: time.Now()}
+		row, _ := inspect(t, data, j.ID)
+		if row.Status != store.StatusProcessing {
+			t.Fatalf("after the kill at %.0f%%: %s", f*100, row.Status)
+		}
+		c.stamped = row.ProgressRows
+		crashes = append(crashes, c)
+		p = startBinary(t, data, env, args...)
+	}
+	done := p.waitJob(t, j.ID, "ended", func(j client.Job) bool { return j.Status != "PENDING" && j.Status != "PROCESSING" })
+	if done.Status != "SUCCEEDED" {
+		t.Fatalf("export ended %s: %+v", done.Status, done.Error)
+	}
+	p.kill(t) // the events are read from the file
+	_, evs := inspect(t, data, j.ID)
+	var resumed []store.Event
+	for _, e := range evs {
+		if e.Type == store.EventResumed {
+			resumed = append(resumed, e)
+		}
+	}
+	if len(resumed) != len(crashes) {
+		t.Fatalf("%d resumed events for %d crashes", len(resumed), len(crashes))
+	}
+	perBeat := int64(rowsPerSecond * resumeHeartbeat.Seconds())
+	for i := range crashes {
+		var d store.ResumedData
+		if err := resumed[i].Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		c := &crashes[i]
+		c.kept, c.resumedAt = d.Rows, resumed[i].At
+		c.restartDur = c.resumedAt.Sub(c.killedAt)
+		// The checkpoint follows a heartbeat by a few rows, and the heartbeat after it
+		// may stamp more: the rows done again are at most about one heartbeat's.
+		if c.kept > c.stamped || c.kept < c.stamped-2*perBeat || c.kept <= 0 {
+			t.Errorf("kill at %.0f%%: resumed with %d rows; the last heartbeat stamped %d (a heartbeat is about %d rows)",
+				c.at*100, c.kept, c.stamped, perBeat)
+		}
+		t.Logf("kill at %.0f%%: last heartbeat %d rows, resumed from %d: %d rows (%.2f s) written again, %s from the kill to the resume",
+			c.at*100, c.stamped, c.kept, c.stamped-c.kept, float64(c.stamped-c.kept)/rowsPerSecond, c.restartDur.Round(time.Millisecond))
+	}
+	if got := files(t, filepath.Join(data, "tmp", "resume"), "*"); len(got) != 0 {
+		t.Errorf("resume files left after the export succeeded: %v", got)
+	}
+	return done, crashes
+}
+
+// sheets reads the worksheets' XML of an xlsx file, in order.
+func sheets(t *testing.T, path string) []string {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var out []string
+	for n := 1; ; n++ {
+		f, err := zr.Open(fmt.Sprintf("xl/worksheets/sheet%d.xml", n))
+		if err != nil {
+			return out
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s sheet %d: %v", path, n, err)
+		}
+		out = append(out, string(b))
+	}
+}
+
+// sameSheets wants the files' worksheets equal, byte for byte: the same rows in the same
+// order, none twice, none missing.
+func sameSheets(t *testing.T, got, want string) {
+	t.Helper()
+	g, w := sheets(t, got), sheets(t, want)
+	if len(g) != len(w) || len(g) == 0 {
+		t.Fatalf("%d sheets, want %d", len(g), len(w))
+	}
+	for i := range g {
+		if g[i] != w[i] {
+			t.Fatalf("sheet %d differs from the uninterrupted export's (%d bytes, want %d)", i+1, len(g[i]), len(w[i]))
+		}
+	}
+}
+
+// The demo report, 120,000 rows over 12 s, killed with SIGKILL at about 25%, 50% and
+// 90%: each restart resumes from the last checkpoint, and the file's sheet is the one an
+// uninterrupted export of the same rows makes.
+func TestResumeDemoAfterSIGKILL(t *testing.T) {
+	const rows, seconds = 120_000, 12
+	data := t.TempDir()
+	done, _ := crashThrice(t, data, fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":%d}}`, rows, seconds), rows, rows/seconds, nil)
+	if done.Attempt != 4 || done.Progress.Rows != rows {
+		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
+	}
+	p := startBinary(t, data, nil)
+	ref := p.submit(t, fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":0}}`, rows))
+	p.waitJob(t, ref.ID, "SUCCEEDED", status("SUCCEEDED"))
+	p.kill(t)
+	sameSheets(t, filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx"))
+}
+
+// An SQL report with "-- resume: id" over 1.2 million rows (two sheets), killed at about
+// 25%, 50% and 90%: each restart continues after the last id written, across the sheet
+// boundary, and the file is the uninterrupted export's.
+func TestResumeSQLAfterSIGKILL(t *testing.T) {
+	const rows = 1_200_000
+	data := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(data, "big.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT NOT NULL, amount REAL NOT NULL)`,
+		fmt.Sprintf(`WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < %d)
+			INSERT INTO orders SELECT x, 'customer ' || (x %% 977), (x %% 10007) * 0.25 FROM c`, rows),
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	conf := "[sources.big]\ndriver = \"sqlite\"\npath = \"big.db\"\n"
+	if err := os.WriteFile(filepath.Join(data, "sheetq.toml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(data, "reports"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	report := "-- title: Big orders\n-- source: big\n-- resume: id\n-- param: min int = 0\nSELECT id, customer, amount FROM orders WHERE id > :min ORDER BY id\n"
+	if err := os.WriteFile(filepath.Join(data, "reports", "big.sql"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The rate only sizes the check's allowance of rows per heartbeat: generously high.
+	done, _ := crashThrice(t, data, `{"report":"big","params":{"min":0}}`, rows, 400_000, nil)
+	if done.Attempt != 4 || done.Progress.Rows != rows {
+		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
+	}
+	p := startBinary(t, data, nil)
+	ref := p.submit(t, `{"report":"big","params":{"min":0}}`)
+	p.waitJob(t, ref.ID, "SUCCEEDED", status("SUCCEEDED"))
+	p.kill(t)
+	got, want := filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx")
+	if n := len(sheets(t, want)); n != 2 {
+		t.Fatalf("the reference export has %d sheets, want 2", n)
+	}
+	sameSheets(t, got, want)
+}

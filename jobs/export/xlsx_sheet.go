@@ -1,0 +1,449 @@
+package export
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/klauspost/compress/flate"
+	"github.com/xuri/excelize/v2"
+
+	"sheetq/jobs"
+)
+
+// How a sheet is written, so that it can be checkpointed (ARCHITECTURE.md, "Checkpoints
+// and resume"):
+//
+// A sheet's XML is its frame's head (the XML declaration, the worksheet's properties,
+// its columns, panes and the header row), its data rows, and its frame's tail (the end
+// of the sheet data and the autofilter). The rows are written by excelize's stream
+// writer in segments of up to segmentRows rows, each in a small excelize file of its
+// own (sheetRows.row); when a segment ends its rows' XML, cut out of the sheet it
+// wrote (rowsCapture), goes through a parallelDeflate into the sheet's rows file. At
+// a checkpoint the segment ends, the deflate stream is synced (a byte-aligned,
+// non-final end of block) and the file fsynced, so that the file's first comp bytes
+// are a stream another attempt can continue, with the dictionary and checksum it
+// reads back from them (resumeRows). The frame is made when the sheet is done, once
+// its range is known, and compressed on its own: the zip entry is the head's
+// compressed bytes, then the rows file's, then the tail's, one deflate stream, whose
+// CRC-32 is combined from the three (crc32Combine).
+
+// segmentRows is how many rows one excelize stream writer takes before its rows are
+// cut out and compressed: a few MiB of XML, so that the stream writer's buffer stays
+// in memory, and the cost of a segment's file (styles, package parts) is small beside
+// its rows'.
+const segmentRows = 16384
+
+// sheetMark is where a sheet's rows file stands at a checkpoint: its first Comp bytes
+// are a synced deflate stream of Raw bytes of row XML with checksum CRC, and the
+// sheet's last row is Rows (1: the header alone).
+type sheetMark struct {
+	File string `json:"file"`
+	Comp int64  `json:"comp"`
+	Raw  int64  `json:"raw"`
+	CRC  uint32 `json:"crc"`
+	Rows int    `json:"rows"`
+	// Pieces are the file's first bytes in the bucket, in order, for an attempt on
+	// another node (xlsx_remote.go); they may end before Comp when an upload failed.
+	Pieces []piece `json:"pieces,omitempty"`
+}
+
+// sheetRows is one sheet's data rows on their way into its compressed rows file.
+type sheetRows struct {
+	x    *xlsxWriter
+	file *os.File
+	cw   *countWriter
+	bw   *bufio.Writer
+	fw   *parallelDeflate
+	crc  uint32 // of the raw row XML so far
+	raw  int64
+	rows int // the sheet's last row number; 1 is the header
+
+	seg     *excelize.File // the segment being written; nil between segments
+	segSW   *excelize.StreamWriter
+	segRows int
+
+	pieces []piece // what of the file is in the bucket (xlsx_remote.go)
+}
+
+// newSheetRows starts a sheet's rows in file, empty, or continuing a stream that
+// resumeRows read back (dict, crc and raw from it; rows the sheet's last row).
+func (x *xlsxWriter) newSheetRows(file *os.File, comp int64, dict []byte, crc uint32, raw int64, rows int) *sheetRows {
+	s := &sheetRows{x: x, file: file, crc: crc, raw: raw, rows: rows}
+	s.cw = &countWriter{w: file, n: comp}
+	s.bw = bufio.NewWriterSize(ctxWriter{stop: x.stop, w: s.cw}, 64<<10)
+	if dict == nil {
+		s.fw = newParallelDeflate(s.bw, deflateLevel, x.opt.yield, x.opt.spawn)
+	} else {
+		s.fw = resumeParallelDeflate(s.bw, deflateLevel, dict, x.opt.yield, x.opt.spawn)
+	}
+	return s
+}
+
+// row writes one data row as the sheet's next.
+func (s *sheetRows) row(cells []any) error {
+	if s.seg == nil {
+		f, _, err := newFile(s.x.tmpDir, s.x.formats, &s.x.styles)
+		if err != nil {
+			return err
+		}
+		sw, err := f.NewStreamWriter(f.GetSheetName(0))
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("stream rows: %w", err)
+		}
+		s.seg, s.segSW, s.segRows = f, sw, 0
+	}
+	s.rows++
+	s.x.ref = strconv.AppendInt(append(s.x.ref[:0], 'A'), int64(s.rows), 10)
+	if err := s.segSW.SetRow(string(s.x.ref), cells); err != nil {
+		return jobs.Retryable("io", fmt.Errorf("write row %d: %w", s.x.rows, err))
+	}
+	if s.segRows++; s.segRows >= segmentRows {
+		return s.endSegment()
+	}
+	return nil
+}
+
+// endSegment compresses the segment's rows into the file and closes its excelize file.
+func (s *sheetRows) endSegment() error {
+	if s.seg == nil {
+		return nil
+	}
+	f, sw := s.seg, s.segSW
+	s.seg, s.segSW = nil, nil
+	defer f.Close() // removes the stream writer's spill file, if it made one
+	if err := sw.Flush(); err != nil {
+		return s.x.ioErr("flush rows", err)
+	}
+	return s.x.cutRows(f, s)
+}
+
+// sync makes everything written so far durable in the rows file, ending the segment
+// and the deflate block, and returns the mark that continues from there.
+func (s *sheetRows) sync() (sheetMark, error) {
+	if err := s.endSegment(); err != nil {
+		return sheetMark{}, err
+	}
+	if err := s.fw.Sync(); err != nil {
+		return sheetMark{}, s.x.ioErr("compress rows", err)
+	}
+	if err := s.bw.Flush(); err != nil {
+		return sheetMark{}, s.x.ioErr("write rows", err)
+	}
+	if err := s.file.Sync(); err != nil {
+		return sheetMark{}, s.x.ioErr("sync rows", err)
+	}
+	return sheetMark{File: baseName(s.file), Comp: s.cw.n, Raw: s.raw, CRC: s.crc, Rows: s.rows, Pieces: s.pieces}, nil
+}
+
+// end finishes the rows: the last segment, and the deflate stream ended but not final
+// (the frame's tail ends it).
+func (s *sheetRows) end() error {
+	err := s.endSegment()
+	if ferr := s.fw.End(); err == nil && ferr != nil {
+		err = s.x.ioErr("compress rows", ferr)
+	}
+	s.fw = nil
+	if err == nil {
+		if err = s.bw.Flush(); err != nil {
+			err = s.x.ioErr("write rows", err)
+		}
+	}
+	return err
+}
+
+// abandon stops the rows after an error: the compressing goroutines end, the segment
+// closes, nothing more is written.
+func (s *sheetRows) abandon() {
+	if s.seg != nil {
+		s.seg.Close()
+		s.seg, s.segSW = nil, nil
+	}
+	if s.fw != nil {
+		s.fw.End()
+		s.fw = nil
+	}
+}
+
+// write takes row XML cut out of a segment: compressed into the file, counted and
+// checksummed.
+func (s *sheetRows) write(p []byte) error {
+	for len(p) > 0 {
+		chunk := p[:min(len(p), 32<<10)]
+		n, err := s.fw.Write(chunk)
+		s.crc = crc32.Update(s.crc, crc32.IEEETable, chunk[:n])
+		s.raw += int64(n)
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+		s.x.opt.yield()
+	}
+	return nil
+}
+
+// cutRows writes segment f's rows into s: its sheet is written through a rowsCapture.
+func (x *xlsxWriter) cutRows(f *excelize.File, s *sheetRows) error {
+	c := &rowsCapture{name: "xl/worksheets/sheet1.xml", rows: s}
+	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
+	buf, err := f.WriteToBuffer()
+	switch {
+	case err != nil:
+		if e := x.stop(); e != nil {
+			return jobs.Retryable("canceled", fmt.Errorf("compress rows: %w", e))
+		}
+		return x.ioErr("compress rows", err)
+	case buf.Len() > 0:
+		// A newer excelize that stopped writing through ZipWriter would land here.
+		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
+	case !c.started || !bytes.HasPrefix(c.hold, []byte("</sheetData>")):
+		return fmt.Errorf("excelize wrote a segment's rows in a shape the writer does not know")
+	}
+	return nil
+}
+
+// rowsCapture is the excelize.ZipWriter a segment's file writes through: of its sheet
+// it keeps what lies between <sheetData> and </sheetData>, the rows, which it hands to
+// the sheet's rows as whole rows; the rest is dropped. A cell's text is escaped, so
+// neither tag can occur inside a row.
+type rowsCapture struct {
+	name    string
+	rows    *sheetRows
+	started bool
+	pre     []byte // the sheet's first bytes, until <sheetData> is found in them
+	hold    []byte // after it: bytes since the last whole row
+}
+
+var (
+	sheetDataOpen = []byte("<sheetData>")
+	rowClose      = []byte("</row>")
+)
+
+// Create implements excelize.ZipWriter.
+func (c *rowsCapture) Create(name string) (io.Writer, error) {
+	if name != c.name {
+		return io.Discard, nil
+	}
+	return c, nil
+}
+
+// Write implements io.Writer.
+func (c *rowsCapture) Write(p []byte) (int, error) {
+	n := len(p)
+	if !c.started {
+		c.pre = append(c.pre, p...)
+		i := bytes.Index(c.pre, sheetDataOpen)
+		if i < 0 {
+			if len(c.pre) > maxSheetHead {
+				return 0, fmt.Errorf("no <sheetData> in the first %d bytes of a segment", len(c.pre))
+			}
+			return n, nil
+		}
+		c.started = true
+		p = c.pre[i+len(sheetDataOpen):]
+		c.pre = nil
+	}
+	// Whole rows go on; a row (or its </row>) cut by the write's end waits for the
+	// rest. excelize writes in pieces of 32 KiB or more, so the copy into hold costs
+	// one pass over the XML at most.
+	c.hold = append(c.hold, p...)
+	end := bytes.LastIndex(c.hold, rowClose)
+	if end < 0 {
+		return n, nil
+	}
+	end += len(rowClose)
+	if err := c.rows.write(c.hold[:end]); err != nil {
+		return 0, err
+	}
+	c.hold = c.hold[:copy(c.hold, c.hold[end:])]
+	return n, nil
+}
+
+// AddFS implements excelize.ZipWriter.
+func (c *rowsCapture) AddFS(fs.FS) error { return nil }
+
+// Close implements excelize.ZipWriter.
+func (c *rowsCapture) Close() error { return nil }
+
+// sheetFrame is the XML around a sheet's data rows: the head up to and with the header
+// row, the sheet's range in its dimension, and the tail from the end of the sheet data,
+// with the autofilter over ref. first says whether the sheet is the workbook's first,
+// the one selected when it opens.
+func (x *xlsxWriter) sheetFrame(ref string, first bool) (head, tail []byte, err error) {
+	f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	sheet, path := f.GetSheetName(0), "xl/worksheets/sheet1.xml"
+	if !first {
+		// A new file's first sheet is its selected one, and only the workbook's first
+		// sheet may be, or Excel opens the sheets grouped and edits them all at once.
+		// Later sheets are a second sheet's frame, which is not selected.
+		sheet, path = "Sheet2", "xl/worksheets/sheet2.xml"
+		if _, err := f.NewSheet(sheet); err != nil {
+			return nil, nil, fmt.Errorf("add sheet: %w", err)
+		}
+	}
+	sw, err := f.NewStreamWriter(sheet)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream sheet: %w", err)
+	}
+	// Backwards, because excelize puts each new <col> first and Excel wants them in order.
+	for i := len(x.widths) - 1; i >= 0; i-- {
+		if err := sw.SetColWidth(i+1, i+1, min(max(x.widths[i], minColWidth), maxColWidth)); err != nil {
+			return nil, nil, fmt.Errorf("column width: %w", err)
+		}
+	}
+	if err := sw.SetPanes(&excelize.Panes{
+		Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
+	}); err != nil {
+		return nil, nil, fmt.Errorf("freeze header: %w", err)
+	}
+	header := make([]any, len(x.cols))
+	for i, c := range x.cols {
+		name, _ := cutText(headerText(c))
+		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
+	}
+	if err := sw.SetRow("A1", header); err != nil {
+		return nil, nil, fmt.Errorf("write header: %w", err)
+	}
+	// AutoFilter must come before Flush: it edits the worksheet the stream writer
+	// serialises after the rows.
+	if err := f.AutoFilter(sheet, ref, nil); err != nil {
+		return nil, nil, fmt.Errorf("autofilter: %w", err)
+	}
+	if err := sw.Flush(); err != nil {
+		return nil, nil, fmt.Errorf("flush sheet: %w", err)
+	}
+	c := &wholeCapture{name: path}
+	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
+	if _, err := f.WriteToBuffer(); err != nil {
+		return nil, nil, fmt.Errorf("sheet frame: %w", err)
+	}
+	xml := c.buf.Bytes()
+	i := bytes.LastIndex(xml, []byte("</sheetData>"))
+	if i < 0 {
+		return nil, nil, fmt.Errorf("no </sheetData> in the sheet's frame")
+	}
+	// A stream writer writes the sheet's head, dimension included, before the first
+	// row, so excelize states "A1" whatever follows; streaming readers (openpyxl's
+	// read-only mode) believe it and see one cell.
+	head, tail = xml[:i], xml[i:]
+	j := bytes.Index(head, []byte(streamDimension))
+	if j < 0 {
+		return nil, nil, fmt.Errorf("no %s in the sheet's frame", streamDimension)
+	}
+	head = slicesConcat(head[:j], []byte(`<dimension ref="`+ref+`"/>`), head[j+len(streamDimension):])
+	return head, tail, nil
+}
+
+// wholeCapture keeps one part of a file written through it.
+type wholeCapture struct {
+	name string
+	buf  bytes.Buffer
+}
+
+func (c *wholeCapture) Create(name string) (io.Writer, error) {
+	if name != c.name {
+		return io.Discard, nil
+	}
+	return &c.buf, nil
+}
+func (c *wholeCapture) AddFS(fs.FS) error { return nil }
+func (c *wholeCapture) Close() error      { return nil }
+
+func slicesConcat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// deflateFrame compresses p on its own: a sync-flushed, non-final stream for a head,
+// which the rows continue, or a final one for a tail.
+func deflateFrame(p []byte, final bool) ([]byte, error) {
+	var b bytes.Buffer
+	fw, err := flate.NewWriter(&b, deflateLevel)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fw.Write(p); err != nil {
+		return nil, err
+	}
+	if final {
+		err = fw.Close()
+	} else {
+		err = fw.Flush()
+	}
+	return b.Bytes(), err
+}
+
+// crc32Combine is the CRC-32 (IEEE) of a run of bytes A followed by a run B, from A's
+// CRC crc1, B's crc2 and B's length len2: appending len2 zero bytes to A is a linear
+// map of its CRC, applied by squaring a matrix over GF(2) once per bit of len2, as
+// zlib's crc32_combine does.
+func crc32Combine(crc1, crc2 uint32, len2 int64) uint32 {
+	if len2 <= 0 {
+		return crc1
+	}
+	var even, odd [32]uint32
+	odd[0] = 0xedb88320 // the operator for one zero bit: the reversed polynomial
+	row := uint32(1)
+	for n := 1; n < 32; n++ {
+		odd[n] = row
+		row <<= 1
+	}
+	gf2Square(&even, &odd) // two zero bits
+	gf2Square(&odd, &even) // four
+	for {
+		gf2Square(&even, &odd) // one zero byte, then two, four, ...
+		if len2&1 != 0 {
+			crc1 = gf2Times(&even, crc1)
+		}
+		if len2 >>= 1; len2 == 0 {
+			break
+		}
+		gf2Square(&odd, &even)
+		if len2&1 != 0 {
+			crc1 = gf2Times(&odd, crc1)
+		}
+		if len2 >>= 1; len2 == 0 {
+			break
+		}
+	}
+	return crc1 ^ crc2
+}
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat *[32]uint32) {
+	for n := range 32 {
+		square[n] = gf2Times(mat, mat[n])
+	}
+}
+
+func baseName(f *os.File) string {
+	name := f.Name()
+	for i := len(name) - 1; i >= 0; i-- {
+		if os.IsPathSeparator(name[i]) {
+			return name[i+1:]
+		}
+	}
+	return name
+}
