@@ -151,3 +151,50 @@ func TestHTTPMillionRowsXLSX(t *testing.T) {
 		t.Fatalf("%d requests for %d pages", srv.Total(), rows/5000)
 	}
 }
+
+// An HTTP export that crashes and is resumed from the writer's checkpoints, once or
+// several times, makes the same sheets as an uninterrupted one, byte for byte: the
+// source's token, asked on the writer's goroutine, puts every resumed attempt on the
+// right row of the right page. The pages are requested again only from the
+// checkpoint's page on.
+func TestHTTPResumedXLSXEqualsUninterrupted(t *testing.T) {
+	t.Parallel()
+	const rows, perSheet, size = 9000, 2500, 700 // four sheets, 13 pages
+	for _, style := range []int{1, 2, 3} {       // next_url, cursor, page
+		t.Run(httpStyles[style].name, func(t *testing.T) {
+			t.Parallel()
+			srv := newTestAPI(t, httpapitest.Options{Rows: rows})
+			q := Query{Report: styleReport(t, style, size), Params: map[string]any{}, Attempt: 1}
+			_, want := exportWith(t, openTestHTTP(t, srv, nil), q, xlsxOptions{maxSheetRows: perSheet})
+			for _, crashes := range [][]int64{{1700}, {2499}, {3100, 1500, 2200}, {8999}} {
+				r := &resumeRun{dir: filepath.Join(t.TempDir(), "resume", "job"), tmp: t.TempDir(), every: 333}
+				var cp []byte
+				for i, crash := range crashes {
+					_, last, _, err := r.run(t, openTestHTTP(t, srv, nil), q, cp, crash, perSheet)
+					if err == nil {
+						t.Fatalf("crashes %v, %d: the export finished", crashes, i+1)
+					}
+					if last != nil {
+						cp = last
+					}
+				}
+				before := srv.Total()
+				data, _, resumed, err := r.run(t, openTestHTTP(t, srv, nil), q, cp, -1, perSheet)
+				if err != nil {
+					t.Fatalf("crashes %v: resumed: %v", crashes, err)
+				}
+				for n := 1; n <= 4; n++ {
+					if got, wantSheet := sheetXML(t, data, n), sheetXML(t, want, n); got != wantSheet {
+						t.Fatalf("crashes %v: sheet %d differs from the uninterrupted export's", crashes, n)
+					}
+				}
+				// The last attempt resumed, and asked for the checkpoint's page and those
+				// after it only (one more when the checkpoint ends a page).
+				pages, least := srv.Total()-before, 13-int(resumed)/size
+				if resumed <= 0 || pages < least || pages > least+1 {
+					t.Fatalf("crashes %v: resumed after %d rows with %d requests, want %d or %d", crashes, resumed, pages, least, least+1)
+				}
+			}
+		})
+	}
+}
