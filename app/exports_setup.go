@@ -82,6 +82,9 @@ func openExports(ctx context.Context, cfg Config, dir datadir.Dir) (exportKind, 
 		if c, ok := src.(io.Closer); ok {
 			closers = append(closers, c)
 		}
+		if l, ok := src.(export.Logged); ok {
+			l.SetLogger(log)
+		}
 		sources[name] = src
 	}
 	cat := export.NewCatalog(reportsDir, export.Builtin(), log)

@@ -118,6 +118,12 @@ type Report struct {
 	// File names the file the report was loaded from, as reports/orders.sql (not the
 	// server's absolute path); empty for built-ins.
 	File string `json:"file,omitempty"`
+	// Request, Rows and Paginate are an HTTP report's lines as written ("-- request:
+	// GET orders?from={from}", "-- rows: .data[]", "-- paginate: link"), which an http
+	// source reads (httpsource_spec.go); such a report has no Query.
+	Request  string `json:"request,omitempty"`
+	Rows     string `json:"rows,omitempty"`
+	Paginate string `json:"paginate,omitempty"`
 }
 
 // Kind runs exports.
@@ -168,9 +174,18 @@ func (k *Kind) ValidateAs(report string, params map[string]any, attr AttrFunc) (
 	if err != nil {
 		return Args{}, err
 	}
-	if _, ok := k.sources[rep.Source]; !ok {
+	src, ok := k.sources[rep.Source]
+	if !ok {
 		return Args{}, fmt.Errorf("%w: report %q uses source %q, which the config file does not name",
 			ErrUnknownSource, rep.ID, rep.Source)
+	}
+	// An HTTP report (-- request:) runs on an http source only, and SQL on the others:
+	// either mismatch would fail every run.
+	if _, isHTTP := src.(*httpSource); isHTTP != (rep.Request != "") {
+		if isHTTP {
+			return Args{}, fmt.Errorf("report %q has SQL, but its source %q is an http source, which needs \"-- request: GET <path>\" lines instead", rep.ID, rep.Source)
+		}
+		return Args{}, fmt.Errorf("report %q is an HTTP report (-- request:), but its source %q is not an http source", rep.ID, rep.Source)
 	}
 	if params, err = bindAttrs(rep, params, attr); err != nil {
 		return Args{}, err
@@ -222,7 +237,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if now == nil {
 		now = time.Now
 	}
-	q := Query{Report: rep, Params: params, Attempt: run.Attempt, Time: now()}
+	q := Query{Report: rep, Params: params, Attempt: run.Attempt, Time: now(), Warn: run.Warn}
 	// The part file is created on the first byte, so an attempt that fails before
 	// producing anything (an upstream error, a cancel) leaves no file behind.
 	out := &lazyWriter{open: run.Output}

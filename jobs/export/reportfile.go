@@ -47,7 +47,8 @@ var (
 )
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
-var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access", "resume"}
+var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access", "resume",
+	"request", "rows", "paginate"}
 
 // resumeColumnRe is how a "-- resume:" column is written: a plain identifier, which
 // the source quotes.
@@ -119,6 +120,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 	// The header is the leading run of "--" lines and blank lines.
 	var (
 		title, source, sheet, count, queue, filename, acc, resume headerField
+		request, rows, paginate                                   headerField // an HTTP report's
 		params                                                    []Param
 		paramLines                                                []int
 		columns                                                   []ColumnSpec
@@ -128,7 +130,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		bodyLine                                                  = 0
 	)
 	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue,
-		"filename": &filename, "access": &acc, "resume": &resume}
+		"filename": &filename, "access": &acc, "resume": &resume, "request": &request, "rows": &rows, "paginate": &paginate}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -202,14 +204,56 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 			case key == "queue" && p.queues != nil && !p.queues[value]:
 				return Report{}, p.fail(n, "queue %q is not defined: add [queues.%s] to the config file, or name one of %s",
 					value, value, strings.Join(slices.Sorted(maps.Keys(p.queues)), ", "))
+			case key == "rows":
+				if _, err := compileJQ(value); err != nil {
+					return Report{}, p.fail(n, "rows: %q %v", value, err)
+				}
+			case key == "paginate":
+				if _, err := parsePaginate(value); err != nil {
+					return Report{}, p.fail(n, "paginate: %v", err)
+				}
 			}
 		}
 	}
-	// The body comes before the missing-source check: a header line stranded below the
-	// SQL (say after a /* */ comment) is the likelier mistake and the clearer message.
-	query, ok := p.body(text[bodyStart:], bodyLine)
-	if !ok {
-		return Report{}, false
+	// An HTTP report ("-- request:") has its rows and pagination in the header and no
+	// SQL; the other reports have SQL and none of the HTTP lines.
+	var query string
+	used := map[string]bool{}
+	if request.line != 0 {
+		switch {
+		case bodyStart < len(text):
+			return Report{}, p.fail(bodyLine, "an HTTP report (-- request: on line %d) takes no SQL: remove the lines from here on", request.line)
+		case rows.line == 0:
+			return Report{}, p.fail(request.line, `an HTTP report needs "-- rows: <jq expression>", the rows of each page, such as .data[]`)
+		case count.value == "true":
+			return Report{}, p.fail(count.line, "count: an HTTP report cannot count its rows before it reads them; leave the line out")
+		case resume.line != 0:
+			return Report{}, p.fail(resume.line, "resume: an HTTP report resumes from the page it stopped in without it; leave the line out")
+		}
+		// Checked here, after the params, which may be declared below it.
+		if _, _, err := parseRequest(request.value, params); err != nil {
+			return Report{}, p.fail(request.line, "request: %v", err)
+		}
+		phs, _ := requestPlaceholders(request.value)
+		for _, ph := range phs {
+			used[ph.name] = true
+		}
+	} else {
+		for _, f := range []*headerField{&rows, &paginate} {
+			if f.line != 0 {
+				key := "rows"
+				if f == &paginate {
+					key = "paginate"
+				}
+				return Report{}, p.fail(f.line, `%s: only an HTTP report has this line; add "-- request: GET <path>" (its source being an http one)`, key)
+			}
+		}
+		// The body comes before the missing-source check: a header line stranded below
+		// the SQL (say after a /* */ comment) is the likelier mistake and the clearer
+		// message.
+		if query, ok = p.body(text[bodyStart:], bodyLine); !ok {
+			return Report{}, false
+		}
 	}
 	if source.line == 0 {
 		return Report{}, p.fail(0, `missing "-- source: NAME" in the header`)
@@ -217,7 +261,6 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// Every placeholder is declared and every declared param is used: a typo on either
 	// side would otherwise show up only when the query runs.
-	used := map[string]bool{}
 	for _, ph := range Placeholders(query) {
 		used[ph.Name] = true
 		switch {
@@ -247,7 +290,11 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		}
 	}
 	for i, prm := range params {
-		if !used[prm.Name] {
+		switch {
+		case used[prm.Name]:
+		case request.line != 0:
+			return Report{}, p.fail(paramLines[i], "param %q is not used in the request (no {%s})", prm.Name, prm.Name)
+		default:
 			return Report{}, p.fail(paramLines[i], "param %q is not used in the query (no :%s)", prm.Name, prm.Name)
 		}
 	}
@@ -279,6 +326,9 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		Filename:    filename.value,
 		Resume:      resume.value,
 		File:        p.file,
+		Request:     request.value,
+		Rows:        rows.value,
+		Paginate:    paginate.value,
 	}
 	rep.Sheet = cmp.Or(sheet.value, rep.Title)
 	if rep.Params == nil {

@@ -2,6 +2,7 @@ package export
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -19,6 +20,9 @@ func FuzzParseReport(f *testing.F) {
 			continue // the size limit case: the fuzzer's mutations of 1 MiB inputs are slow
 		}
 		f.Add(cmp.Or(tt.file, "r/orders.sql"), []byte(tt.src))
+	}
+	for _, tt := range httpReportTests {
+		f.Add("r/orders.sql", []byte(tt.src))
 	}
 	f.Fuzz(func(t *testing.T, file string, src []byte) {
 		rep, err := ParseReport(file, src)
@@ -45,17 +49,31 @@ func FuzzParseReport(f *testing.F) {
 func checkParsedReport(t *testing.T, file string, rep Report) {
 	t.Helper()
 	if !reportIDRe.MatchString(rep.ID) || rep.File != file || rep.Title == "" || rep.Sheet == "" ||
-		!sourceRe.MatchString(rep.Source) || rep.Query == "" || rep.Params == nil ||
+		!sourceRe.MatchString(rep.Source) || (rep.Query == "") == (rep.Request == "") || rep.Params == nil ||
 		(rep.Queue != "" && !reportIDRe.MatchString(rep.Queue)) {
 		t.Fatalf("report %#v breaks an invariant", rep)
 	}
 	if strings.TrimSpace(rep.Query) != rep.Query || strings.HasSuffix(rep.Query, ";") {
 		t.Fatalf("query %q is not trimmed", rep.Query)
 	}
+	// An HTTP report's lines are what the source reads.
+	if rep.Request != "" {
+		if _, err := httpSpecOf(rep); err != nil || rep.Count {
+			t.Fatalf("HTTP report (count %v): %v", rep.Count, err)
+		}
+	} else if rep.Rows != "" || rep.Paginate != "" {
+		t.Fatalf("report %#v has HTTP lines without a request", rep)
+	}
 	// Placeholders and params match one to one.
 	var names []string
 	for _, ph := range Placeholders(rep.Query) {
 		names = append(names, ph.Name)
+	}
+	phs, _ := requestPlaceholders(rep.Request)
+	for _, ph := range phs {
+		if !slices.Contains(names, ph.name) {
+			names = append(names, ph.name)
+		}
 	}
 	declared := map[string]bool{}
 	for _, p := range rep.Params {
@@ -113,6 +131,12 @@ func checkParsedReport(t *testing.T, file string, rep Report) {
 		if name := safeFileName(renderFilename(rep.Filename, canon)); name != "" {
 			checkSafeName(t, name)
 		}
+	}
+	if rep.Request != "" {
+		if _, err := fillTarget(rep.Request, canon); err != nil && !errors.As(err, new(*ParamError)) {
+			t.Fatalf("fill %q: %v", rep.Request, err)
+		}
+		return
 	}
 	for _, style := range []PlaceholderStyle{QuestionMarks, DollarNumbers} {
 		_, args, err := BindNamed(rep.Query, style, canon)
@@ -181,7 +205,14 @@ func formatReport(rep Report) string {
 	if rep.Access != nil {
 		fmt.Fprintf(&b, "-- access: %s\n", strings.Join(rep.Access, ", "))
 	}
-	fmt.Fprintf(&b, "%s\n", rep.Query)
+	for _, l := range []struct{ key, value string }{{"request", rep.Request}, {"rows", rep.Rows}, {"paginate", rep.Paginate}} {
+		if l.value != "" {
+			fmt.Fprintf(&b, "-- %s: %s\n", l.key, l.value)
+		}
+	}
+	if rep.Query != "" {
+		fmt.Fprintf(&b, "%s\n", rep.Query)
+	}
 	return b.String()
 }
 

@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type Query struct {
 	// Place, when set, is given the source's Placer before the source calls Begin; a
 	// source that cannot resume leaves it alone.
 	Place func(Placer)
+	// Warn, when set, takes a message about the rows that the export's page should
+	// show (an HTTP source's keys that came too late to be columns); nil: none.
+	Warn func(string)
 }
 
 // Position is how far a file got: its first Rows rows are written, and Token is what
@@ -59,6 +63,12 @@ type Placer func(rows int64, last []any) (json.RawMessage, error)
 // the report's page.
 type Resumer interface {
 	Resumable(r Report) (ok bool, why string)
+}
+
+// A Logged source logs what no export's page shows, such as an HTTP source's retried
+// pages; the composition root gives it the server's logger before any export runs.
+type Logged interface {
+	SetLogger(*slog.Logger)
 }
 
 // Source runs queries and pushes their rows, so that it owns (and closes) whatever it

@@ -20,9 +20,42 @@ import (
 
 // SourceConfig is one [sources.NAME] table of the config file.
 type SourceConfig struct {
-	Driver string `toml:"driver"` // sqlite | postgres | mysql | csv
+	Driver string `toml:"driver"` // sqlite | postgres | mysql | csv | http
 	Path   string `toml:"path"`   // sqlite: a file; csv: a folder, each file a table
 	DSN    string `toml:"dsn"`    // postgres, mysql: a DSN, or "env:NAME" to read it from the environment
+
+	// The http driver's keys (docs/reports-and-sources.md, "HTTP sources").
+
+	// BaseURL is the API's URL, which a report's request path is relative to.
+	BaseURL string `toml:"base_url"`
+	// Auth is how requests authenticate; nil: they do not.
+	Auth *HTTPAuth `toml:"auth"`
+	// Rate is the most requests per second this node sends the API, all exports
+	// together; 0: defaultHTTPRate.
+	Rate float64 `toml:"rate"`
+	// AllowPrivate lets requests reach loopback, private and link-local addresses.
+	AllowPrivate bool `toml:"allow_private"`
+	// Timeout bounds each response, body included, as a duration ("30s"); "": 30s.
+	Timeout string `toml:"timeout"`
+	// MaxResponse bounds each response body, as a size ("32MiB"); "": 64 MiB.
+	MaxResponse string `toml:"max_response"`
+	// MaxPages bounds the pages of one export; 0: 1,000,000.
+	MaxPages int64 `toml:"max_pages"`
+}
+
+// HTTPAuth is an http source's auth table. Secrets (Token, Password, Value,
+// ClientSecret) are env:NAME, file:PATH or the value itself.
+type HTTPAuth struct {
+	Type         string   `toml:"type"`          // bearer | basic | header | oauth2
+	Token        string   `toml:"token"`         // bearer
+	User         string   `toml:"user"`          // basic
+	Password     string   `toml:"password"`      // basic
+	Name         string   `toml:"name"`          // header: the header's name
+	Value        string   `toml:"value"`         // header: its value
+	TokenURL     string   `toml:"token_url"`     // oauth2 client credentials
+	ClientID     string   `toml:"client_id"`     // oauth2
+	ClientSecret string   `toml:"client_secret"` // oauth2
+	Scopes       []string `toml:"scopes"`        // oauth2; none: the server's default
 }
 
 // The drivers a SourceConfig may name.
@@ -31,7 +64,26 @@ const (
 	driverPostgres = "postgres"
 	driverMySQL    = "mysql"
 	driverCSV      = "csv"
+	driverHTTP     = "http"
 )
+
+// httpKeys names the http driver's keys that sc sets, for the other drivers' refusal.
+func (sc SourceConfig) httpKeys() []string {
+	var keys []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{"base_url", sc.BaseURL != ""}, {"auth", sc.Auth != nil}, {"rate", sc.Rate != 0},
+		{"allow_private", sc.AllowPrivate}, {"timeout", sc.Timeout != ""},
+		{"max_response", sc.MaxResponse != ""}, {"max_pages", sc.MaxPages != 0},
+	} {
+		if k.set {
+			keys = append(keys, k.name)
+		}
+	}
+	return keys
+}
 
 // connectTimeout bounds dialling a database server when the DSN sets no timeout, so
 // that a server that does not answer fails the attempt (to be retried) instead of
@@ -46,7 +98,12 @@ func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("source %q: "+format, append([]any{name}, args...)...)
 	}
+	if keys := sc.httpKeys(); len(keys) > 0 && sc.Driver != driverHTTP && sc.Driver != "" {
+		return nil, bad("driver %s does not take %s (the http driver's keys)", sc.Driver, strings.Join(keys, ", "))
+	}
 	switch sc.Driver {
+	case driverHTTP:
+		return openHTTP(name, sc, baseDir)
 	case driverSQLite, driverCSV:
 		if sc.Path == "" {
 			return nil, bad("driver %s needs path", sc.Driver)
@@ -79,9 +136,9 @@ func OpenSource(name string, sc SourceConfig, baseDir string) (Source, error) {
 		}
 		return openMySQL(name, dsn)
 	case "":
-		return nil, bad("missing driver (sqlite, postgres, mysql or csv)")
+		return nil, bad("missing driver (sqlite, postgres, mysql, csv or http)")
 	default:
-		return nil, bad("unknown driver %q (want sqlite, postgres, mysql or csv)", sc.Driver)
+		return nil, bad("unknown driver %q (want sqlite, postgres, mysql, csv or http)", sc.Driver)
 	}
 }
 
