@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"archive/zip"
+	"bufio"
 	"database/sql"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +201,63 @@ func TestResumeSQLAfterSIGKILL(t *testing.T) {
 		t.Fatalf("the reference export has %d sheets, want 2", n)
 	}
 	sameSheets(t, got, want)
+}
+
+// startTestAPI builds and starts the test JSON API (internal/httpapitest) as a process
+// of its own, which outlives the server's restarts, and returns its URL.
+func startTestAPI(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sheetq-testapi")
+	build := exec.Command("go", "build", "-o", bin, "./internal/httpapitest/cmd/sheetq-testapi")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build sheetq-testapi: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("sheetq-testapi: %v", err)
+	}
+	u, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if !ok {
+		t.Fatalf("sheetq-testapi said %q", line)
+	}
+	return u
+}
+
+// An HTTP report over the test API, 60,000 rows in pages of 500 behind a cursor, paced
+// at about 10 s, killed at about 25%, 50% and 90%: each restart resumes from the page of
+// the last checkpoint, and the file is the uninterrupted export's.
+func TestResumeHTTPAfterSIGKILL(t *testing.T) {
+	const rows = 60_000
+	api := startTestAPI(t, "-rows", fmt.Sprint(rows), "-page-size", "500", "-delay", "40ms")
+	data := t.TempDir()
+	conf := fmt.Sprintf("[sources.api]\ndriver = \"http\"\nbase_url = %q\nrate = 12\nallow_private = true\n", api+"/")
+	if err := os.WriteFile(filepath.Join(data, "sheetq.toml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(data, "reports"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	report := "-- title: API items\n-- source: api\n-- request: GET cursor/items?limit=500\n-- rows: .data[]\n-- paginate: cursor .meta.next_cursor cursor\n"
+	if err := os.WriteFile(filepath.Join(data, "reports", "items.sql"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := crashThrice(t, data, `{"report":"items"}`, rows, rows/10, nil)
+	if done.Attempt != 4 || done.Progress.Rows != rows {
+		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
+	}
+	p := startBinary(t, data, nil)
+	ref := p.submit(t, `{"report":"items"}`)
+	p.waitJob(t, ref.ID, "SUCCEEDED", status("SUCCEEDED"))
+	p.kill(t)
+	sameSheets(t, filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx"))
 }
