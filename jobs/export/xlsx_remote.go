@@ -83,6 +83,9 @@ func (x *xlsxWriter) openRows(sheet int, m sheetMark) (*os.File, []byte, error) 
 		return nil, nil, err
 	}
 	local := err
+	if err := os.MkdirAll(x.opt.resumeDir, 0o700); err != nil {
+		return nil, nil, err
+	}
 	if f, err = os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600); err != nil {
 		return nil, nil, err
 	}

@@ -58,6 +58,11 @@ func (x *xlsxWriter) checkpoint() error {
 		slog.Default().Warn("export: no checkpoint: the source cannot place its rows", "rows", x.rows, "err", err)
 		return nil
 	}
+	if !x.inResume {
+		if err := x.moveToResume(); err != nil {
+			return err
+		}
+	}
 	mark, err := x.cur.sync()
 	if err != nil {
 		return err
@@ -111,8 +116,57 @@ func (x *xlsxWriter) restore(data []byte) *Position {
 		return nil
 	}
 	x.rows, x.widths, x.cut, x.started = cp.Rows, cp.Widths, cp.Cut, true
-	x.restored = &cp
+	x.restored, x.inResume = &cp, true
 	return &Position{Rows: cp.Rows, Token: cp.Source}
+}
+
+// moveToResume moves the rows files, temporary until the first checkpoint, into the
+// job's resume folder under their sheets' names, where the next attempt finds them.
+// Each is opened again at its new name, at the same place, so that their writers go on.
+func (x *xlsxWriter) moveToResume() error {
+	if err := os.MkdirAll(x.opt.resumeDir, 0o700); err != nil {
+		return x.ioErr("resume folder", err)
+	}
+	move := func(n int, f *os.File) (*os.File, error) {
+		off, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, err
+		}
+		path := x.opt.resumePath(n)
+		if err := os.Rename(f.Name(), path); err != nil {
+			return nil, err
+		}
+		g, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			_, err = g.Seek(off, io.SeekStart)
+		}
+		if err != nil {
+			if g != nil {
+				g.Close()
+			}
+			os.Rename(path, f.Name()) // back where close removes it
+			return nil, err
+		}
+		f.Close()
+		return g, nil
+	}
+	for i, p := range x.parts {
+		g, err := move(i+1, p.file)
+		if err != nil {
+			return x.ioErr("resume folder", err)
+		}
+		p.file = g
+	}
+	if err := x.cur.bw.Flush(); err != nil {
+		return x.ioErr("write rows", err)
+	}
+	g, err := move(len(x.parts)+1, x.cur.file)
+	if err != nil {
+		return x.ioErr("resume folder", err)
+	}
+	x.cur.file, x.cur.cw.w = g, g
+	x.inResume = true
+	return nil
 }
 
 // restoreFiles opens the checkpoint's rows files, checked and cut back to their marks.
@@ -142,6 +196,7 @@ func (x *xlsxWriter) restoreFiles(cp xlsxCheckpoint) error {
 // dropRestored forgets what restoreFiles opened, so that the export starts from the
 // first row (prepare creates the files anew).
 func (x *xlsxWriter) dropRestored() {
+	x.inResume = false
 	if x.cur != nil {
 		x.cur.abandon()
 		x.cur.file.Close()

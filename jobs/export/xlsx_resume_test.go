@@ -223,3 +223,26 @@ func TestNoCheckpointWithoutAPlacer(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+// An export that ends before its first checkpoint, as most do, never makes a resume
+// folder: its rows files are temporary files until a checkpoint moves them.
+func TestNoResumeFolderWithoutACheckpoint(t *testing.T) {
+	t.Parallel()
+	r := &resumeRun{dir: filepath.Join(t.TempDir(), "resume", "job"), tmp: t.TempDir(), every: 1 << 40}
+	if _, last, _, err := r.run(t, demoSource{}, demoQuery(20_000), nil, -1, 0); err != nil || last != nil {
+		t.Fatalf("export = %v, checkpoint %s", err, last)
+	}
+	if _, err := os.Stat(filepath.Dir(r.dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the resume folder was made: %v", err)
+	}
+	// One that fails before its first checkpoint leaves nothing either.
+	if _, _, _, err := r.run(t, demoSource{}, demoQuery(20_000), nil, 15_000, 0); err == nil {
+		t.Fatal("the export finished")
+	}
+	if _, err := os.Stat(filepath.Dir(r.dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the resume folder was made: %v", err)
+	}
+	if left, _ := os.ReadDir(r.tmp); len(left) != 0 {
+		t.Fatalf("files left in the spill folder: %v", left)
+	}
+}

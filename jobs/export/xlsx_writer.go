@@ -32,9 +32,6 @@ func writeXLSX(ctx context.Context, w io.Writer, src Source, q Query, opt xlsxOp
 	x.ctx = ctx
 	defer func() { x.close(ctx, err) }()
 	if opt.checkpoints() {
-		if err := os.MkdirAll(opt.resumeDir, 0o700); err != nil {
-			return jobs.Retryable("io", fmt.Errorf("resume folder: %w", err))
-		}
 		if from := x.restore(opt.resume); from != nil {
 			q.From = from
 			if opt.resumed != nil {
@@ -92,10 +89,12 @@ func (x *xlsxWriter) prepare() error {
 	return nil
 }
 
-// createRows creates sheet n's rows file: in the job's resume folder, named by attempt
-// and sheet, when the export keeps checkpoints; else a temporary file.
+// createRows creates sheet n's rows file: in the job's resume folder once the export
+// has made a checkpoint there (moveToResume) or continues one; else a temporary file.
+// An export that ends before its first checkpoint (most do: the first comes after a
+// heartbeat) never makes a folder for it.
 func (x *xlsxWriter) createRows(n int) (*os.File, error) {
-	if !x.opt.checkpoints() {
+	if !x.inResume {
 		return os.CreateTemp(x.tmpDir, "sheetq-sheet-")
 	}
 	return os.OpenFile(x.opt.resumePath(n), os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
@@ -213,6 +212,7 @@ type xlsxWriter struct {
 	last     []any           // the last row's values, for placer
 	restored *xlsxCheckpoint // what restore continued from; nil: the first row
 	ctx      context.Context // the export's, for the bucket's requests
+	inResume bool            // the rows files are in the job's resume folder
 }
 
 // newXLSXWriter returns a writer as opt says, which must have its defaults applied.
@@ -240,7 +240,7 @@ func (x *xlsxWriter) close(ctx context.Context, err error) {
 		x.parts = append(x.parts, &sheetPart{file: x.cur.file})
 		x.cur = nil
 	}
-	keep := x.opt.checkpoints() && err != nil && (ctx.Err() != nil || !permanent(err))
+	keep := x.inResume && err != nil && (ctx.Err() != nil || !permanent(err))
 	for _, p := range x.parts {
 		p.file.Close()
 		if !keep {
@@ -255,7 +255,7 @@ func (x *xlsxWriter) close(ctx context.Context, err error) {
 		}
 		x.spare = nil
 	}
-	if x.opt.checkpoints() && !keep {
+	if !keep && (x.inResume || len(x.opt.resume) > 0) {
 		removeResumeDir(x.opt.resumeDir)
 	}
 }
