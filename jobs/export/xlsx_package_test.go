@@ -259,46 +259,57 @@ func TestWriteXLSXDimensions(t *testing.T) {
 }
 
 // A segment's rows come out whole, and only they, however excelize cuts the sheet's
-// XML into writes; their size and checksum are counted on the way.
+// XML into writes; their size and checksum are counted on the way. A segment that makes
+// the sheet's frame gives its head through the header row.
 func TestRowsCaptureCutsWholeRows(t *testing.T) {
 	t.Parallel()
-	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x"><dimension ref="A1"></dimension><sheetViews/>`
+	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x"><dimension ref="A1"></dimension><sheetViews/><sheetData>`
+	header := `<row r="1"><c r="A1" s="1" t="inlineStr"><is><t>id</t></is></c></row>`
 	rows := `<row r="2"><c r="A2"><v>1</v></c></row><row r="3"><c r="A3" t="inlineStr"><is><t>a &lt;/row&gt; b</t></is></c></row>` +
 		strings.Repeat(`<row r="4"><c r="A4"><v>2.5</v></c></row>`, 50)
-	in := head + "<sheetData>" + rows + `</sheetData><pageMargins/></worksheet>`
-	for _, size := range []int{1, 2, 5, 7, 11, 31, len(head) + 5, 1000, len(in)} {
-		f, err := os.CreateTemp(t.TempDir(), "rows")
-		if err != nil {
-			t.Fatal(err)
+	tail := `</sheetData><pageMargins/></worksheet>`
+	for _, frame := range []bool{false, true} {
+		in := head + rows + tail
+		if frame {
+			in = head + header + rows + tail
 		}
-		x := &xlsxWriter{opt: xlsxOptions{}.withDefaults(), stop: func() error { return nil }}
-		s := x.newSheetRows(f, 0, nil, 0, 0, 1)
-		c := &rowsCapture{name: "s.xml", rows: s}
-		for p := []byte(in); len(p) > 0; {
-			n := min(size, len(p))
-			if k, err := c.Write(p[:n]); k != n || err != nil {
-				t.Fatalf("pieces of %d: Write = %d, %v", size, k, err)
+		for _, size := range []int{1, 2, 5, 7, 11, 31, len(head) + 5, len(head) + len(header) - 3, 1000, len(in)} {
+			f, err := os.CreateTemp(t.TempDir(), "rows")
+			if err != nil {
+				t.Fatal(err)
 			}
-			p = p[n:]
-		}
-		if err := s.end(); err != nil {
-			t.Fatal(err)
-		}
-		comp, err := os.ReadFile(f.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		// The stream is not final (the sheet's tail ends it): one more, empty, final block.
-		got, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(comp), bytes.NewReader([]byte{3, 0}))))
-		if err != nil {
-			t.Fatalf("pieces of %d: %v", size, err)
-		}
-		if string(got) != rows || !bytes.HasPrefix(c.hold, []byte("</sheetData>")) {
-			t.Errorf("pieces of %d: got\n%s\nwant\n%s\n(held back %q)", size, got, rows, c.hold)
-		}
-		if s.raw != int64(len(rows)) || s.crc != crc32.ChecksumIEEE([]byte(rows)) {
-			t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, s.raw, s.crc, len(rows), crc32.ChecksumIEEE([]byte(rows)))
+			x := &xlsxWriter{opt: xlsxOptions{}.withDefaults(), stop: func() error { return nil }}
+			s := x.newSheetRows(f, 0, nil, 0, 0, 1)
+			c := &rowsCapture{name: "s.xml", rows: s, frame: frame}
+			for p := []byte(in); len(p) > 0; {
+				n := min(size, len(p))
+				if k, err := c.Write(p[:n]); k != n || err != nil {
+					t.Fatalf("pieces of %d: Write = %d, %v", size, k, err)
+				}
+				p = p[n:]
+			}
+			if err := s.end(); err != nil {
+				t.Fatal(err)
+			}
+			comp, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			// The stream is not final (the sheet's tail ends it): one more, empty, final block.
+			got, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(comp), bytes.NewReader([]byte{3, 0}))))
+			if err != nil {
+				t.Fatalf("pieces of %d: %v", size, err)
+			}
+			if string(got) != rows || string(c.hold) != tail {
+				t.Errorf("frame %v, pieces of %d: got\n%s\nwant\n%s\n(held back %q)", frame, size, got, rows, c.hold)
+			}
+			if frame && (string(c.head) != head+header || !c.headerDone) {
+				t.Errorf("pieces of %d: head %q, want %q", size, c.head, head+header)
+			}
+			if s.raw != int64(len(rows)) || s.crc != crc32.ChecksumIEEE([]byte(rows)) {
+				t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, s.raw, s.crc, len(rows), crc32.ChecksumIEEE([]byte(rows)))
+			}
 		}
 	}
 	// A segment without sheet data (a newer excelize, say) fails rather than going out

@@ -64,9 +64,11 @@ type sheetRows struct {
 	raw  int64
 	rows int // the sheet's last row number; 1 is the header
 
-	seg     *excelize.File // the segment being written; nil between segments
-	segSW   *excelize.StreamWriter
-	segRows int
+	seg      *excelize.File // the segment being written; nil between segments
+	segSW    *excelize.StreamWriter
+	segRows  int
+	segFrame bool // the segment also holds the sheet's frame (frameSheet)
+	first    bool // the workbook's first sheet
 
 	pieces []piece // what of the file is in the bucket (xlsx_remote.go)
 }
@@ -97,7 +99,17 @@ func (s *sheetRows) row(cells []any) error {
 			f.Close()
 			return fmt.Errorf("stream rows: %w", err)
 		}
-		s.seg, s.segSW, s.segRows = f, sw, 0
+		s.seg, s.segSW, s.segRows, s.segFrame = f, sw, 0, false
+		if s.rows == 1 && s.first && s.x.frames[0] == nil {
+			// The workbook's first rows: this segment also makes the first sheet's frame,
+			// saving an excelize file of its own (most exports are one segment).
+			if err := s.x.frameSheet(f, sw, f.GetSheetName(0)); err != nil {
+				f.Close()
+				s.seg, s.segSW = nil, nil
+				return err
+			}
+			s.segFrame = true
+		}
 	}
 	s.rows++
 	s.x.ref = strconv.AppendInt(append(s.x.ref[:0], 'A'), int64(s.rows), 10)
@@ -121,7 +133,7 @@ func (s *sheetRows) endSegment() error {
 	if err := sw.Flush(); err != nil {
 		return s.x.ioErr("flush rows", err)
 	}
-	return s.x.cutRows(f, s)
+	return s.x.cutRows(f, s, s.segFrame)
 }
 
 // sync makes everything written so far durable in the rows file, ending the segment
@@ -189,8 +201,10 @@ func (s *sheetRows) write(p []byte) error {
 }
 
 // cutRows writes segment f's rows into s: its sheet is written through a rowsCapture.
-func (x *xlsxWriter) cutRows(f *excelize.File, s *sheetRows) error {
-	c := &rowsCapture{name: "xl/worksheets/sheet1.xml", rows: s}
+// With frame, the segment's head (through the header row) and tail become the
+// template of the first sheet's frame.
+func (x *xlsxWriter) cutRows(f *excelize.File, s *sheetRows, frame bool) error {
+	c := &rowsCapture{name: "xl/worksheets/sheet1.xml", rows: s, frame: frame}
 	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
 	buf, err := f.WriteToBuffer()
 	switch {
@@ -202,8 +216,15 @@ func (x *xlsxWriter) cutRows(f *excelize.File, s *sheetRows) error {
 	case buf.Len() > 0:
 		// A newer excelize that stopped writing through ZipWriter would land here.
 		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
-	case !c.started || !bytes.HasPrefix(c.hold, []byte("</sheetData>")):
+	case !c.started || !bytes.HasPrefix(c.hold, []byte("</sheetData>")) || frame && !c.headerDone:
 		return fmt.Errorf("excelize wrote a segment's rows in a shape the writer does not know")
+	}
+	if frame {
+		t, err := newFrameTemplate(c.head, c.hold, len(x.cols))
+		if err != nil {
+			return err
+		}
+		x.frames[0] = t
 	}
 	return nil
 }
@@ -218,6 +239,11 @@ type rowsCapture struct {
 	started bool
 	pre     []byte // the sheet's first bytes, until <sheetData> is found in them
 	hold    []byte // after it: bytes since the last whole row
+	// frame: the first row is the header, which goes with the bytes before it into
+	// head, not into rows.
+	frame      bool
+	head       []byte
+	headerDone bool
 }
 
 var (
@@ -233,36 +259,82 @@ func (c *rowsCapture) Create(name string) (io.Writer, error) {
 	return c, nil
 }
 
-// Write implements io.Writer.
+// Write implements io.Writer. excelize may hand over a whole segment in one write, so
+// nothing is copied that need not be: only a row cut by a write's end waits in hold.
 func (c *rowsCapture) Write(p []byte) (int, error) {
 	n := len(p)
 	if !c.started {
-		c.pre = append(c.pre, p...)
-		i := bytes.Index(c.pre, sheetDataOpen)
+		buf := p
+		if len(c.pre) > 0 {
+			c.pre = append(c.pre, p...)
+			buf = c.pre
+		}
+		i := bytes.Index(buf, sheetDataOpen)
 		if i < 0 {
-			if len(c.pre) > maxSheetHead {
-				return 0, fmt.Errorf("no <sheetData> in the first %d bytes of a segment", len(c.pre))
+			if len(buf) > maxSheetHead {
+				return 0, fmt.Errorf("no <sheetData> in the first %d bytes of a segment", len(buf))
+			}
+			if len(c.pre) == 0 {
+				c.pre = append(c.pre, p...)
 			}
 			return n, nil
 		}
 		c.started = true
-		p = c.pre[i+len(sheetDataOpen):]
+		if c.frame {
+			c.head = append(c.head, buf[:i+len(sheetDataOpen)]...)
+		}
+		p = buf[i+len(sheetDataOpen):]
 		c.pre = nil
 	}
-	// Whole rows go on; a row (or its </row>) cut by the write's end waits for the
-	// rest. excelize writes in pieces of 32 KiB or more, so the copy into hold costs
-	// one pass over the XML at most.
-	c.hold = append(c.hold, p...)
-	end := bytes.LastIndex(c.hold, rowClose)
+	if c.frame && !c.headerDone {
+		// The header row ends at the first </row>; a cell's text cannot hold one.
+		k := firstRowEnd(c.head, p)
+		if k < 0 {
+			c.head = append(c.head, p...)
+			return n, nil
+		}
+		c.head = append(c.head, p[:k]...)
+		c.headerDone, p = true, p[k:]
+	}
+	// Whole rows go on; a row cut by the write's end waits in hold for the rest, which
+	// ends at the first </row> that ends in the next write (the tag itself may be cut).
+	if len(c.hold) > 0 {
+		k := firstRowEnd(c.hold, p)
+		if k < 0 {
+			c.hold = append(c.hold, p...)
+			return n, nil
+		}
+		c.hold = append(c.hold, p[:k]...)
+		if err := c.rows.write(c.hold); err != nil {
+			return 0, err
+		}
+		c.hold, p = c.hold[:0], p[k:]
+	}
+	end := bytes.LastIndex(p, rowClose)
 	if end < 0 {
+		c.hold = append(c.hold, p...)
 		return n, nil
 	}
 	end += len(rowClose)
-	if err := c.rows.write(c.hold[:end]); err != nil {
+	if err := c.rows.write(p[:end]); err != nil {
 		return 0, err
 	}
-	c.hold = c.hold[:copy(c.hold, c.hold[end:])]
+	c.hold = append(c.hold, p[end:]...)
 	return n, nil
+}
+
+// firstRowEnd is where in p the first </row> that ends in p ends, held being the bytes
+// before p, or -1.
+func firstRowEnd(held, p []byte) int {
+	for s := len(rowClose) - 1; s > 0; s-- { // the tag begun in held
+		if bytes.HasSuffix(held, rowClose[:s]) && bytes.HasPrefix(p, rowClose[s:]) {
+			return len(rowClose) - s
+		}
+	}
+	if i := bytes.Index(p, rowClose); i >= 0 {
+		return i + len(rowClose)
+	}
+	return -1
 }
 
 // AddFS implements excelize.ZipWriter.
@@ -271,14 +343,83 @@ func (c *rowsCapture) AddFS(fs.FS) error { return nil }
 // Close implements excelize.ZipWriter.
 func (c *rowsCapture) Close() error { return nil }
 
-// sheetFrame is the XML around a sheet's data rows: the head up to and with the header
-// row, the sheet's range in its dimension, and the tail from the end of the sheet data,
-// with the autofilter over ref. first says whether the sheet is the workbook's first,
-// the one selected when it opens.
-func (x *xlsxWriter) sheetFrame(ref string, first bool) (head, tail []byte, err error) {
+// frameTemplate is a sheet's frame with a placeholder range: head holds the stream
+// writer's dimension (streamDimension) and tail the autofilter over every row
+// (allRows), both replaced with the sheet's range when it ends (frameFor).
+type frameTemplate struct {
+	head, tail []byte
+	allRows    []byte // the autofilter's range in tail, as excelize writes it
+	lastCol    string
+}
+
+// newFrameTemplate checks a frame's head and tail (a sheet written with the header row
+// and an autofilter over all rows, cut at the end of the header row and at the end of
+// the sheet data) and keeps them.
+func newFrameTemplate(head, tail []byte, cols int) (*frameTemplate, error) {
+	t := &frameTemplate{head: append([]byte(nil), head...), tail: append([]byte(nil), tail...), lastCol: colName(cols)}
+	t.allRows = []byte("$A$1:$" + t.lastCol + "$" + strconv.Itoa(excelize.TotalRows))
+	if !bytes.Contains(t.head, []byte(streamDimension)) || !bytes.Contains(t.tail, t.allRows) {
+		return nil, fmt.Errorf("excelize wrote a sheet's frame in a shape the writer does not know")
+	}
+	return t, nil
+}
+
+// frameFor is the frame of a sheet whose last row is rows.
+func (t *frameTemplate) frameFor(rows int) (head, tail []byte) {
+	ref := "A1:" + t.lastCol + strconv.Itoa(rows)
+	// A stream writer writes the sheet's head, dimension included, before the first
+	// row, so excelize states "A1" whatever follows; streaming readers (openpyxl's
+	// read-only mode) believe it and see one cell.
+	head = bytes.Replace(t.head, []byte(streamDimension), []byte(`<dimension ref="`+ref+`"/>`), 1)
+	tail = bytes.Replace(t.tail, t.allRows, []byte("$A$1:$"+t.lastCol+"$"+strconv.Itoa(rows)), 1)
+	return head, tail
+}
+
+// frameSheet gives the sheet that sw streams into f the workbook's columns' widths, the
+// frozen header row and its autofilter over every row, and writes the header row: what
+// a frame template is cut from.
+func (x *xlsxWriter) frameSheet(f *excelize.File, sw *excelize.StreamWriter, sheet string) error {
+	// Backwards, because excelize puts each new <col> first and Excel wants them in order.
+	for i := len(x.widths) - 1; i >= 0; i-- {
+		if err := sw.SetColWidth(i+1, i+1, min(max(x.widths[i], minColWidth), maxColWidth)); err != nil {
+			return fmt.Errorf("column width: %w", err)
+		}
+	}
+	if err := sw.SetPanes(&excelize.Panes{
+		Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
+	}); err != nil {
+		return fmt.Errorf("freeze header: %w", err)
+	}
+	header := make([]any, len(x.cols))
+	for i, c := range x.cols {
+		name, _ := cutText(headerText(c))
+		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
+	}
+	if err := sw.SetRow("A1", header); err != nil {
+		return fmt.Errorf("write header: %w", err)
+	}
+	// AutoFilter may come before Flush only: it edits the worksheet the stream writer
+	// serialises after the rows.
+	if err := f.AutoFilter(sheet, "A1:"+colName(len(x.cols))+strconv.Itoa(excelize.TotalRows), nil); err != nil {
+		return fmt.Errorf("autofilter: %w", err)
+	}
+	return nil
+}
+
+// frameOf returns the frame template of the first sheet (first) or of a later one, made
+// once per export: the first comes from the first segment of rows (row), or, when that
+// did not make one (a resumed export), from a file of its own, as later sheets' does.
+func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
+	i := 1
+	if first {
+		i = 0
+	}
+	if x.frames[i] != nil {
+		return x.frames[i], nil
+	}
 	f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	sheet, path := f.GetSheetName(0), "xl/worksheets/sheet1.xml"
@@ -288,60 +429,40 @@ func (x *xlsxWriter) sheetFrame(ref string, first bool) (head, tail []byte, err 
 		// Later sheets are a second sheet's frame, which is not selected.
 		sheet, path = "Sheet2", "xl/worksheets/sheet2.xml"
 		if _, err := f.NewSheet(sheet); err != nil {
-			return nil, nil, fmt.Errorf("add sheet: %w", err)
+			return nil, fmt.Errorf("add sheet: %w", err)
 		}
 	}
 	sw, err := f.NewStreamWriter(sheet)
 	if err != nil {
-		return nil, nil, fmt.Errorf("stream sheet: %w", err)
+		return nil, fmt.Errorf("stream sheet: %w", err)
 	}
-	// Backwards, because excelize puts each new <col> first and Excel wants them in order.
-	for i := len(x.widths) - 1; i >= 0; i-- {
-		if err := sw.SetColWidth(i+1, i+1, min(max(x.widths[i], minColWidth), maxColWidth)); err != nil {
-			return nil, nil, fmt.Errorf("column width: %w", err)
-		}
-	}
-	if err := sw.SetPanes(&excelize.Panes{
-		Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft",
-	}); err != nil {
-		return nil, nil, fmt.Errorf("freeze header: %w", err)
-	}
-	header := make([]any, len(x.cols))
-	for i, c := range x.cols {
-		name, _ := cutText(headerText(c))
-		header[i] = excelize.Cell{StyleID: x.styles.header, Value: name}
-	}
-	if err := sw.SetRow("A1", header); err != nil {
-		return nil, nil, fmt.Errorf("write header: %w", err)
-	}
-	// AutoFilter must come before Flush: it edits the worksheet the stream writer
-	// serialises after the rows.
-	if err := f.AutoFilter(sheet, ref, nil); err != nil {
-		return nil, nil, fmt.Errorf("autofilter: %w", err)
+	if err := x.frameSheet(f, sw, sheet); err != nil {
+		return nil, err
 	}
 	if err := sw.Flush(); err != nil {
-		return nil, nil, fmt.Errorf("flush sheet: %w", err)
+		return nil, fmt.Errorf("flush sheet: %w", err)
 	}
 	c := &wholeCapture{name: path}
 	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
 	if _, err := f.WriteToBuffer(); err != nil {
-		return nil, nil, fmt.Errorf("sheet frame: %w", err)
+		return nil, fmt.Errorf("sheet frame: %w", err)
 	}
 	xml := c.buf.Bytes()
-	i := bytes.LastIndex(xml, []byte("</sheetData>"))
-	if i < 0 {
-		return nil, nil, fmt.Errorf("no </sheetData> in the sheet's frame")
+	h := bytes.Index(xml, sheetDataOpen)
+	j := -1
+	if h >= 0 {
+		j = bytes.Index(xml[h:], rowClose)
 	}
-	// A stream writer writes the sheet's head, dimension included, before the first
-	// row, so excelize states "A1" whatever follows; streaming readers (openpyxl's
-	// read-only mode) believe it and see one cell.
-	head, tail = xml[:i], xml[i:]
-	j := bytes.Index(head, []byte(streamDimension))
-	if j < 0 {
-		return nil, nil, fmt.Errorf("no %s in the sheet's frame", streamDimension)
+	k := bytes.LastIndex(xml, []byte("</sheetData>"))
+	if h < 0 || j < 0 || k < 0 {
+		return nil, fmt.Errorf("excelize wrote a sheet's frame in a shape the writer does not know")
 	}
-	head = slicesConcat(head[:j], []byte(`<dimension ref="`+ref+`"/>`), head[j+len(streamDimension):])
-	return head, tail, nil
+	t, err := newFrameTemplate(xml[:h+j+len(rowClose)], xml[k:], len(x.cols))
+	if err != nil {
+		return nil, err
+	}
+	x.frames[i] = t
+	return t, nil
 }
 
 // wholeCapture keeps one part of a file written through it.
@@ -359,25 +480,24 @@ func (c *wholeCapture) Create(name string) (io.Writer, error) {
 func (c *wholeCapture) AddFS(fs.FS) error { return nil }
 func (c *wholeCapture) Close() error      { return nil }
 
-func slicesConcat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // deflateFrame compresses p on its own: a sync-flushed, non-final stream for a head,
 // which the rows continue, or a final one for a tail.
 func deflateFrame(p []byte, final bool) ([]byte, error) {
 	var b bytes.Buffer
-	fw, err := flate.NewWriter(&b, deflateLevel)
-	if err != nil {
-		return nil, err
+	fw, _ := deflateWriters.Get().(*flate.Writer)
+	if fw == nil {
+		var err error
+		if fw, err = flate.NewWriter(&b, deflateLevel); err != nil {
+			return nil, err
+		}
+	} else {
+		fw.ResetDict(&b, nil) // not Reset, which keeps the dictionary of its last use
 	}
+	defer deflateWriters.Put(fw)
 	if _, err := fw.Write(p); err != nil {
 		return nil, err
 	}
+	var err error
 	if final {
 		err = fw.Close()
 	} else {

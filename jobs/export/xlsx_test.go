@@ -417,6 +417,21 @@ func BenchmarkWriteDemo100k(b *testing.B) {
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
 
+// BenchmarkWriteDemo2k writes 2,000 demo rows, the burst profile's export: what the
+// fixed costs of a file (its excelize files, styles, package) weigh in a small export.
+func BenchmarkWriteDemo2k(b *testing.B) {
+	const rows = 2_000
+	q := demoQuery(rows)
+	dir := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := writeXLSX(b.Context(), io.Discard, demoSource{}, q, xlsxOptions{tmpDir: dir}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
 // The spill directory is checked before the source runs, by creating the first sheet's
 // file there, and no file is left in it after an export that worked or failed.
 func TestWriteXLSXSpillDirectory(t *testing.T) {

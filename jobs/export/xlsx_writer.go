@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -127,10 +129,11 @@ type sheetPart struct {
 
 // frame makes the part's head and tail and its sizes and checksum.
 func (x *xlsxWriter) frame(p *sheetPart) error {
-	head, tail, err := x.sheetFrame(p.ref, p.first)
+	t, err := x.frameOf(p.first)
 	if err != nil {
 		return err
 	}
+	head, tail := t.frameFor(p.rows)
 	if p.head, err = deflateFrame(head, false); err != nil {
 		return err
 	}
@@ -213,6 +216,7 @@ type xlsxWriter struct {
 	restored *xlsxCheckpoint // what restore continued from; nil: the first row
 	ctx      context.Context // the export's, for the bucket's requests
 	inResume bool            // the rows files are in the job's resume folder
+	frames   [2]*frameTemplate // the first sheet's and later sheets' (frameOf)
 }
 
 // newXLSXWriter returns a writer as opt says, which must have its defaults applied.
@@ -307,12 +311,10 @@ func (x *xlsxWriter) setColumns(cols []Column) error {
 			x.formats = append(x.formats, c.Format)
 		}
 	}
-	// A file with the workbook's styles, for the style ids the cells use.
-	f, st, err := newFile(x.tmpDir, x.formats, nil)
+	st, err := stylesOf(x.tmpDir, x.formats)
 	if err != nil {
 		return err
 	}
-	f.Close()
 	x.styles = st
 	x.colStyle = make([]int, len(cols))
 	for i, c := range cols {
@@ -323,6 +325,26 @@ func (x *xlsxWriter) setColumns(cols []Column) error {
 	x.cells = make([]any, len(cols))
 	x.styled = make([]excelize.Cell, len(cols))
 	return nil
+}
+
+// styleIDs caches, by the columns' number formats, the style ids a new file gives the
+// workbook's styles (addStyles): the same every time, and making a file to learn them
+// cost a small export a tenth of its time.
+var styleIDs sync.Map // string (the formats joined by NUL) -> styles
+
+// stylesOf returns the style ids of a workbook with formats.
+func stylesOf(tmpDir string, formats []string) (styles, error) {
+	key := strings.Join(formats, "\x00")
+	if st, ok := styleIDs.Load(key); ok {
+		return st.(styles), nil
+	}
+	f, st, err := newFile(tmpDir, formats, nil)
+	if err != nil {
+		return st, err
+	}
+	f.Close()
+	styleIDs.Store(key, st)
+	return st, nil
 }
 
 // Row implements RowWriter.
@@ -441,6 +463,7 @@ func (x *xlsxWriter) nextSheet() error {
 		}
 	}
 	x.cur = x.newSheetRows(f, 0, nil, 0, 0, 1)
+	x.cur.first = len(x.parts) == 0
 	return nil
 }
 
