@@ -211,11 +211,11 @@ type xlsxWriter struct {
 	ref    []byte          // reused for the row's first cell reference
 
 	// Checkpoints (opt.checkpoints()).
-	placer   Placer          // the source's, given through Query.Place
-	last     []any           // the last row's values, for placer
-	restored *xlsxCheckpoint // what restore continued from; nil: the first row
-	ctx      context.Context // the export's, for the bucket's requests
-	inResume bool            // the rows files are in the job's resume folder
+	placer   Placer            // the source's, given through Query.Place
+	last     []any             // the last row's values, for placer
+	restored *xlsxCheckpoint   // what restore continued from; nil: the first row
+	ctx      context.Context   // the export's, for the bucket's requests
+	inResume bool              // the rows files are in the job's resume folder
 	frames   [2]*frameTemplate // the first sheet's and later sheets' (frameOf)
 }
 
