@@ -375,6 +375,6 @@ func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err er
 // ended tells j's handler, if it keeps something between attempts, that j has ended.
 func (e *Engine) ended(j store.Job) {
 	if en, ok := e.handlers[j.Kind].(Ender); ok { // handlers do not change after Start
-		en.Ended(j.ID)
+		en.Ended(j)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"sheetq/store"
 )
 
 // Handler runs one attempt of a job kind. It returns nil on success, or an error made
@@ -25,7 +27,7 @@ type Handler interface {
 // when the job ends (SUCCEEDED, FAILED or CANCELED by an attempt of this engine). What
 // a crash leaves is the janitor's (JanitorConfig.Leftovers).
 type Ender interface {
-	Ended(jobID string)
+	Ended(job store.Job)
 }
 
 // HandlerFunc adapts a function to Handler.

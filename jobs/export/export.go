@@ -15,9 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"sheetq/jobs"
+	"sheetq/store"
 )
 
 // Name is the job kind this package registers.
@@ -130,6 +132,9 @@ type Report struct {
 type Kind struct {
 	cfg     Config
 	sources map[string]Source
+	// resuming holds the ids of the jobs whose exports made a checkpoint in this
+	// process: the ones Ended has files to look for.
+	resuming sync.Map
 }
 
 // Builtin returns the reports compiled into sheetq (the demo report).
@@ -255,6 +260,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	if resumable {
 		opt.resumeDir, opt.attempt, opt.resume = k.resumeDir(run.JobID), run.Attempt, run.Resume
 		opt.remote, opt.remotePrefix = k.cfg.Remote, run.JobID+"/"
+		opt.keeping = func() { k.resuming.Store(run.JobID, struct{}{}) }
 		opt.wantCheckpoint, opt.checkpoint, opt.resumed = run.WantsCheckpoint, run.Checkpoint, run.Resumed
 	}
 	return writeXLSX(ctx, out, src, q, opt)
@@ -282,9 +288,16 @@ const resumeFolder = "resume"
 func (k *Kind) resumeDir(id string) string { return filepath.Join(k.cfg.TmpDir, resumeFolder, id) }
 
 // Ended implements jobs.Ender: a job that ended keeps no resume files, here or in the
-// bucket. A bucket that does not answer now leaves its pieces to the janitor's sweep
-// (RemoveResumeFiles).
-func (k *Kind) Ended(jobID string) {
+// bucket. Only a job that may have some is looked for: one whose export made a
+// checkpoint in this process, or that ran more than once (perhaps on another node);
+// most exports end on their first attempt before any checkpoint, and cost nothing
+// here. A bucket that does not answer now, or a job completed by another node's reaper,
+// leaves its pieces to the janitor's sweep (RemoveResumeFiles).
+func (k *Kind) Ended(job store.Job) {
+	jobID := job.ID
+	if _, mine := k.resuming.LoadAndDelete(jobID); !mine && job.Attempt <= 1 {
+		return
+	}
 	if k.cfg.TmpDir != "" {
 		removeResumeDir(k.resumeDir(jobID))
 	}

@@ -64,6 +64,7 @@ type xlsxOptions struct {
 	resume         []byte
 	remote         RemoteFiles // a bucket other nodes read the rows files from; nil: none
 	remotePrefix   string      // the job's keys in remote: "<job id>/"
+	keeping        func()      // told when the export first keeps files for a next attempt
 	wantCheckpoint func() bool
 	checkpoint     func([]byte)
 	resumed        func(rows int64)

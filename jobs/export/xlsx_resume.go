@@ -117,6 +117,9 @@ func (x *xlsxWriter) restore(data []byte) *Position {
 	}
 	x.rows, x.widths, x.cut, x.started = cp.Rows, cp.Widths, cp.Cut, true
 	x.restored, x.inResume = &cp, true
+	if x.opt.keeping != nil {
+		x.opt.keeping()
+	}
 	return &Position{Rows: cp.Rows, Token: cp.Source}
 }
 
@@ -166,6 +169,9 @@ func (x *xlsxWriter) moveToResume() error {
 	}
 	x.cur.file, x.cur.cw.w = g, g
 	x.inResume = true
+	if x.opt.keeping != nil {
+		x.opt.keeping()
+	}
 	return nil
 }
 
