@@ -8,9 +8,11 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,8 @@ import (
 )
 
 // resumeHeartbeat is the crash tests' heartbeat: each attempt checkpoints at every one.
+// A fast export gets a faster one (crashThrice's heartbeat), so that the API's progress,
+// stamped at each, shows it at 25%, 50% and 90%.
 const resumeHeartbeat = 250 * time.Millisecond
 
 // crash is one SIGKILL of a long export: the rows its last heartbeat stamped, and the
@@ -39,11 +43,11 @@ type crash struct {
 // export has written about 25%, 50% and 90% of total rows, restarting it each time, and
 // returns the finished job with what each crash cost. Each kill's next attempt must
 // resume from a checkpoint at most about one heartbeat before the kill.
-func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond float64, env []string, args ...string) (client.Job, []crash) {
+func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond float64, heartbeat time.Duration, env []string, args ...string) (client.Job, []crash) {
 	t.Helper()
 	// The default budget of 3 attempts: an attempt lost after a checkpoint is not spent
 	// (rule 30), so three crashes do not fail the export.
-	args = append([]string{"--heartbeat", resumeHeartbeat.String(), "--stale-after", "1s", "--workers", "1"}, args...)
+	args = append([]string{"--heartbeat", heartbeat.String(), "--stale-after", "1s", "--workers", "1"}, args...)
 	p := startBinary(t, data, env, args...)
 	j := p.submit(t, body)
 	var crashes []crash
@@ -66,6 +70,7 @@ func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond flo
 	if done.Status != "SUCCEEDED" {
 		t.Fatalf("export ended %s: %+v", done.Status, done.Error)
 	}
+	metrics := scrape(t, p.url)
 	p.kill(t) // the events are read from the file
 	_, evs := inspect(t, data, j.ID)
 	var resumed []store.Event
@@ -77,7 +82,7 @@ func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond flo
 	if len(resumed) != len(crashes) {
 		t.Fatalf("%d resumed events for %d crashes", len(resumed), len(crashes))
 	}
-	perBeat := int64(rowsPerSecond * resumeHeartbeat.Seconds())
+	perBeat := int64(rowsPerSecond * heartbeat.Seconds())
 	for i := range crashes {
 		var d store.ResumedData
 		if err := resumed[i].Decode(&d); err != nil {
@@ -86,14 +91,20 @@ func crashThrice(t *testing.T, data, body string, total int64, rowsPerSecond flo
 		c := &crashes[i]
 		c.kept, c.resumedAt = d.Rows, resumed[i].At
 		c.restartDur = c.resumedAt.Sub(c.killedAt)
-		// The checkpoint follows a heartbeat by a few rows, and the heartbeat after it
-		// may stamp more: the rows done again are at most about one heartbeat's.
-		if c.kept > c.stamped || c.kept < c.stamped-2*perBeat || c.kept <= 0 {
+		// Each heartbeat carries the checkpoint made at it (rule 30), and a heartbeat
+		// without one may stamp more rows: those since the checkpoint, at most one
+		// heartbeat's, are the rows done again.
+		if c.kept > c.stamped || c.kept < c.stamped-perBeat || c.kept <= 0 {
 			t.Errorf("kill at %.0f%%: resumed with %d rows; the last heartbeat stamped %d (a heartbeat is about %d rows)",
 				c.at*100, c.kept, c.stamped, perBeat)
 		}
 		t.Logf("kill at %.0f%%: last heartbeat %d rows, resumed from %d: %d rows (%.2f s) written again, %s from the kill to the resume",
 			c.at*100, c.stamped, c.kept, c.stamped-c.kept, float64(c.stamped-c.kept)/rowsPerSecond, c.restartDur.Round(time.Millisecond))
+	}
+	// The last process resumed once, keeping the last crash's rows.
+	last := crashes[len(crashes)-1].kept
+	if metric(metrics, `sheetq_resumes_total{kind="export"}`) != 1 || metric(metrics, `sheetq_resumed_rows_total{kind="export"}`) != float64(last) {
+		t.Errorf("the metrics do not count the resume of %d rows:\n%s", last, grepLines(metrics, "resume"))
 	}
 	if got := files(t, filepath.Join(data, "tmp", "resume"), "*"); len(got) != 0 {
 		t.Errorf("resume files left after the export succeeded: %v", got)
@@ -145,7 +156,7 @@ func sameSheets(t *testing.T, got, want string) {
 func TestResumeDemoAfterSIGKILL(t *testing.T) {
 	const rows, seconds = 120_000, 12
 	data := t.TempDir()
-	done, _ := crashThrice(t, data, fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":%d}}`, rows, seconds), rows, rows/seconds, nil)
+	done, _ := crashThrice(t, data, fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":%d}}`, rows, seconds), rows, rows/seconds, resumeHeartbeat, nil)
 	if done.Attempt != 4 || done.Progress.Rows != rows {
 		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
 	}
@@ -156,11 +167,11 @@ func TestResumeDemoAfterSIGKILL(t *testing.T) {
 	sameSheets(t, filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx"))
 }
 
-// An SQL report with "-- resume: id" over 1.2 million rows (two sheets), killed at about
+// An SQL report with "-- resume: id" over 2 million rows (two sheets), killed at about
 // 25%, 50% and 90%: each restart continues after the last id written, across the sheet
 // boundary, and the file is the uninterrupted export's.
 func TestResumeSQLAfterSIGKILL(t *testing.T) {
-	const rows = 1_200_000
+	const rows = 2_000_000
 	data := t.TempDir()
 	db, err := sql.Open("sqlite", filepath.Join(data, "big.db"))
 	if err != nil {
@@ -188,7 +199,8 @@ func TestResumeSQLAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rate only sizes the check's allowance of rows per heartbeat: generously high.
-	done, _ := crashThrice(t, data, `{"report":"big","params":{"min":0}}`, rows, 400_000, nil)
+	// The export is fast: a heartbeat of 50 ms lets the API show its progress often.
+	done, _ := crashThrice(t, data, `{"report":"big","params":{"min":0}}`, rows, 800_000, 50*time.Millisecond, nil)
 	if done.Attempt != 4 || done.Progress.Rows != rows {
 		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
 	}
@@ -251,7 +263,7 @@ func TestResumeHTTPAfterSIGKILL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "reports", "items.sql"), []byte(report), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	done, _ := crashThrice(t, data, `{"report":"items"}`, rows, rows/10, nil)
+	done, _ := crashThrice(t, data, `{"report":"items"}`, rows, rows/10, resumeHeartbeat, nil)
 	if done.Attempt != 4 || done.Progress.Rows != rows {
 		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
 	}
@@ -260,4 +272,44 @@ func TestResumeHTTPAfterSIGKILL(t *testing.T) {
 	p.waitJob(t, ref.ID, "SUCCEEDED", status("SUCCEEDED"))
 	p.kill(t)
 	sameSheets(t, filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx"))
+}
+
+// scrape reads a server's /metrics.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s, %v", resp.Status, err)
+	}
+	return string(b)
+}
+
+// metric is the value of the sample named name (with its labels) in a /metrics page,
+// or -1.
+func metric(page, name string) float64 {
+	for _, l := range strings.Split(page, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -61,8 +61,22 @@ func (e *Engine) heartbeat(ctx context.Context, x *execution, done <-chan struct
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// The handler's checkpoint, if it keeps them, follows through x.beat.
 			x.run.wantCheckpoint()
+			if x.run.checkpoints.Load() {
+				// A handler that keeps checkpoints answers within moments: wait for it
+				// (Run.Checkpoint nudges x.beat), so that this one write carries both the
+				// lease and the newest checkpoint, which a crash then costs at most about
+				// one interval. One that does not answer in half an interval (a writer
+				// waiting on its source) is not waited for longer: the lease goes first.
+				w := time.NewTimer(e.cfg.Heartbeat / 2)
+				select {
+				case <-x.beat:
+				case <-w.C:
+				case <-done:
+				case <-ctx.Done():
+				}
+				w.Stop()
+			}
 		case <-x.beat:
 		}
 		if err := e.renew(ctx, x); err != nil {

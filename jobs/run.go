@@ -72,8 +72,11 @@ type Run struct {
 	ckData    []byte // the latest checkpoint not yet written, if ckPending
 	ckPending bool
 	ckWant    chan struct{} // capacity 1: the engine wants a checkpoint (CheckpointWanted)
-	beat      func()        // asks the heartbeat to write now; nil outside an engine
-	resumed   func(rows int64)
+	// checkpoints is set by the handler's first Checkpoint: it keeps them, so the
+	// heartbeat waits a moment for the next one before it stamps (heartbeat).
+	checkpoints atomic.Bool
+	beat        func() // asks the heartbeat to write now; nil outside an engine
+	resumed     func(rows int64)
 }
 
 func newRun(tmpDir, id, kind string, args json.RawMessage, attempt, maxAttempts int) *Run {
@@ -108,6 +111,7 @@ func (r *Run) Checkpoint(data []byte) {
 	if r.fenced.Load() {
 		return
 	}
+	r.checkpoints.Store(true)
 	r.ckMu.Lock()
 	r.ckData, r.ckPending = append(make([]byte, 0, len(data)), data...), true
 	r.ckMu.Unlock()
