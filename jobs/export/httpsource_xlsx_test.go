@@ -183,11 +183,7 @@ func TestHTTPResumedXLSXEqualsUninterrupted(t *testing.T) {
 				if err != nil {
 					t.Fatalf("crashes %v: resumed: %v", crashes, err)
 				}
-				for n := 1; n <= 4; n++ {
-					if got, wantSheet := sheetXML(t, data, n), sheetXML(t, want, n); got != wantSheet {
-						t.Fatalf("crashes %v: sheet %d differs from the uninterrupted export's", crashes, n)
-					}
-				}
+				sameSheets(t, data, want, 4)
 				// The last attempt resumed, and asked for the checkpoint's page and those
 				// after it only (one more when the checkpoint ends a page).
 				pages, least := srv.Total()-before, 13-int(resumed)/size

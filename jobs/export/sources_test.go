@@ -36,21 +36,7 @@ func TestOpenSourceConfigErrors(t *testing.T) {
 		{SourceConfig{Driver: "mysql", DSN: "u:hunter2@tcp(localhost:3306"}, "invalid mysql dsn"},
 		{SourceConfig{Driver: "mysql", DSN: "u:hunter2@tcp(localhost:3306)/db?parseTime=maybe"}, "invalid mysql dsn"},
 	} {
-		src, err := OpenSource("shop", c.sc, t.TempDir())
-		if err == nil {
-			t.Errorf("%+v: no error", c.sc)
-			if cl, ok := src.(io.Closer); ok {
-				cl.Close()
-			}
-			continue
-		}
-		msg := err.Error()
-		if !strings.Contains(msg, `source "shop"`) || !strings.Contains(msg, c.want) {
-			t.Errorf("%+v: error %q does not name the source and say %q", c.sc, msg, c.want)
-		}
-		if strings.Contains(msg, "hunter2") {
-			t.Errorf("%+v: error %q shows the password", c.sc, msg)
-		}
+		wantSourceError(t, "shop", c.sc, c.want)
 	}
 }
 
@@ -295,4 +281,25 @@ func TestMySQLSource(t *testing.T) {
 			srcCheckRows(t, rec.rows, [][]any{row})
 		}
 	})
+}
+
+// wantSourceError wants OpenSource to refuse sc as source name with an error that names
+// the source and says want, and never shows the secret the cases use, hunter2.
+func wantSourceError(t *testing.T, name string, sc SourceConfig, want string) {
+	t.Helper()
+	src, err := OpenSource(name, sc, t.TempDir())
+	if err == nil {
+		t.Errorf("%+v: no error", sc)
+		if cl, ok := src.(io.Closer); ok {
+			cl.Close()
+		}
+		return
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `source "`+name+`"`) || !strings.Contains(msg, want) {
+		t.Errorf("%+v: error %q does not name the source and say %q", sc, msg, want)
+	}
+	if strings.Contains(msg, "hunter2") {
+		t.Errorf("%+v: error %q shows a secret", sc, msg)
+	}
 }

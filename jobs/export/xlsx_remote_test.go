@@ -1,7 +1,6 @@
 package export
 
 import (
-	"encoding/json"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -42,12 +41,8 @@ func TestResumeOnAnotherNodeFromTheBucket(t *testing.T) {
 			t.Fatalf("node %d resumed with %d rows, want the checkpoint's %d", node, resumed, kept)
 		}
 		if last != nil {
-			cp = last
-			var c xlsxCheckpoint
-			if err := json.Unmarshal(cp, &c); err != nil {
-				t.Fatal(err)
-			}
-			kept = c.Rows
+			c := decodeCheckpoint(t, last)
+			cp, kept = last, c.Rows
 			if m := c.Sheets[len(c.Sheets)-1]; len(m.Pieces) == 0 || m.Pieces[len(m.Pieces)-1].To != m.Comp {
 				t.Fatalf("checkpoint's last sheet %+v: not all in the bucket", m)
 			}
@@ -67,11 +62,7 @@ func TestResumeOnAnotherNodeFromTheBucket(t *testing.T) {
 	if resumed <= 2500 {
 		t.Fatalf("the last node resumed with %d rows, want past the first sheet", resumed)
 	}
-	for n := 1; n <= 4; n++ {
-		if sheetXML(t, data, n) != sheetXML(t, want, n) {
-			t.Fatalf("sheet %d differs from the uninterrupted export's", n)
-		}
-	}
+	sameSheets(t, data, want, 4)
 	keys, err := remote.List(t.Context(), "job/")
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("pieces in the bucket: %v, %v", keys, err)
@@ -118,9 +109,5 @@ func TestResumeWithoutThePiecesStartsOver(t *testing.T) {
 	if resumed != -1 {
 		t.Fatalf("resumed with %d rows from a bucket that lacks a piece", resumed)
 	}
-	for n := 1; n <= 2; n++ {
-		if sheetXML(t, data, n) != sheetXML(t, want, n) {
-			t.Fatalf("sheet %d differs", n)
-		}
-	}
+	sameSheets(t, data, want, 2)
 }

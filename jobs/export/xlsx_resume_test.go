@@ -71,6 +71,26 @@ func (r *resumeRun) run(t *testing.T, src Source, q Query, resume []byte, crash 
 	return buf.Bytes(), last, resumed, err
 }
 
+// sameSheets wants the first n sheets of data equal to want's, byte for byte.
+func sameSheets(t *testing.T, data, want []byte, n int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		if got, w := sheetXML(t, data, i), sheetXML(t, want, i); got != w {
+			t.Fatalf("sheet %d differs from the uninterrupted export's (%d bytes, want %d)", i, len(got), len(w))
+		}
+	}
+}
+
+// decodeCheckpoint reads an xlsx export's checkpoint.
+func decodeCheckpoint(t *testing.T, cp []byte) xlsxCheckpoint {
+	t.Helper()
+	var c xlsxCheckpoint
+	if err := json.Unmarshal(cp, &c); err != nil {
+		t.Fatalf("checkpoint %s: %v", cp, err)
+	}
+	return c
+}
+
 // An export that crashes and is resumed, once or several times, at any point (before
 // its first checkpoint, inside a sheet, at a sheet's end, on the last rows) makes a file
 // whose every sheet's XML is the uninterrupted export's, byte for byte: same rows, same
@@ -115,12 +135,7 @@ func TestResumedExportEqualsUninterrupted(t *testing.T) {
 					t.Fatalf("crash %d: resumed with %d rows, want the checkpoint's %d", i+1, resumed, kept)
 				}
 				if last != nil {
-					cp = last
-					var c xlsxCheckpoint
-					if err := json.Unmarshal(cp, &c); err != nil {
-						t.Fatal(err)
-					}
-					kept = c.Rows
+					cp, kept = last, decodeCheckpoint(t, last).Rows
 				}
 				if _, err := os.Stat(r.dir); cp != nil && err != nil {
 					t.Fatalf("crash %d: the resume folder is gone: %v", i+1, err)
@@ -186,9 +201,9 @@ func TestDamagedCheckpointStartsOver(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &resumeRun{dir: filepath.Join(t.TempDir(), "resume", "job"), tmp: t.TempDir(), every: 1000}
 			_, cp, _, _ := r.run(t, demoSource{}, q, nil, 5500, perSheet)
-			var c xlsxCheckpoint
-			if err := json.Unmarshal(cp, &c); err != nil || len(c.Sheets) != 2 {
-				t.Fatalf("checkpoint %s: %v", cp, err)
+			c := decodeCheckpoint(t, cp)
+			if len(c.Sheets) != 2 {
+				t.Fatalf("checkpoint %s: %d sheets, want 2", cp, len(c.Sheets))
 			}
 			tt.damage(t, r.dir, c)
 			data, _, resumed, err := r.run(t, demoSource{}, q, cp, -1, perSheet)
@@ -198,11 +213,7 @@ func TestDamagedCheckpointStartsOver(t *testing.T) {
 			if resumed != -1 {
 				t.Fatalf("resumed with %d rows from damaged files", resumed)
 			}
-			for n := 1; n <= 2; n++ {
-				if sheetXML(t, data, n) != sheetXML(t, want, n) {
-					t.Fatalf("sheet %d differs from the uninterrupted export's", n)
-				}
-			}
+			sameSheets(t, data, want, 2)
 		})
 	}
 }
