@@ -259,7 +259,7 @@ func (e *Engine) record(ctx context.Context, log *slog.Logger, what string, fn f
 				log.InfoContext(ctx, "outcome recorded after the store refused it", "outcome", what, "tries", tries)
 			}
 			if j.Status.Final() {
-				e.ended(j)
+				e.ended(j, false)
 			}
 			return j, nil
 		case errors.Is(err, store.ErrLeaseLost):
@@ -373,8 +373,8 @@ func safeRun(ctx context.Context, log *slog.Logger, h Handler, run *Run) (err er
 }
 
 // ended tells j's handler, if it keeps something between attempts, that j has ended.
-func (e *Engine) ended(j store.Job) {
+func (e *Engine) ended(j store.Job, orphan bool) {
 	if en, ok := e.handlers[j.Kind].(Ender); ok { // handlers do not change after Start
-		en.Ended(j)
+		en.Ended(j, orphan)
 	}
 }

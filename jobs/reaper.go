@@ -83,7 +83,7 @@ func (e *Engine) recoverOrphan(ctx context.Context, log *slog.Logger, j store.Jo
 		switch {
 		case err == nil:
 			log.InfoContext(ctx, "orphan completed from its published file", "key", key)
-			e.ended(done)
+			e.ended(done, true)
 			e.notify()
 			return nil
 		case errors.Is(err, store.ErrLeaseLost):
@@ -115,7 +115,7 @@ func (e *Engine) recoverOrphan(ctx context.Context, log *slog.Logger, j store.Jo
 	}
 	_ = os.Remove(filepath.Join(e.cfg.TmpDir, PartName(j.ID, j.Attempt)))
 	if rec.Status.Final() {
-		e.ended(rec) // out of attempts: nothing will resume it
+		e.ended(rec, true) // out of attempts: nothing will resume it
 	}
 	log.WarnContext(ctx, "orphan recovered", "status", rec.Status, "reason", reason)
 	e.notify()

@@ -24,10 +24,12 @@ type Handler interface {
 
 // An Ender is a Handler that keeps something of a job's between its attempts (an
 // export's checkpointed rows: ARCHITECTURE.md, "Checkpoints and resume") and lets it go
-// when the job ends (SUCCEEDED, FAILED or CANCELED by an attempt of this engine). What
-// a crash leaves is the janitor's (JanitorConfig.Leftovers).
+// when the job ends (SUCCEEDED, FAILED or CANCELED): by an attempt of this engine, or,
+// with orphan, by its reaper, for an attempt that ran elsewhere (completed from its
+// file, or out of attempts). What a crash leaves otherwise is the janitor's
+// (JanitorConfig.Leftovers).
 type Ender interface {
-	Ended(job store.Job)
+	Ended(job store.Job, orphan bool)
 }
 
 // HandlerFunc adapts a function to Handler.

@@ -289,13 +289,13 @@ func (k *Kind) resumeDir(id string) string { return filepath.Join(k.cfg.TmpDir, 
 
 // Ended implements jobs.Ender: a job that ended keeps no resume files, here or in the
 // bucket. Only a job that may have some is looked for: one whose export made a
-// checkpoint in this process, or that ran more than once (perhaps on another node);
-// most exports end on their first attempt before any checkpoint, and cost nothing
-// here. A bucket that does not answer now, or a job completed by another node's reaper,
-// leaves its pieces to the janitor's sweep (RemoveResumeFiles).
-func (k *Kind) Ended(job store.Job) {
+// checkpoint in this process, that ran more than once (perhaps on another node), or
+// that the reaper ended (orphan: its attempt ran elsewhere); most exports end on their
+// first attempt before any checkpoint, and cost nothing here. A bucket that does not
+// answer now leaves its pieces to the janitor's sweep (RemoveResumeFiles).
+func (k *Kind) Ended(job store.Job, orphan bool) {
 	jobID := job.ID
-	if _, mine := k.resuming.LoadAndDelete(jobID); !mine && job.Attempt <= 1 {
+	if _, mine := k.resuming.LoadAndDelete(jobID); !mine && !orphan && job.Attempt <= 1 {
 		return
 	}
 	if k.cfg.TmpDir != "" {
