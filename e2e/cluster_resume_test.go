@@ -23,7 +23,7 @@ import (
 // rows the checkpoints put in the bucket, and the file is an uninterrupted export's.
 // When the job ends, its pieces are gone from the bucket.
 func TestClusterResumesOnAnotherNode(t *testing.T) {
-	const rows, seconds = 120_000, 12
+	const rows, seconds = 60_000, 6
 	dsn := pgtest.FreshSchema(t)
 	bucket, prefix := randomName("sheetq-resume-"), "q"
 	s3 := startS3(t, bucket)

@@ -150,11 +150,11 @@ func sameSheets(t *testing.T, got, want string) {
 	}
 }
 
-// The demo report, 120,000 rows over 12 s, killed with SIGKILL at about 25%, 50% and
+// The demo report, 60,000 rows over 6 s, killed with SIGKILL at about 25%, 50% and
 // 90%: each restart resumes from the last checkpoint, and the file's sheet is the one an
 // uninterrupted export of the same rows makes.
 func TestResumeDemoAfterSIGKILL(t *testing.T) {
-	const rows, seconds = 120_000, 12
+	const rows, seconds = 60_000, 6
 	data := t.TempDir()
 	done, _ := crashThrice(t, data, fmt.Sprintf(`{"report":"demo","params":{"rows":%d,"seconds":%d}}`, rows, seconds), rows, rows/seconds, resumeHeartbeat, nil)
 	if done.Attempt != 4 || done.Progress.Rows != rows {
@@ -167,11 +167,11 @@ func TestResumeDemoAfterSIGKILL(t *testing.T) {
 	sameSheets(t, filepath.Join(data, "exports", done.ID+".xlsx"), filepath.Join(data, "exports", ref.ID+".xlsx"))
 }
 
-// An SQL report with "-- resume: id" over 2 million rows (two sheets), killed at about
+// An SQL report with "-- resume: id" over 1.5 million rows (two sheets), killed at about
 // 25%, 50% and 90%: each restart continues after the last id written, across the sheet
 // boundary, and the file is the uninterrupted export's.
 func TestResumeSQLAfterSIGKILL(t *testing.T) {
-	const rows = 2_000_000
+	const rows = 1_500_000
 	data := t.TempDir()
 	db, err := sql.Open("sqlite", filepath.Join(data, "big.db"))
 	if err != nil {
@@ -245,11 +245,11 @@ func startTestAPI(t *testing.T, args ...string) string {
 	return u
 }
 
-// An HTTP report over the test API, 60,000 rows in pages of 500 behind a cursor, paced
-// at about 10 s, killed at about 25%, 50% and 90%: each restart resumes from the page of
+// An HTTP report over the test API, 30,000 rows in pages of 500 behind a cursor, paced
+// at about 5 s, killed at about 25%, 50% and 90%: each restart resumes from the page of
 // the last checkpoint, and the file is the uninterrupted export's.
 func TestResumeHTTPAfterSIGKILL(t *testing.T) {
-	const rows = 60_000
+	const rows = 30_000
 	api := startTestAPI(t, "-rows", fmt.Sprint(rows), "-page-size", "500", "-delay", "40ms")
 	data := t.TempDir()
 	conf := fmt.Sprintf("[sources.api]\ndriver = \"http\"\nbase_url = %q\nrate = 12\nallow_private = true\n", api+"/")
@@ -263,7 +263,7 @@ func TestResumeHTTPAfterSIGKILL(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "reports", "items.sql"), []byte(report), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	done, _ := crashThrice(t, data, `{"report":"items"}`, rows, rows/10, resumeHeartbeat, nil)
+	done, _ := crashThrice(t, data, `{"report":"items"}`, rows, rows/5, resumeHeartbeat, nil)
 	if done.Attempt != 4 || done.Progress.Rows != rows {
 		t.Fatalf("succeeded on attempt %d with %d rows, want 4 and %d", done.Attempt, done.Progress.Rows, rows)
 	}

@@ -283,7 +283,10 @@ func fileInfo(i objstore.Info) FileInfo {
 // Pieces is the bucket as the place where a job keeps files between its attempts, for
 // an attempt on another node (an export's checkpointed rows: ARCHITECTURE.md,
 // "Checkpoints and resume"), under resume/.
-func (s *S3Files) Pieces() *BucketPieces { return &BucketPieces{st: s.st} }
+// Pieces go up in single PUTs: they are an interval's rows, and no multipart upload of
+// theirs is left for the janitor or mistaken for a file's (nor reaches the mid-upload
+// fault point of the crash tests, which is the files').
+func (s *S3Files) Pieces() *BucketPieces { return &BucketPieces{st: s.st.Single()} }
 
 // BucketPieces keeps immutable pieces of files under resume/ in a bucket.
 type BucketPieces struct{ st *objstore.Store }

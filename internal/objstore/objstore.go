@@ -154,6 +154,18 @@ type Store struct {
 	afterPart func(n int)
 }
 
+// maxSinglePut is S3's largest single PUT.
+const maxSinglePut = 5 << 30
+
+// Single returns the store with every upload of up to 5 GiB a single PUT, and no
+// AfterPart: for objects that are not the files a multipart upload and its hook are for
+// (an export's checkpointed pieces).
+func (s *Store) Single() *Store {
+	c := *s
+	c.partSize, c.afterPart = maxSinglePut, nil
+	return &c
+}
+
 // New returns a Store for cfg. It sends no request: a wrong endpoint or key shows on the
 // first operation.
 func New(cfg Config) (*Store, error) {
