@@ -554,7 +554,8 @@ func TestUnauditedActionsAreRefused(t *testing.T) {
 	ts.WaitStatus(done.ID, store.StatusSucceeded)
 	sc := ts.Schedule(http.MethodPost, "/api/v1/schedules", `{"report":"demo","cron":"0 6 * * *","timezone":"UTC"}`, http.StatusCreated)
 
-	db, err := sql.Open("sqlite", ts.dir.DB())
+	// It waits for the server's writer (a sweep, a heartbeat) instead of failing busy.
+	db, err := sql.Open("sqlite", "file:"+ts.dir.DB()+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
