@@ -400,7 +400,7 @@ func dataSpaceDefinition() []byte {
 func transformInfo() []byte {
 	id := lpp4(nil, "{FF9A3F03-56EF-4613-BDD5-5A41C1D07246}")
 	b := binary.LittleEndian.AppendUint32(nil, uint32(8+len(id))) // bytes before the name
-	b = binary.LittleEndian.AppendUint32(b, 1)                     // transform type
+	b = binary.LittleEndian.AppendUint32(b, 1)                    // transform type
 	b = append(b, id...)
 	b = lpp4(b, "Microsoft.Container.EncryptionTransform")
 	b = versions(b)
