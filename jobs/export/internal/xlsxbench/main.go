@@ -20,7 +20,9 @@
 // Every mode reads the rows from the same SQLite file through the export package's
 // SQLite source (OpenSource), so the modes differ only in how they write. Each run is a
 // child process (this program again), so its peak RSS is its own. The SQLite files
-// are generated once per row count, deterministically, and kept in -cache.
+// are generated once per row count, deterministically, and kept in -cache. With -keep,
+// each run's file is kept too, as MODE-ROWS.xlsx (or .csv), for benchmarks that read
+// the files the export writes.
 package main
 
 import (
@@ -57,6 +59,8 @@ type result struct {
 	Rows    int64   `json:"rows"`
 	Seconds float64 `json:"seconds"`
 	Bytes   int64   `json:"bytes"`
+
+	path string // the written file, in the child's temporary folder
 }
 
 var allModes = []string{"pipeline", "pipeline-resume", "excelize", "excelize-direct", "pipeline-csv", "csv"}
@@ -74,6 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		db        = fs.String("db", "", "internal, with -child: the SQLite file")
 		cpuprof   = fs.String("cpuprofile", "", "with one mode and size: write a CPU profile of the child here")
 		memprof   = fs.String("memprofile", "", "with one mode and size: write a heap profile (allocations) of the child here")
+		keep      = fs.String("keep", "", "keep each run's file in this folder (on the temporary folder's file system) as MODE-ROWS.xlsx or .csv")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("-rows: %w", err)
 		}
-		return runChild(ctx, *mode, *db, n, *cpuprof, *memprof, stdout)
+		return runChild(ctx, *mode, *db, n, *cpuprof, *memprof, *keep, stdout)
 	}
 
 	var sizes []int64
@@ -131,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			for _, m := range modes {
 				fmt.Fprintf(stderr, "running %s on %d rows...\n", m, n)
 				cmd := exec.CommandContext(ctx, self, "-child", "-mode", m, "-db", path, "-rows", strconv.FormatInt(n, 10),
-					"-cpuprofile", *cpuprof, "-memprofile", *memprof)
+					"-cpuprofile", *cpuprof, "-memprofile", *memprof, "-keep", *keep)
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, stderr
 				if err := cmd.Run(); err != nil {
@@ -210,8 +215,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runChild runs one mode and prints its result.
-func runChild(ctx context.Context, mode, db string, n int64, cpuprof, memprof string, stdout io.Writer) error {
+// runChild runs one mode and prints its result. With keep, the file it wrote is moved
+// there.
+func runChild(ctx context.Context, mode, db string, n int64, cpuprof, memprof, keep string, stdout io.Writer) error {
 	dir, err := os.MkdirTemp("", "xlsxbench-run-")
 	if err != nil {
 		return err
@@ -248,6 +254,11 @@ func runChild(ctx context.Context, mode, db string, n int64, cpuprof, memprof st
 		return err
 	}
 	res.Seconds = time.Since(start).Seconds()
+	if keep != "" {
+		if err := os.Rename(res.path, filepath.Join(keep, fmt.Sprintf("%s-%d%s", mode, n, filepath.Ext(res.path)))); err != nil {
+			return fmt.Errorf("-keep: %w", err)
+		}
+	}
 	if memprof != "" {
 		f, err := os.Create(memprof)
 		if err != nil {

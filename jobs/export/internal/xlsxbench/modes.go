@@ -114,10 +114,11 @@ func runPipeline(ctx context.Context, dir, db, query, format string, resume bool
 	if j.Status != store.StatusSucceeded {
 		return result{}, fmt.Errorf("job %s: %s: %s", j.Status, j.ErrorCode, j.ErrorMessage)
 	}
-	if fi, err := os.Stat(jobs.FilePath(filepath.Join(dir, "exports"), j.FileName)); err != nil || fi.Size() != j.FileSize {
+	path := jobs.FilePath(filepath.Join(dir, "exports"), j.FileName)
+	if fi, err := os.Stat(path); err != nil || fi.Size() != j.FileSize {
 		return result{}, fmt.Errorf("published file: %v (size %d recorded)", err, j.FileSize)
 	}
-	return result{Rows: j.ProgressRows, Bytes: j.FileSize}, nil
+	return result{Rows: j.ProgressRows, Bytes: j.FileSize, path: path}, nil
 }
 
 // bareWriter is the least a StreamWriter needs to write the rows as the export does:
@@ -326,7 +327,7 @@ func finishFile(out *os.File, rows int64) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return result{Rows: rows, Bytes: fi.Size()}, nil
+	return result{Rows: rows, Bytes: fi.Size(), path: out.Name()}, nil
 }
 
 func ptr[T any](v T) *T { return &v }
