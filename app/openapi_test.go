@@ -228,6 +228,9 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: id, header: http.Header{"Range": {"bytes=0-9"}}, status: 206})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: id, header: http.Header{"If-None-Match": {file.Header.Get("ETag")}}, status: 304})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: map[string]string{"id": "nope"}, status: 404, code: "not_found"})
+	c.do(exchange{op: "POST /api/v1/exports/{id}/file", vars: id, header: jsonHeader, body: []byte(`{"password":"pw"}`), status: 200, checkRequest: true})
+	c.do(exchange{op: "POST /api/v1/exports/{id}/file", vars: id, header: jsonHeader, body: []byte(`{"password":""}`), status: 422, code: "invalid_password"})
+	c.do(exchange{op: "POST /api/v1/exports/{id}/file", vars: id, header: jsonHeader, body: []byte(`{"pass`), status: 400, code: "malformed_json"})
 	// A csv export: its request, the job (format, bom), its file (text/csv), and a bad format.
 	csvJob := apptest.DecodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
 		body: []byte(`{"report":"demo","params":{"rows":3},"format":"csv","bom":true}`), status: 202, checkRequest: true}))

@@ -87,6 +87,7 @@ func (a *API) Routes(mux problem.Mux) {
 	mux.HandleFunc("GET /api/v1/exports", h(a.listExports))
 	mux.HandleFunc("GET /api/v1/exports/{id}", h(a.getExport))
 	mux.HandleFunc("GET /api/v1/exports/{id}/file", h(a.getExportFile))
+	mux.HandleFunc("POST /api/v1/exports/{id}/file", h(a.postExportFile))
 	mux.HandleFunc("POST /api/v1/exports/{id}/cancel", h(a.cancelExport))
 	mux.HandleFunc("POST /api/v1/exports/{id}/retry", h(a.retryExport))
 	mux.HandleFunc("DELETE /api/v1/exports/{id}", h(a.deleteExport))

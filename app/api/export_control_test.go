@@ -348,7 +348,7 @@ func TestMethodNotAllowed(t *testing.T) {
 		{http.MethodPost, "/api/v1/exports/abc", "GET, HEAD, DELETE"},
 		{http.MethodGet, "/api/v1/exports/abc/cancel", "POST"},
 		{http.MethodDelete, "/api/v1/exports/abc/retry", "POST"},
-		{http.MethodPost, "/api/v1/exports/abc/file", "GET, HEAD"},
+		{http.MethodPut, "/api/v1/exports/abc/file", "GET, HEAD, POST"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

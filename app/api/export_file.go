@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 
 	"sheetq/app/audit"
@@ -22,52 +24,22 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	switch job.Status {
-	case store.StatusSucceeded:
-	case store.StatusExpired:
-		return problem.New(http.StatusGone, "expired", "the file was removed by retention; request the export again")
-	case store.StatusFailed, store.StatusCanceled:
-		p := problem.New(http.StatusConflict, "no_file", "the export ended "+string(job.Status)+" and has no file")
-		p.Job = job.ID
-		return p
-	default:
-		p := problem.New(http.StatusConflict, "not_finished",
-			"the export is "+string(job.Status)+"; poll GET /api/v1/exports/"+job.ID).With("Retry-After", "2")
-		p.Job = job.ID
-		return p
-	}
-	if job.FileName == "" {
-		return problem.New(http.StatusConflict, "no_file", "the export finished without a file")
-	}
-	f, fi, err := a.cfg.Files.Open(r.Context(), job.FileName)
-	if err == nil {
-		defer f.Close()
-		switch {
-		case fi.Size != job.FileSize:
-			err = &jobs.RefusedFileError{Path: fi.Path, Reason: fmt.Sprintf("it has %d bytes, the export recorded %d", fi.Size, job.FileSize)}
-		case fi.SHA256 != "" && fi.SHA256 != job.FileSHA256:
-			err = &jobs.RefusedFileError{Path: fi.Path, Reason: "its sha256 is not the one the export recorded"}
-		}
-	}
-	var refused *jobs.RefusedFileError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return problem.New(http.StatusGone, "file_missing", "the file is no longer on the server; request the export again")
-	case errors.As(err, &refused):
-		// Not the client's mistake, yet no server fault a retry would cure: what sits at
-		// the file's name is not the file this export published. For the client that is
-		// the same as a missing file (410, request the export again); the operator learns
-		// the cause from this log line and from sheetq doctor.
-		a.cfg.Log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", refused.Path, "reason", refused.Reason)
-		return problem.New(http.StatusGone, "file_missing",
-			"the file of this export is not available on the server; request the export again")
-	case errors.Is(err, jobs.ErrUnavailable):
-		return filesUnavailable(r, a, job.ID, err)
-	case err != nil:
+	if err := fileReady(job); err != nil {
 		return err
 	}
 	var args export.Args
 	_ = json.Unmarshal(job.Args, &args) // the zero value is an xlsx file
+	if args.EncryptRequired() {
+		p := problem.New(http.StatusForbidden, "encryption_required",
+			"report "+strconv.Quote(args.Report)+" hands out its files only encrypted with a password: POST /api/v1/exports/"+job.ID+`/file with {"password": "..."}`)
+		p.Job = job.ID
+		return p
+	}
+	f, fi, err := a.openFile(r, job)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	name, contentType := export.DownloadName(args, job), args.ContentType()
 	if a.cfg.Download == DownloadRedirect && r.Method == http.MethodGet {
 		// A presigned URL is signed for GET: a HEAD is answered here, from the object.
@@ -100,6 +72,63 @@ func (a *API) getExportFile(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "private, max-age=3600")
 	http.ServeContent(&contentErrors{ResponseWriter: w}, r, name, fi.Modified, f)
 	return nil
+}
+
+// fileReady says whether job has a file to download, or the problem to answer with.
+func fileReady(job store.Job) error {
+	switch job.Status {
+	case store.StatusSucceeded:
+	case store.StatusExpired:
+		return problem.New(http.StatusGone, "expired", "the file was removed by retention; request the export again")
+	case store.StatusFailed, store.StatusCanceled:
+		p := problem.New(http.StatusConflict, "no_file", "the export ended "+string(job.Status)+" and has no file")
+		p.Job = job.ID
+		return p
+	default:
+		p := problem.New(http.StatusConflict, "not_finished",
+			"the export is "+string(job.Status)+"; poll GET /api/v1/exports/"+job.ID).With("Retry-After", "2")
+		p.Job = job.ID
+		return p
+	}
+	if job.FileName == "" {
+		return problem.New(http.StatusConflict, "no_file", "the export finished without a file")
+	}
+	return nil
+}
+
+// openFile opens job's file in the file store, checked against what the export
+// recorded, or returns the problem to answer with.
+func (a *API) openFile(r *http.Request, job store.Job) (io.ReadSeekCloser, jobs.FileInfo, error) {
+	f, fi, err := a.cfg.Files.Open(r.Context(), job.FileName)
+	if err == nil {
+		switch {
+		case fi.Size != job.FileSize:
+			err = &jobs.RefusedFileError{Path: fi.Path, Reason: fmt.Sprintf("it has %d bytes, the export recorded %d", fi.Size, job.FileSize)}
+		case fi.SHA256 != "" && fi.SHA256 != job.FileSHA256:
+			err = &jobs.RefusedFileError{Path: fi.Path, Reason: "its sha256 is not the one the export recorded"}
+		}
+		if err != nil {
+			f.Close()
+		}
+	}
+	var refused *jobs.RefusedFileError
+	switch {
+	case err == nil:
+		return f, fi, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fi, problem.New(http.StatusGone, "file_missing", "the file is no longer on the server; request the export again")
+	case errors.As(err, &refused):
+		// Not the client's mistake, yet no server fault a retry would cure: what sits at
+		// the file's name is not the file this export published. For the client that is
+		// the same as a missing file (410, request the export again); the operator learns
+		// the cause from this log line and from sheetq doctor.
+		a.cfg.Log.WarnContext(r.Context(), "refused to serve export file", "job_id", job.ID, "path", refused.Path, "reason", refused.Reason)
+		return nil, fi, problem.New(http.StatusGone, "file_missing",
+			"the file of this export is not available on the server; request the export again")
+	case errors.Is(err, jobs.ErrUnavailable):
+		return nil, fi, filesUnavailable(r, a, job.ID, err)
+	}
+	return nil, fi, err
 }
 
 // contentErrors turns the error answers http.ServeContent writes by itself (412 for a

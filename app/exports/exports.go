@@ -76,6 +76,14 @@ func (s *Service) ValidateAs(who access.Who, report string, params map[string]an
 		if args, err = args.WithFormat(format, bom); err != nil {
 			return args, problem.New(http.StatusUnprocessableEntity, "invalid_format", err.Error())
 		}
+		if args.EncryptRequired() && args.Format == export.FormatCSV {
+			// A csv file has no encryption; written, it would be a plain copy on
+			// the server that could only be refused.
+			p := problem.New(http.StatusUnprocessableEntity, "encryption_required",
+				"report "+strconv.Quote(report)+" hands out its files only encrypted with a password, which a csv file cannot be: ask for xlsx")
+			p.Param = "format"
+			return args, p
+		}
 		return args, nil
 	}
 	p := problem.New(http.StatusUnprocessableEntity, "invalid_request", err.Error())

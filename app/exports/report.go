@@ -33,6 +33,9 @@ type Report struct {
 	// after a crash; ResumeNote says why not when it does not.
 	Resumes    bool   `json:"resumes"`
 	ResumeNote string `json:"resume_note,omitempty"`
+	// Encrypt says that the report's files are handed out only encrypted with a
+	// password ("-- encrypt: required"), and only as xlsx.
+	Encrypt bool `json:"encrypt"`
 }
 
 // LoadError is why a report file did not load, with where when known.
@@ -46,7 +49,8 @@ type LoadError struct {
 func ReportOf(e export.Entry) Report {
 	r := e.Report
 	out := Report{ID: r.ID, Title: r.Title, Description: r.Description, Source: r.Source, Sheet: r.Sheet, Params: r.Params,
-		Columns: r.Columns, Filename: r.Filename, Count: r.Count, SQL: r.Query, File: e.File, Access: r.Access}
+		Columns: r.Columns, Filename: r.Filename, Count: r.Count, SQL: r.Query, File: e.File, Access: r.Access,
+		Encrypt: r.Encrypt}
 	if out.Params == nil {
 		out.Params = []export.Param{}
 	}

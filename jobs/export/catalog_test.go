@@ -116,7 +116,7 @@ func TestCatalogLoad(t *testing.T) {
 
 	// Sorted by id, bytewise; the built-in demo comes before the file that reuses its id.
 	want := `Upper!0:report file name "Upper.SQL" must end in .sql, ` +
-		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, queue, description, column, filename, access, resume, request, rows, paginate; a free comment must not start with a lowercase "word:"), ` +
+		`broken!2:unknown key "titel" (known keys: title, source, param, sheet, count, queue, description, column, filename, access, resume, request, rows, paginate, encrypt; a free comment must not start with a lowercase "word:"), ` +
 		`demo=Demo rows, ` +
 		`demo!0:report id "demo" is reserved for the built-in report, ` +
 		`orders=Orders`

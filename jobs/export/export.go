@@ -126,7 +126,15 @@ type Report struct {
 	Request  string `json:"request,omitempty"`
 	Rows     string `json:"rows,omitempty"`
 	Paginate string `json:"paginate,omitempty"`
+	// Encrypt requires a password for the report's files ("-- encrypt: required"):
+	// they are served and delivered only encrypted (internal/officecrypt), and only as
+	// xlsx, since a csv file cannot be.
+	Encrypt bool `json:"encrypt,omitempty"`
 }
+
+// EncryptRequired says whether the export's file may leave the server only encrypted:
+// its report, as accepted, says "-- encrypt: required".
+func (a Args) EncryptRequired() bool { return a.Spec != nil && a.Spec.Encrypt }
 
 // Kind runs exports.
 type Kind struct {

@@ -48,7 +48,7 @@ var (
 
 // headerKeys are the keys a report header knows, in the order the docs list them.
 var headerKeys = []string{"title", "source", "param", "sheet", "count", "queue", "description", "column", "filename", "access", "resume",
-	"request", "rows", "paginate"}
+	"request", "rows", "paginate", "encrypt"}
 
 // resumeColumnRe is how a "-- resume:" column is written: a plain identifier, which
 // the source quotes.
@@ -119,18 +119,19 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 
 	// The header is the leading run of "--" lines and blank lines.
 	var (
-		title, source, sheet, count, queue, filename, acc, resume headerField
-		request, rows, paginate                                   headerField // an HTTP report's
-		params                                                    []Param
-		paramLines                                                []int
-		columns                                                   []ColumnSpec
-		columnLines                                               []int
-		description                                               []string
-		bodyStart                                                 = len(text)
-		bodyLine                                                  = 0
+		title, source, sheet, count, queue, filename, acc, resume, encrypt headerField
+		request, rows, paginate                                            headerField // an HTTP report's
+		params                                                             []Param
+		paramLines                                                         []int
+		columns                                                            []ColumnSpec
+		columnLines                                                        []int
+		description                                                        []string
+		bodyStart                                                          = len(text)
+		bodyLine                                                           = 0
 	)
 	single := map[string]*headerField{"title": &title, "source": &source, "sheet": &sheet, "count": &count, "queue": &queue,
-		"filename": &filename, "access": &acc, "resume": &resume, "request": &request, "rows": &rows, "paginate": &paginate}
+		"filename": &filename, "access": &acc, "resume": &resume, "request": &request, "rows": &rows, "paginate": &paginate,
+		"encrypt": &encrypt}
 	for off, n := 0, 1; off < len(text); n++ {
 		end := strings.IndexByte(text[off:], '\n')
 		next := len(text)
@@ -195,6 +196,8 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 				return Report{}, p.fail(n, "title must be text, without control characters")
 			case key == "source" && !sourceRe.MatchString(value):
 				return Report{}, p.fail(n, "source %q must be a source name from the config: letters, digits, _ or -", value)
+			case key == "encrypt" && value != "required" && value != "optional":
+				return Report{}, p.fail(n, "encrypt must be required (files only with a password) or optional, not %q", value)
 			case key == "count" && value != "true" && value != "false":
 				return Report{}, p.fail(n, "count must be true or false, not %q", value)
 			case key == "resume" && !resumeColumnRe.MatchString(value):
@@ -329,6 +332,7 @@ func (p *reportParser) parse(src []byte) (Report, bool) {
 		Request:     request.value,
 		Rows:        rows.value,
 		Paginate:    paginate.value,
+		Encrypt:     encrypt.value == "required",
 	}
 	rep.Sheet = cmp.Or(sheet.value, rep.Title)
 	if rep.Params == nil {

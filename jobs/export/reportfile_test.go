@@ -190,7 +190,7 @@ FROM t /* :nope */ WHERE created_at >= :from::date`,
 	{name: "key in the wrong case", src: "-- source: s\n-- Title: T\nSELECT 1",
 		err: `r/orders.sql:2: key "Title" must be lowercase: title`},
 	{name: "unknown key", src: "-- source: s\n\n-- titel: T\nSELECT 1",
-		err: `r/orders.sql:3: unknown key "titel" (known keys: title, source, param, sheet, count, queue, description, column, filename, access, resume, request, rows, paginate; a free comment must not start with a lowercase "word:")`},
+		err: `r/orders.sql:3: unknown key "titel" (known keys: title, source, param, sheet, count, queue, description, column, filename, access, resume, request, rows, paginate, encrypt; a free comment must not start with a lowercase "word:")`},
 	// A known key with a space before the colon, or none after it, used to be a comment,
 	// and its line lost without a word.
 	{name: "space before the colon", src: "-- source: s\n-- title : T\nSELECT 1",
