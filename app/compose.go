@@ -295,6 +295,9 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 		Exports: a.exports, Catalog: kind.catalog, Gate: a.engine.Config().Gate, Middleware: a.mw,
 		DataDir: dir.Root, ReportsDir: cmp.Or(cfg.ReportsDir, dir.Reports()), Version: cfg.Version, Log: log, Problems: problems,
 		Schedules: a.sched, Metrics: a.metrics, Deliveries: a.deliveries, Audit: a.audit,
+		EncryptedFile: func(w http.ResponseWriter, r *http.Request, job store.Job, password string) error {
+			return a.api.EncryptedFile(w, r, job, password)
+		},
 	})
 	a.api = api.New(api.Config{
 		Exports: a.exports, Catalog: kind.catalog, Webhooks: a.webhooks, Gate: a.engine.Config().Gate,

@@ -13,6 +13,7 @@ import (
 	"sheetq/app/problem"
 	"sheetq/internal/officecrypt"
 	"sheetq/jobs/export"
+	"sheetq/store"
 )
 
 // encryptedFileRequest is the body of POST /api/v1/exports/{id}/file.
@@ -57,6 +58,14 @@ func (a *API) postExportFile(w http.ResponseWriter, r *http.Request) error {
 		p.Param = "password"
 		return p
 	}
+	return a.EncryptedFile(w, r, job, *req.Password)
+}
+
+// EncryptedFile answers r with job's file encrypted with password (checked by
+// officecrypt.CheckPassword), for the API and the export page's form alike: a problem
+// (returned, nothing written) when the job has no xlsx file to give, else the whole
+// encrypted file, or a connection cut short if the file store fails mid-way.
+func (a *API) EncryptedFile(w http.ResponseWriter, r *http.Request, job store.Job, password string) error {
 	if err := fileReady(job); err != nil {
 		return err
 	}
@@ -84,7 +93,7 @@ func (a *API) postExportFile(w http.ResponseWriter, r *http.Request) error {
 	// Every answer is another file (new salts and keys): nothing to cache or resume.
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if err := officecrypt.Encrypt(w, f, fi.Size, *req.Password); err != nil {
+	if err := officecrypt.Encrypt(w, f, fi.Size, password); err != nil {
 		// The status is sent: the short body (under its Content-Length) tells the client
 		// the file is not whole, and the connection is closed.
 		if r.Context().Err() == nil {

@@ -31,6 +31,7 @@ import (
 	"sheetq/app/schedules"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
+	"sheetq/store"
 	"sheetq/ui"
 )
 
@@ -68,7 +69,11 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Audit is the audit log (issue 39), which admins read on the Audit page; nil serves
 	// no /audit.
-	Audit *audit.Log
+	Audit *audit.Log	// EncryptedFile answers with an export's xlsx file encrypted with a password (the
+	// API's, shared so that the export page's form and POST /api/v1/exports/{id}/file
+	// serve the same bytes): a problem, with nothing written, when the job has no file
+	// to give. Nil: the page offers no encrypted download.
+	EncryptedFile func(w http.ResponseWriter, r *http.Request, job store.Job, password string) error
 }
 
 // Pages is the page handlers.
