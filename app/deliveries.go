@@ -20,6 +20,10 @@ type DeliveriesConfig struct {
 	// EmailDomains are the domains a member's schedule may mail (issue 39): "example.com"
 	// allows anyone@example.com; none: any address. Admins' schedules may mail anyone.
 	EmailDomains []string `toml:"email_domains"`
+	// PasswordFolders are the folders (and the folders below them) that a target's
+	// "password": "file:PATH" may be read from; none: passwords come only from
+	// environment variables named SHEETQ_PASSWORD_<NAME>.
+	PasswordFolders []string `toml:"password_folders"`
 }
 
 // checkEmailDomains refuses an [deliveries] email_domains entry that is no domain.
@@ -72,7 +76,8 @@ func (a *App) openDeliveries(fc FileConfig) (*deliver.Handler, error) {
 	}
 	h, err := deliver.New(deliver.Config{
 		SMTP: smtp, Folders: fc.Deliveries.Folders, AttachLimit: fc.Deliveries.AttachLimit, BaseURL: a.cfg.BaseURL,
-		Files: a.files, Recorder: a.store, Observe: a.metrics.Deliveries(), Logger: a.log, Now: a.test.Now,
+		PasswordFolders: fc.Deliveries.PasswordFolders,
+		Files:           a.files, Recorder: a.store, Observe: a.metrics.Deliveries(), Logger: a.log, Now: a.test.Now,
 	})
 	if err != nil {
 		return nil, fc.Errorf("%w", err) // [smtp] or [deliveries]: their errors name the key

@@ -171,6 +171,34 @@ func TestEncryptionRequired(t *testing.T) {
 	}
 }
 
+// A schedule of a report that requires encryption needs a password on every target that
+// carries the file, and cannot be csv; a password on a csv schedule's target is refused.
+func TestScheduleEncryption(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, testOpts{})
+	apptest.WriteReport(t, ts.dir, "salaries.sql", secretReport)
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		return strings.Contains(string(ts.Get("/api/v1/reports").Body), `"salaries"`), "the catalog never served the report"
+	})
+	const mail = `{"type":"email","to":["ann@example.com"]}`
+	const withPW = `{"type":"email","to":["ann@example.com"],"password":"env:SHEETQ_PASSWORD_PAYROLL"}`
+	for _, tc := range []struct{ body, want string }{
+		{`{"report":"salaries","cron":"@daily","timezone":"UTC","deliver":[` + mail + `]}`, "give this target a"},
+		{`{"report":"salaries","cron":"@daily","timezone":"UTC","format":"csv","deliver":[` + withPW + `]}`, "a csv file cannot be"},
+		{`{"report":"demo","cron":"@daily","timezone":"UTC","format":"csv","deliver":[` + withPW + `]}`, "a csv file cannot be encrypted"},
+		{`{"report":"demo","cron":"@daily","timezone":"UTC","deliver":[{"type":"email","to":["ann@example.com"],"password":"hunter2"}]}`, "never the password itself"},
+	} {
+		res := ts.Request(http.MethodPost, "/api/v1/schedules", strings.NewReader(tc.body), http.Header{"Content-Type": {"application/json"}})
+		if res.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(res.Body), tc.want) {
+			t.Errorf("%s: %d %s, want 422 saying %q", tc.body, res.StatusCode, res.Body, tc.want)
+		}
+		if strings.Contains(string(res.Body), "hunter2") {
+			t.Errorf("the answer quotes the password: %s", res.Body)
+		}
+	}
+	ts.Schedule("POST", "/api/v1/schedules", `{"report":"salaries","cron":"@daily","timezone":"UTC","deliver":[`+withPW+`]}`, http.StatusCreated)
+}
+
 func (ts *testServer) postFile(id, body string) apptest.Response {
 	return ts.Request(http.MethodPost, "/api/v1/exports/"+id+"/file", strings.NewReader(body),
 		http.Header{"Content-Type": {"application/json"}})

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,6 +198,7 @@ func (s *Service) check(who access.Who, in Input, limits *access.Who, prev []del
 	in.Params = s.typedParams(in.Report, in.Params)
 	c := checked{in: in, spec: spec, who: who}
 	rep, _ := s.Exports.Kind.Report(in.Report)
+	errs = append(errs, encryptionErrors(rep, in)...)
 	switch _, prob := s.Exports.ValidateAs(who, in.Report, nil, "", false); {
 	case prob != nil && prob.Param == "":
 		errs = append(errs, problemError(prob)) // no report: its parameters cannot be checked
@@ -227,6 +229,33 @@ func (s *Service) check(who access.Who, in Input, limits *access.Who, prev []del
 		return checked{}, errs
 	}
 	return c, nil
+}
+
+// encryptionErrors is what is wrong with a schedule's file and targets for the
+// encryption its report requires ("-- encrypt: required") or its targets ask for: a
+// report that requires it needs a password on every target that carries the file, and
+// a csv file cannot be encrypted.
+func encryptionErrors(rep export.Report, in Input) InputErrors {
+	targets, err := deliver.DecodeTargets(in.Deliver)
+	if err != nil {
+		return nil // checkTargets says what is wrong with the list
+	}
+	var errs InputErrors
+	if rep.Encrypt && in.Format == export.FormatCSV {
+		errs = append(errs, &InputError{Field: "format", Message: "report " + strconv.Quote(rep.ID) +
+			" hands out its files only encrypted with a password, which a csv file cannot be: choose xlsx"})
+	}
+	for i, t := range targets {
+		switch {
+		case t.Type == deliver.TypeWebhook:
+		case rep.Encrypt && t.Password == "":
+			errs = append(errs, &InputError{Field: "deliver", Index: i, Message: "report " + strconv.Quote(rep.ID) +
+				` hands out its files only encrypted: give this target a "password" (env:SHEETQ_PASSWORD_<NAME> or file:PATH)`})
+		case t.Password != "" && in.Format == export.FormatCSV:
+			errs = append(errs, &InputError{Field: "deliver", Index: i, Message: `a csv file cannot be encrypted: choose xlsx, or leave out "password"`})
+		}
+	}
+	return errs
 }
 
 // checkTargets is what is wrong with a list of delivery targets: the list, or each

@@ -69,7 +69,8 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Audit is the audit log (issue 39), which admins read on the Audit page; nil serves
 	// no /audit.
-	Audit *audit.Log	// EncryptedFile answers with an export's xlsx file encrypted with a password (the
+	Audit *audit.Log
+	// EncryptedFile answers with an export's xlsx file encrypted with a password (the
 	// API's, shared so that the export page's form and POST /api/v1/exports/{id}/file
 	// serve the same bytes): a problem, with nothing written, when the job has no file
 	// to give. Nil: the page offers no encrypted download.

@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"sheetq/internal/envref"
+	"sheetq/internal/officecrypt"
 	"sheetq/jobs"
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
@@ -81,7 +85,13 @@ type Args struct {
 	ScheduleID   string     `json:"schedule_id,omitempty"`
 	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
 	TimeZone     string     `json:"timezone,omitempty"`
+	// EncryptRequired is the report's "-- encrypt: required": the file goes nowhere
+	// unencrypted, so a target without a password fails instead of sending it plain.
+	EncryptRequired bool `json:"encrypt_required,omitempty"`
 }
+
+// Encrypted says whether the file is delivered encrypted (the target has a password).
+func (a Args) Encrypted() bool { return a.Target.Password != "" }
 
 // Queued is the data of a delivery_queued event on the export's timeline.
 type Queued struct {
@@ -187,7 +197,8 @@ func (p Planner) FollowUps(job store.Job) ([]store.FollowUp, error) {
 		id := jobs.NewID()
 		args, err := json.Marshal(Args{ExportID: job.ID, Target: t, File: job.FileName, Size: job.FileSize, SHA256: job.FileSHA256,
 			DownloadName: export.DownloadName(a, job), ContentType: a.ContentType(), Title: title, Report: a.Report,
-			Params: a.Params, Rows: job.ProgressRows, ScheduleID: a.ScheduleID, ScheduledFor: a.ScheduledFor, TimeZone: a.TimeZone})
+			Params: a.Params, Rows: job.ProgressRows, ScheduleID: a.ScheduleID, ScheduledFor: a.ScheduledFor, TimeZone: a.TimeZone,
+			EncryptRequired: a.EncryptRequired()})
 		if err != nil {
 			return nil, fmt.Errorf("delivery args: %w", err)
 		}
@@ -224,6 +235,9 @@ type Config struct {
 	// BaseURL is the server's public URL (scheme://host), which links point to; without
 	// it, a file over AttachLimit cannot be sent.
 	BaseURL string
+	// PasswordFolders are the folders (and the folders below them) that a target's
+	// file:PATH password may be read from; none: only env:SHEETQ_PASSWORD_<NAME>.
+	PasswordFolders []string
 	// Files is the file store exports are read from.
 	Files jobs.Files
 	// Recorder, if set, receives every attempt.
@@ -270,6 +284,11 @@ func New(cfg Config) (*Handler, error) {
 			return nil, fmt.Errorf("deliveries: folders[%d]: %w", i, err)
 		}
 	}
+	for i, root := range cfg.PasswordFolders {
+		if err := checkRoot(root); err != nil {
+			return nil, fmt.Errorf("deliveries: password_folders[%d]: %w", i, err)
+		}
+	}
 	if err := cfg.SMTP.check(); err != nil {
 		return nil, err
 	}
@@ -285,6 +304,13 @@ func (h *Handler) Config() Config { return h.cfg }
 func (h *Handler) CheckTarget(t Target) error {
 	if err := t.Check(); err != nil {
 		return err
+	}
+	if t.Password != "" {
+		// Read now, so that a variable not set or a file not there shows when the
+		// schedule is saved rather than at its first firing.
+		if _, err := h.password(t); err != nil {
+			return err
+		}
 	}
 	switch t.Type {
 	case TypeFolder:
@@ -361,8 +387,37 @@ func (h *Handler) Run(ctx context.Context, run *jobs.Run) error {
 	return err
 }
 
+// password reads the password t names (its "password": env:SHEETQ_PASSWORD_<NAME>, or
+// file:PATH under one of Config.PasswordFolders) and checks that it can protect a file.
+// No error quotes it.
+func (h *Handler) password(t Target) (string, error) {
+	if err := checkPasswordRef(t.Password); err != nil {
+		return "", err
+	}
+	if path, ok := strings.CutPrefix(t.Password, "file:"); ok {
+		if err := CheckFolder(filepath.Dir(path), h.cfg.PasswordFolders); err != nil {
+			return "", fmt.Errorf(`"password": %s is not in [deliveries] password_folders, the folders password files may be read from`, path)
+		}
+	}
+	pw, err := envref.Secret(t.Password, "")
+	if err != nil {
+		return "", fmt.Errorf(`"password": %w`, err)
+	}
+	if err := officecrypt.CheckPassword(pw); err != nil {
+		return "", fmt.Errorf(`"password": the password read from %s cannot protect a file: %w`, t.Password, err)
+	}
+	return pw, nil
+}
+
 // deliver makes one attempt; mode is how an email carried the file.
 func (h *Handler) deliver(ctx context.Context, jobID string, a Args) (mode string, err error) {
+	switch {
+	case a.EncryptRequired && !a.Encrypted():
+		return "", jobs.Permanentf("encryption_required",
+			`report %q hands out its files only encrypted: give the schedule's target a "password" (env:SHEETQ_PASSWORD_<NAME> or file:PATH)`, a.Report)
+	case a.Encrypted() && a.ContentType != "" && !strings.Contains(a.ContentType, "spreadsheetml"):
+		return "", jobs.Permanentf("not_encryptable", `a csv file cannot be encrypted: make the schedule's exports xlsx, or leave out the target's "password"`)
+	}
 	switch a.Target.Type {
 	case TypeEmail:
 		return h.email(ctx, jobID, a)

@@ -1,12 +1,16 @@
 package deliver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -21,6 +25,7 @@ import (
 	"github.com/wneessen/go-mail"
 
 	"sheetq/internal/envref"
+	"sheetq/internal/officecrypt"
 	"sheetq/jobs"
 )
 
@@ -133,8 +138,17 @@ func (h *Handler) email(ctx context.Context, jobID string, a Args) (mode string,
 	if smtp.Host == "" {
 		return "", jobs.Permanentf("smtp_not_configured", "email delivery needs an SMTP relay: set [smtp] host in the config file")
 	}
+	var password string
+	size := a.Size
+	if a.Encrypted() {
+		if password, err = h.password(a.Target); err != nil {
+			// An operator can set the variable or put the file back: worth retrying.
+			return "", jobs.Retryable("password_unavailable", err)
+		}
+		size = officecrypt.EncryptedSize(a.Size)
+	}
 	mode = "attachment"
-	if a.Size > h.cfg.AttachLimit {
+	if size > h.cfg.AttachLimit {
 		mode = "link"
 		if h.cfg.BaseURL == "" {
 			return mode, jobs.Permanentf("no_base_url", "the file (%s) is over [deliveries] attach_limit (%s), so the mail would carry a link, but the server has no public URL to link to: set --base-url (SHEETQ_BASE_URL)",
@@ -157,7 +171,18 @@ func (h *Handler) email(ctx context.Context, jobID string, a Args) (mode string,
 			return mode, fileError(err)
 		}
 		defer f.Close()
-		m.AttachReadSeeker(a.DownloadName, f, mail.WithFileContentType(mail.ContentType(cmp.Or(a.ContentType, "application/octet-stream"))))
+		var file io.ReadSeeker = f
+		if password != "" {
+			// At most AttachLimit bytes, encrypted in memory once per attempt: the
+			// relay may ask for the message more than once, and the file store's
+			// reader cannot be read twice through the encryption.
+			enc, err := encryptAll(f, a, password)
+			if err != nil {
+				return mode, err
+			}
+			file = bytes.NewReader(enc)
+		}
+		m.AttachReadSeeker(a.DownloadName, file, mail.WithFileContentType(mail.ContentType(cmp.Or(a.ContentType, "application/octet-stream"))))
 		m.SetBodyString(mail.TypeTextPlain, Body(a, ""))
 	} else {
 		m.SetBodyString(mail.TypeTextPlain, Body(a, h.cfg.BaseURL))
@@ -170,6 +195,20 @@ func (h *Handler) email(ctx context.Context, jobID string, a Args) (mode string,
 		return mode, smtpError(err)
 	}
 	return mode, nil
+}
+
+// encryptAll reads the export's file from src and returns it encrypted with password,
+// having checked that the bytes read are the ones the export recorded.
+func encryptAll(src io.Reader, a Args, password string) ([]byte, error) {
+	var out bytes.Buffer
+	sum := sha256.New()
+	if err := officecrypt.Encrypt(&out, io.TeeReader(src, sum), a.Size, password); err != nil {
+		return nil, jobs.Retryable("file_mismatch", fmt.Errorf("the export's file could not be read whole: %w", err))
+	}
+	if a.SHA256 != "" && hex.EncodeToString(sum.Sum(nil)) != a.SHA256 {
+		return nil, jobs.Retryable("file_mismatch", errors.New("the export's file read back with a sha256 other than the export recorded"))
+	}
+	return out.Bytes(), nil
 }
 
 // smtpError classifies a failed send: a relay's permanent (5xx) refusal is final,
@@ -269,9 +308,15 @@ func Body(a Args, baseURL string) string {
 	}
 	fmt.Fprintf(&b, "Rows:       %d\n", a.Rows)
 	fmt.Fprintf(&b, "File:       %s (%s)\n\n", a.DownloadName, humanSize(a.Size))
-	if baseURL == "" {
+	switch {
+	case baseURL == "" && a.Encrypted():
+		b.WriteString("The file is attached, encrypted with a password, which this mail does not carry:\nask the schedule's owner for it.\n")
+	case baseURL == "":
 		b.WriteString("The file is attached.\n")
-	} else {
+	case a.Encrypted() || a.EncryptRequired:
+		id := url.PathEscape(a.ExportID)
+		fmt.Fprintf(&b, "The file is too large to attach. Download it with a password from the export's page:\n%s/exports/%s\n", baseURL, id)
+	default:
 		id := url.PathEscape(a.ExportID)
 		fmt.Fprintf(&b, "The file is too large to attach. Download it from:\n%s/api/v1/exports/%s/file\n\nor see the export at %s/exports/%s\n", baseURL, id, baseURL, id)
 	}

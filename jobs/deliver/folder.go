@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"sheetq/internal/officecrypt"
 	"sheetq/jobs"
 )
 
@@ -127,6 +128,12 @@ func (h *Handler) folder(ctx context.Context, a Args) error {
 	if name == "." || name == ".." || name == string(filepath.Separator) || name == "" {
 		return jobs.Permanentf("bad_args", "delivery has no file name")
 	}
+	var password string
+	if a.Encrypted() {
+		if password, err = h.password(a.Target); err != nil {
+			return jobs.Retryable("password_unavailable", err) // set the variable, or put the file back
+		}
+	}
 	src, _, err := h.cfg.Files.Open(ctx, a.File)
 	if err != nil {
 		return fileError(err)
@@ -149,7 +156,19 @@ func (h *Handler) folder(ctx context.Context, a Args) error {
 		}
 	}()
 	sum := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, sum), contextReader{ctx, src})
+	var n int64
+	if password != "" {
+		// The file is checked as it is read (its size by the encryption, its sha256
+		// here); what lands in the folder is the encrypted file.
+		tr := &countReader{r: io.TeeReader(contextReader{ctx, src}, sum)}
+		err = officecrypt.Encrypt(tmp, tr, a.Size, password)
+		n = tr.n
+		if err != nil && (tr.eof || n > a.Size) {
+			err = nil // a short or long file, not the folder's fault: the check below says so
+		}
+	} else {
+		n, err = io.Copy(io.MultiWriter(tmp, sum), contextReader{ctx, src})
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -253,4 +272,18 @@ func (c contextReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// countReader counts the bytes read through it, and whether it reached their end.
+type countReader struct {
+	r   io.Reader
+	n   int64
+	eof bool
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.eof = c.eof || errors.Is(err, io.EOF)
+	return n, err
 }

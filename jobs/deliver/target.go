@@ -12,6 +12,7 @@ import (
 	"net/mail"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -30,11 +31,45 @@ const (
 //	{"type": "email", "to": ["ann@example.com"]}
 //	{"type": "webhook", "url": "https://hooks.example.com/sheetq"}
 //	{"type": "folder", "path": "/srv/reports/monthly"}
+//
+// An email or folder target may carry "password": where the password to encrypt the
+// file with is (env:SHEETQ_PASSWORD_<NAME> or file:PATH), read at each delivery and
+// never stored, mailed or logged:
+//
+//	{"type": "email", "to": ["ann@example.com"], "password": "env:SHEETQ_PASSWORD_PAYROLL"}
 type Target struct {
-	Type string   `json:"type"`
-	To   []string `json:"to,omitempty"`
-	URL  string   `json:"url,omitempty"`
-	Path string   `json:"path,omitempty"`
+	Type     string   `json:"type"`
+	To       []string `json:"to,omitempty"`
+	URL      string   `json:"url,omitempty"`
+	Path     string   `json:"path,omitempty"`
+	Password string   `json:"password,omitempty"`
+}
+
+// PasswordEnvPrefix starts the name of every environment variable a target's password
+// may be read from: a schedule's owner may not encrypt a file with another secret of
+// the server (its database's password, say), which they could then try to guess offline
+// from the file.
+const PasswordEnvPrefix = "SHEETQ_PASSWORD_"
+
+// passwordEnvRe is a variable a password may be read from.
+var passwordEnvRe = regexp.MustCompile(`^SHEETQ_PASSWORD_[A-Za-z0-9_]+$`)
+
+// checkPasswordRef says what is wrong with a target's "password": it must say where the
+// password is, never be the password (and so is never quoted back).
+func checkPasswordRef(ref string) error {
+	if name, ok := strings.CutPrefix(ref, "env:"); ok {
+		if !passwordEnvRe.MatchString(name) {
+			return errors.New(`"password": env: names a variable whose name starts with ` + PasswordEnvPrefix + `, such as env:SHEETQ_PASSWORD_PAYROLL`)
+		}
+		return nil
+	}
+	if path, ok := strings.CutPrefix(ref, "file:"); ok {
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsFunc(path, unicode.IsControl) {
+			return errors.New(`"password": file: names an absolute, clean path of a file that holds the password`)
+		}
+		return nil
+	}
+	return errors.New(`"password" says where the password is, env:SHEETQ_PASSWORD_<NAME> or file:PATH, never the password itself (a schedule is not the place to keep it)`)
 }
 
 // MaxTargets bounds a schedule's list: a schedule is not a mailing list.
@@ -102,6 +137,14 @@ func (e *TargetError) Unwrap() error { return e.Err }
 // Check says what is wrong with t on its own (the server's settings, such as the
 // folders it may write to, are checked where they are known).
 func (t Target) Check() error {
+	if t.Password != "" {
+		if t.Type == TypeWebhook {
+			return errors.New(`a webhook target carries no file, so it takes no "password"`)
+		}
+		if err := checkPasswordRef(t.Password); err != nil {
+			return err
+		}
+	}
 	switch t.Type {
 	case TypeEmail:
 		if len(t.To) == 0 || len(t.To) > MaxRecipients || t.URL != "" || t.Path != "" {
