@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,6 +33,14 @@ func (e *SaveError) Unwrap() error { return e.Err }
 // the current folder) through out.part, checks its sha256 against the job's, and
 // returns the name it saved. Network errors and 5xx answers are tried up to 3 times.
 func (c *Client) Download(ctx context.Context, job Job, out string) (string, error) {
+	return c.DownloadEncrypted(ctx, job, out, "")
+}
+
+// DownloadEncrypted is Download of the file encrypted with password (POST
+// /api/v1/exports/{id}/file); "" is the plain file. An encrypted file is new bytes on
+// every download, so it is checked against its announced size and for the compound
+// file it must be, not against the export's sha256.
+func (c *Client) DownloadEncrypted(ctx context.Context, job Job, out, password string) (string, error) {
 	if job.File == nil {
 		return "", errors.New("the server reports no file for export " + job.ID)
 	}
@@ -48,7 +57,7 @@ func (c *Client) Download(ctx context.Context, job Job, out string) (string, err
 			case <-time.After(time.Duration(attempt) * time.Second):
 			}
 		}
-		name, err := c.downloadOnce(ctx, path, job, out)
+		name, err := c.downloadOnce(ctx, path, job, out, password)
 		if err == nil {
 			return name, nil
 		}
@@ -61,8 +70,12 @@ func (c *Client) Download(ctx context.Context, job Job, out string) (string, err
 	return "", lastErr
 }
 
-func (c *Client) downloadOnce(ctx context.Context, path string, job Job, out string) (string, error) {
-	resp, err := c.Request(ctx, http.MethodGet, path, nil, nil)
+func (c *Client) downloadOnce(ctx context.Context, path string, job Job, out, password string) (string, error) {
+	method, body := http.MethodGet, any(nil)
+	if password != "" {
+		method, body = http.MethodPost, map[string]string{"password": password}
+	}
+	resp, err := c.Request(ctx, method, path, body, nil)
 	if err != nil {
 		return "", err
 	}
@@ -97,7 +110,12 @@ func (c *Client) downloadOnce(ctx context.Context, path string, job Job, out str
 		os.Remove(part)
 		return "", err
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, job.File.SHA256) {
+	if password != "" {
+		if err := checkEncrypted(part, n, resp.ContentLength); err != nil {
+			os.Remove(part)
+			return "", err
+		}
+	} else if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, job.File.SHA256) {
 		os.Remove(part)
 		return "", fmt.Errorf("%w: sha256 %s (%d bytes), the server says %s (%d bytes)", ErrCorrupt, sum, n, job.File.SHA256, job.File.Size)
 	}
@@ -106,4 +124,22 @@ func (c *Client) downloadOnce(ctx context.Context, path string, job Job, out str
 		return "", &SaveError{err}
 	}
 	return out, nil
+}
+
+// checkEncrypted checks a saved encrypted download: as long as the server announced,
+// and an OLE compound file, as every encrypted workbook is.
+func checkEncrypted(path string, n, announced int64) error {
+	if announced >= 0 && n != announced {
+		return fmt.Errorf("%w: %d bytes, the server announced %d", ErrCorrupt, n, announced)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return &SaveError{err}
+	}
+	defer f.Close()
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, []byte{0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1}) {
+		return fmt.Errorf("%w: the file is not an encrypted workbook", ErrCorrupt)
+	}
+	return nil
 }
