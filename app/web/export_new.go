@@ -213,6 +213,9 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 				fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."
 			}
 		}
+		if rep.Encrypt && format == export.FormatCSV {
+			fieldErrs[formatField] = "This report's files are handed out only encrypted with a password, which a CSV file cannot be: Excel workbook is chosen instead."
+		}
 		endForeground()
 		f := exportForm(rep, form, fieldErrs, key, loc)
 		lockAccountFields(ctx, &f, rep)
@@ -438,12 +441,16 @@ func sentence(msg string) string {
 // with the errors by field.
 func exportForm(rep export.Report, form map[string][]string, errs map[string]string, key string, loc *time.Location) ui.ExportForm {
 	f := ui.ExportForm{Report: rep.ID, Title: cmp.Or(rep.Title, rep.ID), Description: rep.Description, Key: key,
-		Format: export.FormatXLSX, FormatError: errs[formatField]}
+		Format: export.FormatXLSX, FormatError: errs[formatField], EncryptOnly: rep.Encrypt}
 	if form != nil {
 		if vs := form[formatField]; len(vs) > 0 {
 			f.Format = vs[0]
 		}
 		f.BOM = bomChecked(form[bomField])
+	}
+	if f.EncryptOnly && f.Format == export.FormatCSV {
+		// csv is not offered: the form shows the choice it will send.
+		f.Format, f.BOM = export.FormatXLSX, false
 	}
 	for _, p := range rep.Params {
 		fd := ui.Field{Name: formField(p.Name), Label: cmp.Or(p.Label, p.Name), Required: p.Default == nil, Error: errs[p.Name]}

@@ -38,7 +38,7 @@ func (p *Pages) reportsPage(w http.ResponseWriter, r *http.Request) error {
 // reportView is a report as the reports page shows it.
 func reportView(rj exports.Report) ui.ReportView {
 	v := ui.ReportView{ID: rj.ID, Title: rj.Title, Description: rj.Description, Source: rj.Source,
-		Sheet: rj.Sheet, File: rj.File, SQL: rj.SQL}
+		Sheet: rj.Sheet, File: rj.File, SQL: rj.SQL, Encrypt: rj.Encrypt}
 	for _, p := range rj.Params {
 		pv := ui.ParamView{Name: p.Name, Type: string(p.Type), Label: p.Label}
 		switch {
