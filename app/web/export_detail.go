@@ -20,18 +20,31 @@ import (
 // exportPage is GET /exports/{id}: the export's state, parameters, timings, file and
 // timeline, with the actions that apply.
 func (p *Pages) exportPage(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	id := r.PathValue("id")
-	m := p.meta(ctx, "", id) // before reading: the stream replays what follows it
+	m := p.meta(r.Context(), "", r.PathValue("id")) // before reading: the stream replays what follows it
 	j, err := p.loadPageJob(r)
 	if err != nil {
 		return err
 	}
-	evs, err := p.store.Events(ctx, j.ID)
+	return p.renderExport(w, r, m, j, http.StatusOK, ui.EncryptForm{})
+}
+
+// renderExport writes export j's page with status; form is the state of its "Download
+// with a password" (the error of the last try).
+func (p *Pages) renderExport(w http.ResponseWriter, r *http.Request, m ui.Meta, j store.Job, status int, form ui.EncryptForm) error {
+	evs, err := p.store.Events(r.Context(), j.ID)
 	if err != nil {
 		return err
 	}
-	p.render(w, r, http.StatusOK, ui.ExportDetail(m, p.jobDetail(j, evs, p.store.Now(), p.times(r))))
+	d := p.jobDetail(j, evs, p.store.Now(), p.times(r))
+	switch {
+	case form.Error == "":
+	case d.Encrypt != nil:
+		form.Open = true
+		*d.Encrypt = form
+	default:
+		d.FileError = form.Error
+	}
+	p.render(w, r, status, ui.ExportDetail(m, d))
 	return nil
 }
 
@@ -92,6 +105,9 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time, tz ui.T
 	}
 	if jj.File != nil {
 		d.FileName, d.FileSize, d.FileSHA = jj.File.Name, ui.Size(jj.File.Size)+" ("+ui.Count(jj.File.Size)+" bytes)", jj.File.SHA256
+		if p.cfg.EncryptedFile != nil && jj.Format == export.FormatXLSX {
+			d.Encrypt = &ui.EncryptForm{Open: d.Row.EncryptOnly}
+		}
 	}
 	if jj.Error != nil {
 		d.ErrorCode, d.ErrorMessage = jj.Error.Code, jj.Error.Message

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"sheetq/app/api"
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
 	"sheetq/app/schedules"
@@ -40,6 +41,9 @@ type testOpts struct {
 	Log io.Writer
 	// OnSignIn is the middleware's sign-in hook (the audit log's).
 	OnSignIn func(context.Context, middleware.SignInEvent) error
+	// API serves the JSON API beside the pages on one mux, as the app does, and gives
+	// the pages its EncryptedFile (the export page's "Download with a password").
+	API bool
 }
 
 // testServer is the pages over real parts, with its handler served by httptest.
@@ -72,12 +76,22 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 		Refused: func(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 			pages.RenderError(w, r, status, title, message)
 		}})
-	pages = web.New(web.Config{
+	cfg := web.Config{
 		Exports: p.Exports, Catalog: p.Catalog, Gate: p.Engine.Config().Gate, Middleware: mw,
 		DataDir: p.Dir.Root, ReportsDir: p.Dir.Reports(), Version: "test", Log: p.Log,
 		Problems: p.Problems(), Schedules: p.Schedules, Metrics: p.Metrics,
-	})
+	}
 	mux := http.NewServeMux()
+	if opts.API {
+		a := api.New(api.Config{
+			Exports: p.Exports, Catalog: p.Catalog, Gate: p.Engine.Config().Gate, Middleware: mw,
+			Metrics: p.Metrics, DataDir: p.Dir.Root, ExportsDir: p.Dir.Exports(), Version: "test", Log: p.Log,
+			Problems: p.Problems(), Schedules: p.Schedules,
+		})
+		a.Routes(mux)
+		cfg.EncryptedFile = a.EncryptedFile
+	}
+	pages = web.New(cfg)
 	pages.Routes(mux)
 	mux.Handle("GET /assets/", assets.Handler())
 
@@ -90,7 +104,8 @@ func newTestServer(t *testing.T, opts testOpts) *testServer {
 	return &testServer{Client: c, t: t, parts: p, dir: p.Dir, store: p.Store, engine: p.Engine, sched: p.Schedules, svc: p.Exports}
 }
 
-// The pages' server has no API: exports are made and read through the exports service.
+// The pages' server has no API unless testOpts.API: exports are made and read through
+// the exports service.
 
 func (ts *testServer) create(body string) apiv1.Job {
 	ts.t.Helper()

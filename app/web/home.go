@@ -205,6 +205,9 @@ func (p *Pages) jobRow(j store.Job, now time.Time, tz ui.Times) ui.JobRow {
 		Created: tz.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
 		CancelRequested: jj.CancelRequested, CreatedBy: j.CreatedBy, Ran: ranOf(j, now)}
 	row.ParamSummary, row.ParamFull = paramSummary(jj.Params, rep.Params)
+	if row.DownloadURL != "" && encryptOnly(j) {
+		row.DownloadURL, row.EncryptOnly = "", true // its plain file is refused (403)
+	}
 	if jj.Format != "" && jj.Format != export.FormatXLSX {
 		row.Format = strings.ToUpper(jj.Format)
 	}

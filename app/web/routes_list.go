@@ -9,4 +9,7 @@ func (p *Pages) listRoutes(mux problem.Mux) {
 	h := p.handle
 	mux.HandleFunc("POST /exports/{id}/delete", h(p.deleteExportForm))
 	mux.HandleFunc("POST /exports/bulk", h(p.bulkExportsForm))
+	if p.cfg.EncryptedFile != nil {
+		mux.HandleFunc("POST /exports/{id}/file", h(p.encryptedFileForm))
+	}
 }
