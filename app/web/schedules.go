@@ -89,7 +89,9 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 			if j.ProgressRows == 1 {
 				f.Rows = "1 row"
 			}
-			f.DownloadURL = jj.DownloadURL
+			if !encryptOnly(j) { // else its link to the export page asks for a password
+				f.DownloadURL = jj.DownloadURL
+			}
 		}
 		if jj.File != nil {
 			f.Size = ui.Size(jj.File.Size)
