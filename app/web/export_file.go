@@ -1,14 +1,11 @@
 package web
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
 	"sheetq/app/problem"
 	"sheetq/internal/officecrypt"
-	"sheetq/jobs/export"
-	"sheetq/store"
 	"sheetq/ui"
 )
 
@@ -68,13 +65,4 @@ func noFileWords(prob *problem.Problem) string {
 		return "the file is no longer on the server. Run the export again."
 	}
 	return sentence(prob.Detail)
-}
-
-// encryptOnly says whether export j's file may leave the server only encrypted with a
-// password: its report said "-- encrypt: required" when the export was accepted (the
-// report in its args, export.Args.EncryptRequired), whatever the report says now.
-func encryptOnly(j store.Job) bool {
-	var a export.Args
-	_ = json.Unmarshal(j.Args, &a) // as GET /api/v1/exports/{id}/file reads them
-	return a.EncryptRequired()
 }

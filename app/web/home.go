@@ -205,9 +205,8 @@ func (p *Pages) jobRow(j store.Job, now time.Time, tz ui.Times) ui.JobRow {
 		Created: tz.Minute(j.CreatedAt), CreatedISO: ui.ISO(j.CreatedAt), DownloadURL: jj.DownloadURL,
 		CancelRequested: jj.CancelRequested, CreatedBy: j.CreatedBy, Ran: ranOf(j, now)}
 	row.ParamSummary, row.ParamFull = paramSummary(jj.Params, rep.Params)
-	if row.DownloadURL != "" && encryptOnly(j) {
-		row.DownloadURL, row.EncryptOnly = "", true // its plain file is refused (403)
-	}
+	// A file handed out only encrypted has no plain link (JobJSON leaves it out).
+	row.EncryptOnly = jj.EncryptRequired && j.Status == store.StatusSucceeded && jj.File != nil
 	if jj.Format != "" && jj.Format != export.FormatXLSX {
 		row.Format = strings.ToUpper(jj.Format)
 	}

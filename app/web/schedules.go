@@ -89,9 +89,7 @@ func (p *Pages) schedulePage(w http.ResponseWriter, r *http.Request) error {
 			if j.ProgressRows == 1 {
 				f.Rows = "1 row"
 			}
-			if !encryptOnly(j) { // else its link to the export page asks for a password
-				f.DownloadURL = jj.DownloadURL
-			}
+			f.DownloadURL = jj.DownloadURL // none when only encrypted: the export page asks for a password
 		}
 		if jj.File != nil {
 			f.Size = ui.Size(jj.File.Size)

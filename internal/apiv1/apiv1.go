@@ -35,8 +35,12 @@ type Job struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// Error is the last attempt's error; a retrying job keeps it, a SUCCEEDED one has none.
 	Error *Error `json:"error,omitempty"`
-	// DownloadURL is where a SUCCEEDED job's file is served.
+	// DownloadURL is where a SUCCEEDED job's file is served; none when the file is only
+	// handed out encrypted (EncryptRequired).
 	DownloadURL string `json:"download_url,omitempty"`
+	// EncryptRequired says that the report requires its files encrypted ("-- encrypt:
+	// required"): POST /api/v1/exports/{id}/file with a password serves it.
+	EncryptRequired bool `json:"encrypt_required,omitempty"`
 	// File describes a SUCCEEDED job's file.
 	File     *File    `json:"file,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`

@@ -19,7 +19,14 @@ import (
 // through), so that a schedule may email. Everything stops when the test ends.
 func startApp(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	url, _ := startAppWithData(t)
+	return url
+}
+
+// startAppWithData is startApp that also returns the server's data directory.
+func startAppWithData(t *testing.T) (url, dir string) {
+	t.Helper()
+	dir = t.TempDir()
 	cfg := app.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, ReportsDir: filepath.Join(dir, "reports"), Version: "test",
 		File:   &app.FileConfig{SMTP: deliver.SMTP{Host: "smtp.example.com", From: "sheetq <reports@example.com>"}},
@@ -41,7 +48,7 @@ func startApp(t *testing.T) string {
 	// Runs before hs.Close (cleanups run last first): Stop ends the event streams, so
 	// Close does not wait for them.
 	t.Cleanup(a.Stop)
-	return hs.URL
+	return hs.URL, dir
 }
 
 // eventually fails the test unless cond holds within d, checking every 10 ms.

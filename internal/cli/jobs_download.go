@@ -85,6 +85,9 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // download saves job's file as out and says so: "saved FILE (N bytes, sha256 ...)", or
 // with asJSON the job as the server has it now.
 func download(ctx context.Context, c *client.Client, job client.Job, out string, asJSON bool, stdout io.Writer) error {
+	if job.EncryptRequired {
+		return exitError{exitFailed, fmt.Errorf("export %s's report hands out its files only encrypted: sheetq jobs download %s --password (or --password-file FILE)", job.ID, job.ID)}
+	}
 	path, err := c.Download(ctx, job, out)
 	if err != nil {
 		if ctx.Err() != nil {

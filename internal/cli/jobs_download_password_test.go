@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xuri/excelize/v2"
+
+	"sheetq/internal/apptest"
 )
 
 // jobs download --password-file saves the file encrypted with the file's password,
@@ -63,4 +66,32 @@ func TestJobsDownloadWithAPassword(t *testing.T) {
 		}
 		oneErrLine(t, strings.Join(tc.args, " "), stderr)
 	}
+}
+
+// An export of a report that requires encryption is downloaded only with a password:
+// without one, jobs download says how, in one line, exit 1.
+func TestJobsDownloadOfAnEncryptOnlyReport(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	srv, data := startAppWithData(t)
+	if err := os.MkdirAll(filepath.Join(data, "reports"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	report := "-- title: Salaries\n-- source: demo\n-- encrypt: required\n-- param: rows int \"Rows\" = 5\nSELECT :rows;\n"
+	if err := os.WriteFile(filepath.Join(data, "reports", "salaries.sql"), []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	apptest.WaitFor(t, 10*time.Second, func() (bool, string) {
+		stdout, stderr, code := runCLI(t, "export", "salaries", "--server", srv)
+		id = strings.TrimSpace(stdout)
+		return code == 0, stderr
+	})
+	if _, stderr, code := runCLI(t, "jobs", "wait", id, "--server", srv); code != 0 {
+		t.Fatalf("jobs wait: exit %d %s", code, stderr)
+	}
+	_, stderr, code := runCLI(t, "jobs", "download", id, "-o", filepath.Join(t.TempDir(), "x.xlsx"), "--server", srv)
+	if code != 1 || !strings.Contains(stderr, "--password") {
+		t.Fatalf("a plain download: exit %d %q", code, stderr)
+	}
+	oneErrLine(t, "plain download", stderr)
 }

@@ -51,7 +51,11 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if j.File != nil {
 			row("file", fmt.Sprintf("%s (%d bytes)", client.OneLine(j.File.Name), j.File.Size))
 			row("sha256", j.File.SHA256)
-			row("download", c.Base()+j.DownloadURL)
+			if j.DownloadURL != "" {
+				row("download", c.Base()+j.DownloadURL)
+			} else if j.EncryptRequired {
+				row("download", "only encrypted: sheetq jobs download "+j.ID+" --password")
+			}
 		}
 		return tw.Flush()
 	})

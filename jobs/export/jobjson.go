@@ -57,8 +57,12 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 	}
 	out.Warnings = j.Warnings
 	out.CancelRequested = j.CancelRequested && j.Status == store.StatusProcessing
+	out.EncryptRequired = args.EncryptRequired()
 	if j.Status == store.StatusSucceeded && j.FileName != "" {
-		out.DownloadURL = base + apiv1.FilePath(j.ID)
+		if !out.EncryptRequired {
+			// Its file is only POSTed for with a password: a GET of this link is 403.
+			out.DownloadURL = base + apiv1.FilePath(j.ID)
+		}
 		out.File = &apiv1.File{Name: DownloadName(args, j), Size: j.FileSize, SHA256: j.FileSHA256}
 	}
 	return out
@@ -80,6 +84,7 @@ type argsShown struct {
 	Args
 	Spec *struct {
 		Filename string `json:"filename"`
+		Encrypt  bool   `json:"encrypt"`
 	} `json:"spec"`
 }
 
@@ -90,7 +95,7 @@ func shownArgs(raw json.RawMessage) Args {
 	_ = json.Unmarshal(raw, &v)
 	a := v.Args
 	if v.Spec != nil {
-		a.Spec = &Report{Filename: v.Spec.Filename}
+		a.Spec = &Report{Filename: v.Spec.Filename, Encrypt: v.Spec.Encrypt}
 	}
 	return a
 }
