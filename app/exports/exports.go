@@ -73,7 +73,7 @@ func (s *Service) ValidateAs(who access.Who, report string, params map[string]an
 		return args, p
 	}
 	if err == nil {
-		if args, err = args.WithFormat(format, bom); err != nil {
+		if args, err = args.WithFile(export.FileOptions{Format: format, BOM: bom}); err != nil {
 			return args, problem.New(http.StatusUnprocessableEntity, "invalid_format", err.Error())
 		}
 		return args, nil

@@ -191,7 +191,7 @@ func (s *Service) check(who access.Who, in Input, limits *access.Who, prev []del
 	if limits != nil {
 		errs = append(errs, s.checkLimits(*limits, in.Deliver, prev)...)
 	}
-	if _, err := (export.Args{}).WithFormat(in.Format, in.BOM); err != nil {
+	if _, err := (export.Args{}).WithFile(export.FileOptions{Format: in.Format, BOM: in.BOM}); err != nil {
 		errs = append(errs, &InputError{Field: "format", Message: err.Error()})
 	}
 	in.Params = s.typedParams(in.Report, in.Params)

@@ -207,7 +207,7 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 		fieldErrs := p.fieldErrors(ctx, rep, params)
 		// Checked on its own too, so that a wrong format shows beside wrong params; the
 		// API's detail names its JSON fields, the form names its own.
-		if _, err := (export.Args{}).WithFormat(format, bom); err != nil {
+		if _, err := (export.Args{}).WithFile(export.FileOptions{Format: format, BOM: bom}); err != nil {
 			fieldErrs[formatField] = "Choose Excel workbook or CSV."
 			if bom && format != export.FormatCSV {
 				fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."
