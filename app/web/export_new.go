@@ -202,12 +202,13 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	defer endForeground()
 	params := formParams(rep.Params, form, loc)
 	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
-	args, prob := p.exports.Validate(ctx, rep.ID, params, format, bom)
+	file := export.FileOptions{Format: format, BOM: bom}
+	args, prob := p.exports.Validate(ctx, rep.ID, params, file)
 	if prob != nil {
 		fieldErrs := p.fieldErrors(ctx, rep, params)
 		// Checked on its own too, so that a wrong format shows beside wrong params; the
 		// API's detail names its JSON fields, the form names its own.
-		if _, err := (export.Args{}).WithFile(export.FileOptions{Format: format, BOM: bom}); err != nil {
+		if _, err := (export.Args{}).WithFile(file); err != nil {
 			fieldErrs[formatField] = "Choose Excel workbook or CSV."
 			if bom && format != export.FormatCSV {
 				fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."

@@ -254,7 +254,7 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	switch a.Format {
 	case "":
 	case FormatCSV:
-		return writeCSV(ctx, out, src, q, csvOptions{bom: a.BOM, keepFormulas: a.CSVFormulas == CSVKeep,
+		return writeCSV(ctx, out, src, q, csvOptions{bom: a.BOM, keepFormulas: a.KeepsFormulas(),
 			progress: run.Progress, warn: run.Warn, yield: run.Yield})
 	default:
 		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)

@@ -86,6 +86,10 @@ func (a Args) WithFile(f FileOptions) (Args, error) {
 	return a, nil
 }
 
+// KeepsFormulas reports whether the args' file is csv with its text fields written as
+// the source held them (CSVKeep); anything else in CSVFormulas neutralises.
+func (a Args) KeepsFormulas() bool { return a.Format == FormatCSV && a.CSVFormulas == CSVKeep }
+
 // FileFormat is the format the args' file is written in: FormatXLSX or FormatCSV.
 func (a Args) FileFormat() string {
 	if a.Format == FormatCSV {
