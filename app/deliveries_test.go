@@ -23,6 +23,7 @@ import (
 
 	"sheetq/internal/apptest"
 	"sheetq/jobs/deliver"
+	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 )
@@ -147,7 +148,7 @@ func newDeliveryServer(t *testing.T, fc FileConfig, opts testOpts, tweak func(a 
 // schedule's id and time and its delivery targets in the args.
 func (ts *testServer) scheduledExport(rows int, targets ...deliver.Target) string {
 	ts.t.Helper()
-	args, prob := ts.exports.Validate(context.Background(), "demo", map[string]any{"rows": rows}, "", false)
+	args, prob := ts.exports.Validate(context.Background(), "demo", map[string]any{"rows": rows}, export.FileOptions{})
 	if prob != nil {
 		ts.t.Fatalf("validate: %+v", prob)
 	}

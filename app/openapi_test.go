@@ -239,6 +239,11 @@ func TestOpenAPIMatchesTheServer(t *testing.T) {
 	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: cid, status: 200, checkRequest: true})
 	c.do(exchange{op: "GET /api/v1/exports/{id}/file", vars: cid, status: 200, checkRequest: true})
 	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"report":"demo","format":"pdf"}`), status: 422, code: "invalid_format"})
+	// Formulas kept: the request, and the job that says so; "keep" with xlsx is refused.
+	kept := apptest.DecodeJob(t, c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader,
+		body: []byte(`{"report":"demo","params":{"rows":3},"format":"csv","csv_formulas":"keep"}`), status: 202, checkRequest: true}))
+	c.do(exchange{op: "GET /api/v1/exports/{id}", vars: map[string]string{"id": kept.ID}, status: 200, checkRequest: true})
+	c.do(exchange{op: "POST /api/v1/exports", header: jsonHeader, body: []byte(`{"report":"demo","csv_formulas":"keep"}`), status: 422, code: "invalid_format"})
 
 	// A slow job: not finished, cancelled, retried, cancelled again, deleted.
 	slow := c.ts.Create(`{"report":"demo","params":{"rows":1000,"seconds":600}}`)

@@ -192,39 +192,48 @@ func TestBrowserNewcomerEstimate(t *testing.T) {
 	}
 }
 
-// Item 5: the byte order mark box is disabled, and says why, unless CSV is chosen: with
-// the script as the format changes, and in the markup without it.
+// Item 5: the byte order mark box (and the New export form's box that keeps formulas,
+// issue 41) is disabled, and says why, unless CSV is chosen: with the script as the
+// format changes, and in the markup without it.
 func TestBrowserNewcomerBOM(t *testing.T) {
 	p := startBinary(t, sampleWithRelay(t), nil)
-	for _, path := range []string{"/exports/new?report=demo", "/schedules/new?report=demo"} {
+	boxes := map[string][]string{
+		"/exports/new?report=demo":   {"file-bom", "file-csv-formulas"},
+		"/schedules/new?report=demo": {"file-bom"},
+	}
+	for path, ids := range boxes {
 		res, err := http.Get(p.url + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		html, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		box := regexp.MustCompile(`<input[^>]*id="file-bom"[^>]*>`).FindString(string(html))
-		if !strings.Contains(box, " disabled") {
-			t.Errorf("%s without script: the BOM box %s is enabled with Excel chosen", path, box)
+		for _, id := range ids {
+			box := regexp.MustCompile(`<input[^>]*id="` + id + `"[^>]*>`).FindString(string(html))
+			if !strings.Contains(box, " disabled") {
+				t.Errorf("%s without script: the box %s is enabled with Excel chosen", path, box)
+			}
 		}
 	}
 	b := newTab(t, p.url)
-	disabled := `document.querySelector(` + js(tid("file-bom")) + `).disabled`
 	for _, w := range widths {
 		b.at(w.name, w.width)
 		for _, path := range []string{"/exports/new?report=demo", "/schedules/new?report=demo"} {
 			b.open(path)
 			b.waitVisible(tid("file-bom"), stepTimeout)
-			if !mustEval[bool](b, disabled) {
-				t.Errorf("%s %s: the BOM box is enabled with Excel chosen", w.name, path)
+			for _, id := range boxes[path] {
+				disabled := `document.querySelector(` + js(tid(id)) + `).disabled`
+				if !mustEval[bool](b, disabled) {
+					t.Errorf("%s %s: the box %s is enabled with Excel chosen", w.name, path, id)
+				}
+				if got := b.text(`#help-` + id); !strings.Contains(got, "Only for CSV") {
+					t.Errorf("%s %s: the box %s's help %q", w.name, path, id, got)
+				}
+				b.setField(tid("file-format"), "csv")
+				b.waitFor("the box "+id+" enabled", stepTimeout, "!"+disabled, nil)
+				b.setField(tid("file-format"), "xlsx")
+				b.waitFor("the box "+id+" disabled", stepTimeout, disabled, nil)
 			}
-			if got := b.text(`#help-file-bom`); !strings.Contains(got, "Only for CSV") {
-				t.Errorf("%s %s: the BOM box's help %q", w.name, path, got)
-			}
-			b.setField(tid("file-format"), "csv")
-			b.waitFor("the BOM box enabled", stepTimeout, "!"+disabled, nil)
-			b.setField(tid("file-format"), "xlsx")
-			b.waitFor("the BOM box disabled", stepTimeout, disabled, nil)
 		}
 	}
 }

@@ -15,16 +15,19 @@ import (
 	"sheetq/app/exports"
 	"sheetq/app/middleware"
 	"sheetq/app/problem"
+	"sheetq/jobs/export"
 )
 
 type createRequest struct {
 	Report string         `json:"report"`
 	Params map[string]any `json:"params"`
 	// Format is the file's: "xlsx" (or absent) or "csv"; BOM, with csv only, starts
-	// the file with a UTF-8 byte order mark for Excel.
-	Format  string          `json:"format"`
-	BOM     bool            `json:"bom"`
-	Webhook *webhookRequest `json:"webhook,omitempty"`
+	// the file with a UTF-8 byte order mark for Excel; CSVFormulas is "neutralise" (or
+	// absent) or, with csv only, "keep" (export.Args.CSVFormulas).
+	Format      string          `json:"format"`
+	BOM         bool            `json:"bom"`
+	CSVFormulas string          `json:"csv_formulas"`
+	Webhook     *webhookRequest `json:"webhook,omitempty"`
 }
 
 // createExport accepts an export request: validate, store durably, then 202.
@@ -67,7 +70,8 @@ func (a *API) createExport(w http.ResponseWriter, r *http.Request) error {
 		return problem.New(http.StatusUnprocessableEntity, "missing_report",
 			`the body needs "report": the id of a report (see GET /api/v1/reports)`)
 	}
-	args, prob := a.exports.Validate(r.Context(), req.Report, req.Params, req.Format, req.BOM)
+	args, prob := a.exports.Validate(r.Context(), req.Report, req.Params,
+		export.FileOptions{Format: req.Format, BOM: req.BOM, CSVFormulas: req.CSVFormulas})
 	if prob != nil {
 		return prob
 	}

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"sheetq/app/api"
+	"sheetq/app/audit"
 	"sheetq/app/middleware"
 	"sheetq/app/schedules"
 	"sheetq/internal/apptest"
 	"sheetq/internal/datadir"
 	"sheetq/jobs"
+	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
 	"sheetq/store/sqlite"
@@ -37,6 +39,11 @@ type testOpts struct {
 	// Webhooks configures the webhook kind; the zero value has no secret, so a request
 	// with a webhook is refused.
 	Webhooks webhook.Config
+	// Sources are the export kind's sources beside the demo (apptest.Options.Sources).
+	Sources map[string]export.Source
+	// Audit records the exports' requests in an audit log, served at /api/v1/audit, as
+	// the app does; false keeps none.
+	Audit bool
 }
 
 // testServer is the API over real parts, with its handler served by httptest.
@@ -60,12 +67,17 @@ func openStore(dir datadir.Dir, now func() time.Time) (*store.Store, error) {
 func newTestServer(t *testing.T, opts testOpts) *testServer {
 	t.Helper()
 	p := apptest.NewParts(t, apptest.Options{Open: openStore, Now: opts.Now, Log: opts.Log,
-		MaxAttempts: opts.MaxAttempts, Webhooks: &opts.Webhooks})
+		MaxAttempts: opts.MaxAttempts, Webhooks: &opts.Webhooks, Sources: opts.Sources})
 	mw := p.Middleware(opts.Token, middleware.Config{})
+	var log *audit.Log
+	if opts.Audit {
+		log = audit.New(p.Store, p.Log)
+		p.Exports.Audit = log
+	}
 	a := api.New(api.Config{
 		Exports: p.Exports, Catalog: p.Catalog, Webhooks: p.Webhooks, Gate: p.Engine.Config().Gate, Middleware: mw,
 		Metrics: p.Metrics, DataDir: p.Dir.Root, ExportsDir: p.Dir.Exports(), Version: "test", Log: p.Log,
-		Problems: p.Problems(), Schedules: p.Schedules,
+		Problems: p.Problems(), Schedules: p.Schedules, Audit: log,
 	})
 	mux := http.NewServeMux()
 	a.Routes(mux)

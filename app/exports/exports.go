@@ -50,17 +50,17 @@ type Service struct {
 	Audit *audit.Log
 }
 
-// Validate checks a request for report with params, written in format ("" or "xlsx",
-// or "csv") with or without a BOM, for the API and the form alike, and returns the
-// canonical args, or the problem to show when the request is wrong.
-func (s *Service) Validate(ctx context.Context, report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
-	return s.ValidateAs(access.From(ctx), report, params, format, bom)
+// Validate checks a request for report with params, its file written as file asks
+// (format, BOM, csv formulas: export.Args.WithFile), for the API and the form alike,
+// and returns the canonical args, or the problem to show when the request is wrong.
+func (s *Service) Validate(ctx context.Context, report string, params map[string]any, file export.FileOptions) (export.Args, *problem.Problem) {
+	return s.ValidateAs(access.From(ctx), report, params, file)
 }
 
 // ValidateAs is Validate for who, which may not be the request's identity: a schedule's
 // owner at a firing. A report who may not run is unknown; its from=person.<attr> parameters take
 // who's attributes.
-func (s *Service) ValidateAs(who access.Who, report string, params map[string]any, format string, bom bool) (export.Args, *problem.Problem) {
+func (s *Service) ValidateAs(who access.Who, report string, params map[string]any, file export.FileOptions) (export.Args, *problem.Problem) {
 	var args export.Args
 	rep, err := s.Kind.Report(report)
 	if err == nil && !s.Policy.CanRun(who, rep.Access) {
@@ -73,7 +73,7 @@ func (s *Service) ValidateAs(who access.Who, report string, params map[string]an
 		return args, p
 	}
 	if err == nil {
-		if args, err = args.WithFormat(format, bom); err != nil {
+		if args, err = args.WithFile(file); err != nil {
 			return args, problem.New(http.StatusUnprocessableEntity, "invalid_format", err.Error())
 		}
 		if args.EncryptRequired() && args.Format == export.FormatCSV {
@@ -118,12 +118,13 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		// The spec snapshot is left out: a report edited between two retries of one
 		// request is still the same request.
 		// The webhook is part of the request; left out when absent, so hashes of requests
-		// without one are unchanged. So are the file's format and BOM (Args.Format is ""
-		// for xlsx): the same key asking for csv instead is another request.
+		// without one are unchanged. So are the file's format, BOM and csv formulas
+		// (Args.Format is "" for xlsx, Args.CSVFormulas "" for neutralised): the same key
+		// asking for csv instead, or for kept formulas, is another request.
 		canon, err := json.Marshal(struct {
 			export.Args
 			Webhook string `json:"webhook,omitempty"`
-		}{export.Args{Report: args.Report, Params: args.Params, Format: args.Format, BOM: args.BOM}, webhookURL})
+		}{export.Args{Report: args.Report, Params: args.Params, Format: args.Format, BOM: args.BOM, CSVFormulas: args.CSVFormulas}, webhookURL})
 		if err != nil {
 			return store.Job{}, false, err
 		}
@@ -136,7 +137,11 @@ func (s *Service) Enqueue(ctx context.Context, args export.Args, webhookURL, key
 		// The request's entry goes in the job's own transaction (group-committed with
 		// it): the export exists if and only if its entry does. A replay of an
 		// Idempotency-Key, answered with the export it made first, adds none.
-		nj.Audit = audit.EntryOf(ctx, audit.ExportRequested, audit.Entry{Report: args.Report, Detail: "format " + args.FileFormat()})
+		detail := "format " + args.FileFormat()
+		if args.KeepsFormulas() {
+			detail += ", formulas kept" // a file that may run formulas: worth finding in the log
+		}
+		nj.Audit = audit.EntryOf(ctx, audit.ExportRequested, audit.Entry{Report: args.Report, Detail: detail})
 	}
 	job, existed, err = s.Engine.Enqueue(ctx, nj)
 	if errors.Is(err, store.ErrAuditNotWritten) {

@@ -10,6 +10,7 @@ import (
 
 	"sheetq/app/schedules"
 	"sheetq/internal/apptest"
+	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/store/storetest"
 )
@@ -99,7 +100,7 @@ func TestFiringKeyIsNoClientsKey(t *testing.T) {
 		ctx := context.Background()
 		sc := h.create(schedules.Input{Report: "demo", Params: map[string]any{"rows": 1}, Cron: "* * * * *", TimeZone: "UTC"})
 		key := store.FiringKey(sc.ID, sc.NextRunAt)
-		args, prob := h.svc.Validate(context.Background(), "demo", map[string]any{"rows": 2}, "", false)
+		args, prob := h.svc.Validate(context.Background(), "demo", map[string]any{"rows": 2}, export.FileOptions{})
 		if prob != nil {
 			t.Fatal(prob)
 		}

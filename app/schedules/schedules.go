@@ -192,14 +192,14 @@ func (s *Service) check(who access.Who, in Input, limits *access.Who, prev []del
 	if limits != nil {
 		errs = append(errs, s.checkLimits(*limits, in.Deliver, prev)...)
 	}
-	if _, err := (export.Args{}).WithFormat(in.Format, in.BOM); err != nil {
+	if _, err := (export.Args{}).WithFile(export.FileOptions{Format: in.Format, BOM: in.BOM}); err != nil {
 		errs = append(errs, &InputError{Field: "format", Message: err.Error()})
 	}
 	in.Params = s.typedParams(in.Report, in.Params)
 	c := checked{in: in, spec: spec, who: who}
 	rep, _ := s.Exports.Kind.Report(in.Report)
 	errs = append(errs, encryptionErrors(rep, in)...)
-	switch _, prob := s.Exports.ValidateAs(who, in.Report, nil, "", false); {
+	switch _, prob := s.Exports.ValidateAs(who, in.Report, nil, export.FileOptions{}); {
 	case prob != nil && prob.Param == "":
 		errs = append(errs, problemError(prob)) // no report: its parameters cannot be checked
 	case !firing:
@@ -319,7 +319,7 @@ func (s *Service) args(c checked, t time.Time) (export.Args, error) {
 	if err != nil {
 		return export.Args{}, err
 	}
-	args, prob := s.Exports.ValidateAs(c.who, c.in.Report, params, c.in.Format, c.in.BOM)
+	args, prob := s.Exports.ValidateAs(c.who, c.in.Report, params, export.FileOptions{Format: c.in.Format, BOM: c.in.BOM})
 	if prob != nil {
 		return export.Args{}, InputErrors{problemError(prob)}
 	}

@@ -90,7 +90,7 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time, tz ui.T
 		CanRetry:  j.Status == store.StatusFailed || j.Status == store.StatusCanceled,
 		CanDelete: j.Status.Final()}
 	if _, ok := p.report(jj.Report); ok {
-		d.RunAgainURL = runAgainURL(jj.Report, jj.Params, jj.Format, jj.BOM)
+		d.RunAgainURL = runAgainURL(jj.Report, jj.Params, jj.Format, jj.BOM, jj.CSVFormulas)
 	}
 	if jj.ScheduleID != "" && jj.ScheduledFor != nil {
 		d.ScheduleID, d.ScheduledFor, d.ScheduledText = jj.ScheduleID, ui.ISO(*jj.ScheduledFor), tz.ClockNamed(*jj.ScheduledFor)
@@ -122,9 +122,10 @@ func (p *Pages) jobDetail(j store.Job, evs []store.Event, now time.Time, tz ui.T
 }
 
 // runAgainURL opens the New export form filled in: the report, each parameter under
-// its own name (queryField: "param.format" for a param named format), the format, and bom=1 when the file had a byte order mark (the form's
-// contract for query values).
-func runAgainURL(report string, params map[string]any, format string, bom bool) string {
+// its own name (queryField: "param.format" for a param named format), the format, bom=1
+// when the file had a byte order mark, and csv_formulas=keep when it kept formulas (the
+// form's contract for query values).
+func runAgainURL(report string, params map[string]any, format string, bom bool, csvFormulas string) string {
 	v := url.Values{"report": {report}}
 	for k, val := range params {
 		if val != nil {
@@ -136,6 +137,9 @@ func runAgainURL(report string, params map[string]any, format string, bom bool) 
 	}
 	if bom {
 		v.Set("bom", "1")
+	}
+	if csvFormulas != "" {
+		v.Set("csv_formulas", csvFormulas)
 	}
 	return "/exports/new?" + v.Encode()
 }

@@ -99,7 +99,7 @@ func (p *Pages) withEstimate(ctx context.Context, f *ui.ExportForm, rep export.R
 	f.Estimate = &e
 }
 
-// prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1 (the
+// prefill turns the query of /exports/new?report=ID&NAME=VALUE...&format=csv&bom=1&csv_formulas=keep (the
 // export page's "Run again with changes") into the form's values: a parameter named in
 // the query (under its queryField) takes its value as given, even a wrong one (Start export marks it), the
 // others keep their defaults; keys that name no parameter are ignored. A value given
@@ -138,6 +138,9 @@ func prefill(rep export.Report, q map[string][]string, loc *time.Location) map[s
 	}
 	if bomChecked(q["bom"]) {
 		form[bomField] = []string{"true"}
+	}
+	if keepChecked(q["csv_formulas"]) {
+		form[formulasField] = []string{export.CSVKeep}
 	}
 	return form
 }
@@ -201,16 +204,27 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	endForeground := p.cfg.Gate.Foreground()
 	defer endForeground()
 	params := formParams(rep.Params, form, loc)
-	format, bom := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField])
-	args, prob := p.exports.Validate(ctx, rep.ID, params, format, bom)
+	format, bom, keep := r.PostForm.Get(formatField), bomChecked(r.PostForm[bomField]), keepChecked(r.PostForm[formulasField])
+	file := export.FileOptions{Format: format, BOM: bom}
+	if keep {
+		file.CSVFormulas = export.CSVKeep
+	}
+	args, prob := p.exports.Validate(ctx, rep.ID, params, file)
 	if prob != nil {
 		fieldErrs := p.fieldErrors(ctx, rep, params)
 		// Checked on its own too, so that a wrong format shows beside wrong params; the
 		// API's detail names its JSON fields, the form names its own.
-		if _, err := (export.Args{}).WithFormat(format, bom); err != nil {
+		if _, err := (export.Args{}).WithFile(file); err != nil {
 			fieldErrs[formatField] = "Choose Excel workbook or CSV."
-			if bom && format != export.FormatCSV {
-				fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."
+			if format != export.FormatCSV {
+				switch {
+				case bom && keep:
+					fieldErrs[formatField] = "A byte order mark and kept formulas are only for CSV files: choose CSV, or clear the boxes below."
+				case bom:
+					fieldErrs[formatField] = "A byte order mark is only for CSV files: choose CSV, or clear the box below."
+				case keep:
+					fieldErrs[formatField] = "Kept formulas are only for CSV files: choose CSV, or clear the box below."
+				}
 			}
 		}
 		if rep.Encrypt && format == export.FormatCSV {
@@ -246,12 +260,13 @@ func (p *Pages) submitExportForm(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// The form's fields for the file's format and BOM (exports.Service.Validate). A param's
-// name has no '-' (a report file's param names are [a-z0-9_]), so these never collide
-// with one.
+// The form's fields for the file's format, BOM and csv formulas
+// (exports.Service.Validate). A param's name has no '-' (a report file's param names are
+// [a-z0-9_]), so these never collide with one.
 const (
-	formatField = "file-format"
-	bomField    = "file-bom"
+	formatField   = "file-format"
+	bomField      = "file-bom"
+	formulasField = "file-csv-formulas"
 )
 
 // formField is the name of a parameter's field in the New export form: its own name,
@@ -265,19 +280,19 @@ func formField(name string) string {
 }
 
 // queryField is formField for the query of /exports/new, whose own names are report,
-// format and bom (runAgainURL writes it, prefill reads it).
+// format, bom and csv_formulas (runAgainURL writes it, prefill reads it).
 func queryField(name string) string {
-	if name == "report" || name == "format" || name == "bom" {
+	if name == "report" || name == "format" || name == "bom" || name == "csv_formulas" {
 		return paramPrefix + name
 	}
 	return name
 }
 
 // byParam reads a posted form or the estimate's query into values by parameter name
-// (each from its formField), with the format and BOM fields as sent.
+// (each from its formField), with the format, BOM and formulas fields as sent.
 func byParam(rep export.Report, form map[string][]string) map[string][]string {
 	out := map[string][]string{}
-	for _, k := range []string{formatField, bomField} {
+	for _, k := range []string{formatField, bomField, formulasField} {
 		if vs, ok := form[k]; ok {
 			out[k] = vs
 		}
@@ -294,6 +309,17 @@ func byParam(rep export.Report, form map[string][]string) map[string][]string {
 // submitted: the last one sent counts.
 func bomChecked(vs []string) bool {
 	on, _ := formBool(vs).(bool) // 1, on, yes as for a bool parameter; any other word: no BOM
+	return on
+}
+
+// keepChecked reads the box that keeps a csv file's formulas, and the prefill query's
+// csv_formulas, as bomChecked reads its box: its own value "keep", or a word that checks
+// a box (1, on, yes, true), keeps them; anything else neutralises, the safe default.
+func keepChecked(vs []string) bool {
+	if len(vs) > 0 && strings.EqualFold(strings.TrimSpace(vs[len(vs)-1]), export.CSVKeep) {
+		return true
+	}
+	on, _ := formBool(vs).(bool)
 	return on
 }
 
@@ -447,6 +473,7 @@ func exportForm(rep export.Report, form map[string][]string, errs map[string]str
 			f.Format = vs[0]
 		}
 		f.BOM = bomChecked(form[bomField])
+		f.KeepFormulas = keepChecked(form[formulasField])
 	}
 	if f.EncryptOnly && f.Format == export.FormatCSV {
 		// csv is not offered: the form shows the choice it will send.

@@ -88,16 +88,20 @@ func TestJobRowWords(t *testing.T) {
 
 // Run again with changes opens the form with the form's query contract.
 func TestRunAgainURL(t *testing.T) {
-	u := runAgainURL("orders", map[string]any{"from": "2025-03-01", "limit": float64(10), "all": true}, "csv", true)
+	u := runAgainURL("orders", map[string]any{"from": "2025-03-01", "limit": float64(10), "all": true}, "csv", true, "keep")
 	parsed, err := url.Parse(u)
 	if err != nil || parsed.Path != "/exports/new" {
 		t.Fatalf("%q: %v", u, err)
 	}
 	q := parsed.Query()
-	for k, want := range map[string]string{"report": "orders", "from": "2025-03-01", "limit": "10", "all": "true", "format": "csv", "bom": "1"} {
+	for k, want := range map[string]string{"report": "orders", "from": "2025-03-01", "limit": "10", "all": "true", "format": "csv", "bom": "1", "csv_formulas": "keep"} {
 		if got := q.Get(k); got != want {
 			t.Errorf("%s=%q, want %q (in %s)", k, got, want, u)
 		}
+	}
+	// Neutralised formulas, the default, are not named.
+	if u := runAgainURL("orders", nil, "csv", false, ""); strings.Contains(u, "csv_formulas") {
+		t.Errorf("neutralised: %q names csv_formulas", u)
 	}
 }
 
@@ -108,12 +112,12 @@ func TestPrefillRepeatedValues(t *testing.T) {
 		{Name: "limit", Type: export.TypeInt},
 		{Name: "all", Type: export.TypeBool},
 	}}
-	q, err := url.ParseQuery("report=orders&limit=5&limit=7&all=false&all=true&format=csv&format=xlsx&bom=0&bom=1")
+	q, err := url.ParseQuery("report=orders&limit=5&limit=7&all=false&all=true&format=csv&format=xlsx&bom=0&bom=1&csv_formulas=no&csv_formulas=keep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	form := prefill(rep, q, time.UTC)
-	for k, want := range map[string]string{"limit": "5", "all": "true", formatField: "csv", bomField: "true"} {
+	for k, want := range map[string]string{"limit": "5", "all": "true", formatField: "csv", bomField: "true", formulasField: "keep"} {
 		if got := form[k]; len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
@@ -121,5 +125,12 @@ func TestPrefillRepeatedValues(t *testing.T) {
 	// The box's words are read as the posted form reads them (bomChecked): "no" is off.
 	if form := prefill(rep, url.Values{"bom": {"no"}}, time.UTC); form[bomField] != nil {
 		t.Errorf("bom=no prefilled the box: %q", form[bomField])
+	}
+	// So are csv_formulas': its own word keep, or a box's yes, keeps; neutralise, or
+	// any other word, does not.
+	for v, want := range map[string]bool{"keep": true, "KEEP": true, "1": true, "neutralise": false, "no": false, "sure": false} {
+		if form := prefill(rep, url.Values{"csv_formulas": {v}}, time.UTC); (form[formulasField] != nil) != want {
+			t.Errorf("csv_formulas=%s prefilled the box with %q, want it checked: %v", v, form[formulasField], want)
+		}
 	}
 }

@@ -522,6 +522,76 @@ func TestUINewExportFormFormat(t *testing.T) {
 	}
 }
 
+// The New export form offers to keep a csv file's formulas, off (and, with xlsx
+// chosen, disabled) by default; the schedule form does not (a schedule's csv files are
+// always neutralised). Kept formulas with xlsx show the form again with an error beside
+// the format; with csv they make an export that keeps them, whose "Run again with
+// changes" opens the form with the box checked.
+func TestUINewExportFormKeepFormulas(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, testOpts{Idle: true})
+	doc := apptest.Page(t, ts.Get("/exports/new?report=demo"), http.StatusOK)
+	box := apptest.TID(doc, "file-csv-formulas")
+	if box.Length() != 1 || box.AttrOr("value", "") != "keep" {
+		t.Fatalf("the formulas box: %d, value %q", box.Length(), box.AttrOr("value", ""))
+	}
+	if _, on := box.Attr("checked"); on {
+		t.Error("the formulas box is checked by default")
+	}
+	if _, off := box.Attr("disabled"); !off {
+		t.Error("the formulas box is enabled with xlsx chosen")
+	}
+	if label := doc.Find(`label[for="file-csv-formulas"]`).Text(); !strings.Contains(label, "Keep formulas") {
+		t.Errorf("label %q", label)
+	}
+	if n := apptest.TID(apptest.Page(t, ts.Get("/schedules/new?report=demo"), http.StatusOK), "file-csv-formulas").Length(); n != 0 {
+		t.Error("the schedule form offers to keep formulas")
+	}
+	form := apptest.FormOf(t, doc)
+
+	bad := url.Values{}
+	for k, v := range form {
+		bad[k] = v
+	}
+	bad.Set("file-format", "xlsx")
+	bad.Set("file-csv-formulas", "keep")
+	doc = apptest.Page(t, ts.PostForm("/exports", bad, nil), http.StatusUnprocessableEntity)
+	if got := apptest.TID(doc, "error-file-format").Text(); !strings.Contains(got, "Kept formulas are only for CSV") {
+		t.Errorf("error-file-format %q", got)
+	}
+	if _, on := apptest.TID(doc, "file-csv-formulas").Attr("checked"); !on {
+		t.Error("the formulas box was not kept checked")
+	}
+	if n := ts.jobCount(); n != 0 {
+		t.Fatalf("kept formulas with xlsx made %d jobs", n)
+	}
+
+	for i, tc := range []struct {
+		box  string // the posted value; "" sends none (unchecked)
+		want string // the job's csv_formulas
+	}{{"keep", "keep"}, {"", ""}, {"on", "keep"}} {
+		form.Set("file-format", "csv")
+		form.Set("idempotency_key", "keep-formulas-000"+strconv.Itoa(i))
+		form.Del("file-csv-formulas")
+		if tc.box != "" {
+			form.Set("file-csv-formulas", tc.box)
+		}
+		res := ts.PostForm("/exports", form, nil)
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("submit %q: status %d; %s", tc.box, res.StatusCode, res.Body)
+		}
+		id := strings.TrimPrefix(res.Header.Get("Location"), "/exports/")
+		if j := ts.job(id); j.Format != "csv" || j.CSVFormulas != tc.want {
+			t.Fatalf("box %q: the form's job has format %q, csv_formulas %q; want csv, %q", tc.box, j.Format, j.CSVFormulas, tc.want)
+		}
+		again := apptest.TID(apptest.Page(t, ts.Get("/exports/"+id), http.StatusOK), "run-again-changes").AttrOr("href", "")
+		doc = apptest.Page(t, ts.Get(again), http.StatusOK)
+		if _, on := apptest.TID(doc, "file-csv-formulas").Attr("checked"); on != (tc.want == "keep") {
+			t.Errorf("box %q: run again (%s) checks the formulas box: %v", tc.box, again, on)
+		}
+	}
+}
+
 // The Reports page lists a report's columns and its download name pattern.
 func TestUIReportsPageShowsColumns(t *testing.T) {
 	t.Parallel()

@@ -495,20 +495,26 @@
     if (!reportsSource) watchReports();
   });
 
-  // The byte order mark box of the New export and schedule forms is for CSV only: it is
-  // enabled while CSV is chosen (the markup draws it disabled for Excel, without script).
-  function watchBOM() {
+  // The byte order mark box of the New export and schedule forms, and the New export
+  // form's box that keeps formulas, are for CSV only: they are enabled while CSV is
+  // chosen (the markup draws them disabled for Excel, without script).
+  function watchCSVBoxes() {
     var format = document.getElementById("file-format");
-    var bom = document.getElementById("file-bom");
-    if (!format || !bom) return;
-    var sync = function () { bom.disabled = format.value !== "csv"; };
+    if (!format) return;
+    var boxes = ["file-bom", "file-csv-formulas"].map(function (id) {
+      return document.getElementById(id);
+    }).filter(Boolean);
+    if (!boxes.length) return;
+    var sync = function () {
+      boxes.forEach(function (box) { box.disabled = format.value !== "csv"; });
+    };
     format.addEventListener("change", sync);
     format.addEventListener("input", sync);
     sync();
   }
 
   // The state stays "static" until the stream opens or fails: no banner flashes on load.
-  watchBOM();
+  watchCSVBoxes();
   connect();
   watchReports();
   watchQueue();

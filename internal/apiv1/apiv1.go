@@ -21,9 +21,12 @@ type Job struct {
 	Queue  string         `json:"queue,omitempty"`
 	Params map[string]any `json:"params"`
 	// Format is the file's format, "xlsx" or "csv"; BOM is set for a csv file that
-	// starts with a UTF-8 byte order mark.
+	// starts with a UTF-8 byte order mark; CSVFormulas is "keep" for a csv file whose
+	// text fields were written as the source held them, formulas included, and absent
+	// when they were neutralised (and for xlsx).
 	Format      string     `json:"format"`
 	BOM         bool       `json:"bom,omitempty"`
+	CSVFormulas string     `json:"csv_formulas,omitempty"`
 	Attempt     int        `json:"attempt"`
 	MaxAttempts int        `json:"max_attempts"`
 	Progress    Progress   `json:"progress"`

@@ -39,6 +39,9 @@ type Options struct {
 	// Webhooks, if set, configures the webhook kind, registered as the app registers it:
 	// without a secret, a request with a webhook is refused. Nil registers none.
 	Webhooks *webhook.Config
+	// Sources are the export kind's sources by name, as the config file's [sources]
+	// would open them, beside the built-in demo; nil: the demo alone.
+	Sources map[string]export.Source
 }
 
 // Parts are the real parts a handler stands on: a migrated store in t.TempDir(), the
@@ -73,7 +76,7 @@ func NewParts(t testing.TB, opts Options) *Parts {
 		t.Fatalf("start catalog: %v", err)
 	}
 	t.Cleanup(cat.Stop)
-	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Version: "test"})
+	kind := export.New(export.Config{TmpDir: dir.Tmp(), Library: cat, Sources: opts.Sources, Version: "test"})
 
 	m := metrics.New(st, log)
 	ecfg := EngineConfig()
@@ -180,7 +183,7 @@ func (p *Parts) CreateExport(body string) apiv1.Job {
 	if err := dec.Decode(&req); err != nil {
 		p.t.Fatalf("export request %s: %v", body, err)
 	}
-	args, prob := p.Exports.Validate(context.Background(), req.Report, req.Params, req.Format, false)
+	args, prob := p.Exports.Validate(context.Background(), req.Report, req.Params, export.FileOptions{Format: req.Format})
 	if prob != nil {
 		p.t.Fatalf("export request %s refused: %v", body, prob)
 	}

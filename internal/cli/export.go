@@ -16,7 +16,7 @@ import (
 	"sheetq/internal/durable"
 )
 
-// exportCmd runs `sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom]] [--wait] [-o FILE] [--json]`.
+// exportCmd runs `sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom] [--csv-formulas keep]] [--wait] [-o FILE] [--json]`.
 func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -28,16 +28,19 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		asJSON bool
 		format string
 		bom    bool
+		// formulas is the request's csv_formulas: "" (the server's default), neutralise or keep.
+		formulas string
 	)
 	cf.register(fs)
 	fs.Func("p", "report parameter `name=value` (repeatable)", paramFlag(params))
 	fs.StringVar(&format, "format", "", "the file's `format`: xlsx or csv (default xlsx)")
 	fs.BoolVar(&bom, "bom", false, "with --format csv, start the file with a UTF-8 byte order mark, for Excel")
+	fs.StringVar(&formulas, "csv-formulas", "", "with --format csv: `keep` writes text that starts with = + - @ as it is, formulas included; neutralise (the default) puts a ' in front, so that a spreadsheet does not run it")
 	fs.BoolVar(&wait, "wait", false, "wait for the export, showing its progress, and download the file")
 	fs.StringVar(&out, "o", "", "with --wait, save the file as `FILE` (default: the server's file name, in the current folder)")
 	fs.BoolVar(&asJSON, "json", false, "print the job as JSON (with --wait, the finished job; progress goes to stderr)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom]] [--wait] [-o FILE] [--json] [--server URL]
+		fmt.Fprintf(stderr, `Usage: sheetq export REPORT [-p name=value]... [--format xlsx|csv [--bom] [--csv-formulas keep]] [--wait] [-o FILE] [--json] [--server URL]
 
 Ask a running sheetq server for an export of REPORT. Without --wait it prints the job id.
 With --wait it follows the export's progress and downloads the file, checking its sha256.
@@ -69,6 +72,10 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return blameEnv(fs, usageError{fmt.Errorf("--format %q: want xlsx or csv", format)}, "format")
 	case bom && format != "csv":
 		return blameEnv(fs, usageError{errors.New("--bom needs --format csv")}, "bom", "format")
+	case formulas != "" && formulas != "neutralise" && formulas != "keep":
+		return blameEnv(fs, usageError{fmt.Errorf("--csv-formulas %q: want neutralise (the default) or keep", formulas)}, "csv-formulas")
+	case formulas == "keep" && format != "csv":
+		return blameEnv(fs, usageError{errors.New("--csv-formulas keep needs --format csv")}, "csv-formulas", "format")
 	}
 	if wait {
 		// Before any request: a path that cannot be written would otherwise be found
@@ -82,7 +89,7 @@ Flags (each also read from SHEETQ_<NAME>, e.g. SHEETQ_SERVER, SHEETQ_TOKEN):
 		return err
 	}
 
-	req := client.ExportRequest{Report: pos[0], Params: params, Format: format, BOM: bom}
+	req := client.ExportRequest{Report: pos[0], Params: params, Format: format, BOM: bom, CSVFormulas: formulas}
 	key := loadPendingKey(c.Base(), req)
 	if key.Resumed {
 		fmt.Fprintln(stderr, "sheetq: resuming the export an earlier run of this command started and did not see to its end")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -90,5 +91,55 @@ func TestExportFormat(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "jobs", "show", "c1", "--server", srv.URL)
 	if code != 0 || !strings.Contains(stdout, "format:") || !strings.Contains(stdout, "csv (with a UTF-8 BOM)") {
 		t.Fatalf("jobs show: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// export --csv-formulas keep, with --format csv, asks the real server for a csv file
+// that keeps formulas, which jobs show says; neutralise (the default) is accepted with
+// either format and shows nothing. A value other than neutralise or keep, or keep
+// without --format csv, exits 2 with one line before any request.
+func TestExportCSVFormulas(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	srv := startApp(t)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "csv", "--csv-formulas", "Keep"}, `--csv-formulas "Keep": want neutralise (the default) or keep`},
+		{[]string{"--format", "csv", "--csv-formulas", "yes"}, `--csv-formulas "yes": want neutralise (the default) or keep`},
+		{[]string{"--csv-formulas", "keep"}, "--csv-formulas keep needs --format csv"},
+		{[]string{"--format", "xlsx", "--csv-formulas", "keep"}, "--csv-formulas keep needs --format csv"},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"export", "demo", "--server", srv}, tc.args...)...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, stdout, stderr, tc.want)
+		}
+		oneErrLine(t, strings.Join(tc.args, " "), stderr)
+	}
+	if stdout, _, _ := runCLI(t, "jobs", "list", "--server", srv); stdout != "no exports\n" {
+		t.Fatalf("refused commands made exports: %q", stdout)
+	}
+
+	for _, tc := range []struct {
+		args   []string
+		format string // what jobs show says on its format line
+	}{
+		{[]string{"--format", "csv", "--csv-formulas", "keep"}, "csv (formulas kept)"},
+		{[]string{"--format", "csv", "--bom", "--csv-formulas", "keep"}, "csv (with a UTF-8 BOM, formulas kept)"},
+		{[]string{"--format", "csv", "--csv-formulas", "neutralise"}, "csv"},
+		{[]string{"--csv-formulas", "neutralise"}, "xlsx"},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"export", "demo", "-p", "rows=3", "--server", srv}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d, stdout %q, stderr %q", tc.args, code, stdout, stderr)
+		}
+		id := strings.TrimSpace(stdout)
+		stdout, stderr, code = runCLI(t, "jobs", "show", id, "--server", srv)
+		line := regexp.MustCompile(`(?m)^format: +` + regexp.QuoteMeta(tc.format) + `$`)
+		if code != 0 || !line.MatchString(stdout) {
+			t.Errorf("%q: jobs show: exit %d, stdout %q, stderr %q; want format %q", tc.args, code, stdout, stderr, tc.format)
+		}
 	}
 }

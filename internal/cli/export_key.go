@@ -45,6 +45,10 @@ func loadPendingKey(server string, req client.ExportRequest) pendingKey {
 	if req.BOM {
 		fmt.Fprint(h, "bom\x00")
 	}
+	// Kept formulas are another file; naming the default, neutralise, is not.
+	if req.CSVFormulas == "keep" {
+		fmt.Fprint(h, "csv_formulas=keep\x00")
+	}
 	pk := pendingKey{Key: rand.Text()}
 	dir, err := os.UserCacheDir()
 	if err != nil {

@@ -50,3 +50,28 @@ func TestPendingKeyResumesOnlyTheSameRequest(t *testing.T) {
 		t.Fatalf("after done: %+v, want a new key", next)
 	}
 }
+
+// Kept formulas are another file, so another request: a csv command with
+// --csv-formulas keep does not resume the key of one without, while naming the default,
+// neutralise, is the same request as naming nothing.
+func TestPendingKeyCoversCSVFormulas(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	csvReq := func(formulas string) client.ExportRequest {
+		return client.ExportRequest{Report: "demo", Params: map[string]string{"rows": "5"}, Format: "csv", CSVFormulas: formulas}
+	}
+	first := loadPendingKey("http://127.0.0.1:8080", csvReq(""))
+	if first.Resumed || first.path == "" {
+		t.Fatalf("first run: %+v", first)
+	}
+	if named := loadPendingKey("http://127.0.0.1:8080", csvReq("neutralise")); !named.Resumed || named.Key != first.Key {
+		t.Fatalf("neutralise named: %+v, want key %s resumed", named, first.Key)
+	}
+	kept := loadPendingKey("http://127.0.0.1:8080", csvReq("keep"))
+	if kept.Resumed || kept.Key == first.Key {
+		t.Fatalf("keep: %+v got the first one's key", kept)
+	}
+	if again := loadPendingKey("http://127.0.0.1:8080", csvReq("keep")); !again.Resumed || again.Key != kept.Key {
+		t.Fatalf("keep again: %+v, want key %s resumed", again, kept.Key)
+	}
+}

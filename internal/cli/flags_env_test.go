@@ -42,6 +42,8 @@ func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 		{"SHEETQ_SERVER", "localhost:8080", []string{"schedules", "list"}, `SHEETQ_SERVER="localhost:8080": --server`},
 		{"SHEETQ_FORMAT", "pdf", []string{"export", "demo", "--server", srv.URL}, `SHEETQ_FORMAT="pdf": --format "pdf": want xlsx or csv`},
 		{"SHEETQ_BOM", "true", []string{"export", "demo", "--server", srv.URL}, `SHEETQ_BOM="true": --bom needs --format csv`},
+		{"SHEETQ_CSV_FORMULAS", "keep", []string{"export", "demo", "--server", srv.URL}, `SHEETQ_CSV_FORMULAS="keep": --csv-formulas keep needs --format csv`},
+		{"SHEETQ_CSV_FORMULAS", "off", []string{"export", "demo", "--format", "csv", "--server", srv.URL}, `SHEETQ_CSV_FORMULAS="off": --csv-formulas "off": want neutralise`},
 		{"SHEETQ_O", "x.csv", []string{"export", "demo", "--server", srv.URL}, `SHEETQ_O="x.csv": -o needs --wait`},
 		{"SHEETQ_O", dir, []string{"jobs", "download", "j1", "--server", srv.URL}, `SHEETQ_O="` + dir + `": -o ` + dir + `: is a folder`},
 		{"SHEETQ_MIN_FREE_MB", "-1", []string{"doctor", "--data", dir}, `SHEETQ_MIN_FREE_MB="-1": --min-free-mb -1: want 0 to`},

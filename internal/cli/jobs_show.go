@@ -27,8 +27,13 @@ func jobsShow(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		row("status", j.Status)
 		row("report", j.Report)
 		format := j.Format
-		if j.BOM {
+		switch {
+		case j.BOM && j.CSVFormulas == "keep":
+			format += " (with a UTF-8 BOM, formulas kept)"
+		case j.BOM:
 			format += " (with a UTF-8 BOM)"
+		case j.CSVFormulas == "keep":
+			format += " (formulas kept)"
 		}
 		row("format", format)
 		if len(j.Params) > 0 {

@@ -14,9 +14,11 @@ type ExportRequest struct {
 	Report string
 	Params map[string]string
 	// Format is "xlsx" or "csv"; "" leaves it to the server (xlsx). BOM asks a csv
-	// file for a UTF-8 byte order mark.
-	Format string
-	BOM    bool
+	// file for a UTF-8 byte order mark, and CSVFormulas "keep" for its text as it is,
+	// formulas included ("neutralise", or "", the server's default, neutralises them).
+	Format      string
+	BOM         bool
+	CSVFormulas string
 }
 
 // CreateExport posts the export req under the Idempotency-Key key,
@@ -33,6 +35,9 @@ func (c *Client) CreateExport(ctx context.Context, req ExportRequest, key string
 	}
 	if req.BOM {
 		body["bom"] = true
+	}
+	if req.CSVFormulas != "" {
+		body["csv_formulas"] = req.CSVFormulas
 	}
 	hdr := http.Header{"Idempotency-Key": {key}}
 	backoff := 500 * time.Millisecond

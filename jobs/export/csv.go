@@ -22,6 +22,9 @@ import (
 type csvOptions struct {
 	// bom starts the file with a UTF-8 byte order mark (Args.BOM).
 	bom bool
+	// keepFormulas writes text fields as they are, even those a spreadsheet takes for a
+	// formula (Args.CSVFormulas "keep"); false neutralises them (neutralise).
+	keepFormulas bool
 	// progress, warn and yield are as in xlsxOptions.
 	progress func(rows, total int64)
 	warn     func(string)
@@ -38,7 +41,10 @@ const utf8BOM = "\uFEFF"
 // in their shortest round-trip form, bools as true/false, date columns' times as
 // 2006-01-02, other times as RFC 3339 in UTC, nil as an empty field. A []byte that is
 // UTF-8 is its text, other bytes are base64; text that is not UTF-8 has its bad bytes
-// replaced by U+FFFD; both are counted in the job's warnings. There is no row limit.
+// replaced by U+FFFD; both are counted in the job's warnings. Unless opt.keepFormulas,
+// a text field (a label, a string, bytes) that starts as a formula does is written with
+// a leading ' (neutralise); a typed value (a number, a bool, a time) never is. There is
+// no row limit.
 // Rows go straight to w through a buffer, so memory stays flat. Errors are *jobs.Error,
 // as writeXLSX's.
 func writeCSV(ctx context.Context, w io.Writer, src Source, q Query, opt csvOptions) error {
@@ -115,6 +121,10 @@ func (c *csvWriter) Begin(cols []Column, total int64) error {
 		}
 		start := len(c.line)
 		c.line = append(c.line, headerText(col)...)
+		if !c.opt.keepFormulas {
+			// A csv source's header or an HTTP source's keys are data too.
+			c.line = neutralise(c.line, start)
+		}
 		c.line = c.quote(c.line, start)
 	}
 	if err := c.endLine(); err != nil {
@@ -136,6 +146,9 @@ func (c *csvWriter) Row(values []any) error {
 		}
 		start := len(c.line)
 		c.line = c.appendValue(c.line, i, v)
+		if !c.opt.keepFormulas && isText(v) {
+			c.line = neutralise(c.line, start)
+		}
 		c.line = c.quote(c.line, start)
 	}
 	if err := c.endLine(); err != nil {
@@ -249,6 +262,40 @@ func (c *csvWriter) appendValue(b []byte, i int, v any) []byte {
 		// Not a type sources send.
 		return c.appendValue(b, i, fmt.Sprint(v))
 	}
+}
+
+// formulaStarts are the first characters of a csv field that OWASP ("CSV Injection")
+// lists as making a spreadsheet (Excel, LibreOffice, Google Sheets) read it as a
+// formula: = + - @, and a tab or a CR, which a spreadsheet may skip to find one of the
+// others behind it.
+const formulaStarts = "=+-@\t\r"
+
+// neutralise prepends a single quote to the field at line[start:] when it starts with
+// one of formulaStarts, so that a spreadsheet opening the file takes it for text and
+// runs nothing (Args.CSVFormulas). Other fields, the empty one included, are left as
+// they are; a field that already starts with ' gets no second one.
+func neutralise(line []byte, start int) []byte {
+	if start >= len(line) || strings.IndexByte(formulaStarts, line[start]) < 0 {
+		return line
+	}
+	line = append(line, 0)
+	copy(line[start+1:], line[start:])
+	line[start] = '\''
+	return line
+}
+
+// isText reports whether v is written as text, which neutralise may change: a string,
+// bytes, or a value of a type no source sends. Numbers, booleans and times are the
+// source's typed values: "-5" from an int column stays -5, while "-5" from a text
+// column is text like any other and gets its quote (docs/reports-and-sources.md, "The
+// .csv file").
+func isText(v any) bool {
+	switch v.(type) {
+	case nil, int64, int, int8, int16, int32, uint, uint8, uint16, uint32, uint64,
+		float64, float32, bool, time.Time:
+		return false
+	}
+	return true
 }
 
 // appendFloat appends f in the shortest form that parses back to the same value: plain

@@ -78,7 +78,7 @@ func TestCSVExportRecoveredFromItsPublishedFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args, err = args.WithFormat(FormatCSV, true); err != nil {
+	if args, err = args.WithFile(FileOptions{Format: FormatCSV, BOM: true}); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := json.Marshal(args)

@@ -295,39 +295,49 @@ func TestWriteCSVErrors(t *testing.T) {
 }
 
 // The file format of a request: xlsx (named or not) is stored as "", csv with or
-// without a BOM, anything else refused; each format names its file and content type.
-func TestArgsWithFormat(t *testing.T) {
+// without a BOM, with formulas neutralised (named or not, stored as "") or kept; a BOM
+// or kept formulas without csv, another format or another csv_formulas are refused;
+// each format names its file and content type.
+func TestArgsWithFile(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		format string
-		bom    bool
-		want   Args
-		ext    string
-		err    string
+		f    FileOptions
+		want Args
+		ext  string
+		err  string
 	}{
-		{"", false, Args{}, ".xlsx", ""},
-		{"xlsx", false, Args{}, ".xlsx", ""},
-		{"csv", false, Args{Format: "csv"}, ".csv", ""},
-		{"csv", true, Args{Format: "csv", BOM: true}, ".csv", ""},
-		{"xlsx", true, Args{}, "", `"bom" applies to csv files only`},
-		{"", true, Args{}, "", `"bom" applies to csv files only`},
-		{"CSV", false, Args{}, "", `format "CSV": want "xlsx" or "csv"`},
-		{"pdf", false, Args{}, "", `format "pdf": want "xlsx" or "csv"`},
+		{FileOptions{}, Args{}, ".xlsx", ""},
+		{FileOptions{Format: "xlsx"}, Args{}, ".xlsx", ""},
+		{FileOptions{Format: "csv"}, Args{Format: "csv"}, ".csv", ""},
+		{FileOptions{Format: "csv", BOM: true}, Args{Format: "csv", BOM: true}, ".csv", ""},
+		{FileOptions{Format: "csv", CSVFormulas: "neutralise"}, Args{Format: "csv"}, ".csv", ""},
+		{FileOptions{Format: "csv", BOM: true, CSVFormulas: "keep"}, Args{Format: "csv", BOM: true, CSVFormulas: "keep"}, ".csv", ""},
+		{FileOptions{Format: "xlsx", CSVFormulas: "neutralise"}, Args{}, ".xlsx", ""},
+		{FileOptions{CSVFormulas: "neutralise"}, Args{}, ".xlsx", ""},
+		{FileOptions{Format: "xlsx", BOM: true}, Args{}, "", `"bom" applies to csv files only`},
+		{FileOptions{BOM: true}, Args{}, "", `"bom" applies to csv files only`},
+		{FileOptions{Format: "xlsx", CSVFormulas: "keep"}, Args{}, "", `"csv_formulas": "keep" applies to csv files only`},
+		{FileOptions{CSVFormulas: "keep"}, Args{}, "", `"csv_formulas": "keep" applies to csv files only`},
+		{FileOptions{Format: "csv", CSVFormulas: "Keep"}, Args{}, "", `csv_formulas "Keep": want "neutralise" (the default) or "keep"`},
+		{FileOptions{Format: "csv", CSVFormulas: "neutralize"}, Args{}, "", `csv_formulas "neutralize": want "neutralise"`},
+		{FileOptions{CSVFormulas: "off"}, Args{}, "", `csv_formulas "off": want`},
+		{FileOptions{Format: "CSV"}, Args{}, "", `format "CSV": want "xlsx" or "csv"`},
+		{FileOptions{Format: "pdf", CSVFormulas: "bad"}, Args{}, "", `format "pdf": want "xlsx" or "csv"`},
 	} {
-		got, err := Args{}.WithFormat(tc.format, tc.bom)
+		got, err := Args{}.WithFile(tc.f)
 		if tc.err != "" {
 			var fe *FormatError
 			if !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("WithFormat(%q, %v) = %v, want a FormatError saying %s", tc.format, tc.bom, err, tc.err)
+				t.Errorf("WithFile(%+v) = %v, want a FormatError saying %s", tc.f, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || got.Format != tc.want.Format || got.BOM != tc.want.BOM {
-			t.Errorf("WithFormat(%q, %v) = %+v, %v; want %+v", tc.format, tc.bom, got, err, tc.want)
+		if err != nil || got.Format != tc.want.Format || got.BOM != tc.want.BOM || got.CSVFormulas != tc.want.CSVFormulas {
+			t.Errorf("WithFile(%+v) = %+v, %v; want %+v", tc.f, got, err, tc.want)
 		}
 		raw, _ := json.Marshal(got)
 		if name := (&Kind{}).FileName("id1", raw); name != "id1"+tc.ext {
-			t.Errorf("%q: file name %q, want id1%s", tc.format, name, tc.ext)
+			t.Errorf("%+v: file name %q, want id1%s", tc.f, name, tc.ext)
 		}
 	}
 	// Args stored before there were formats, and args of another kind, are xlsx.

@@ -29,10 +29,15 @@ const Name = "export"
 type Args struct {
 	Report string         `json:"report"`
 	Params map[string]any `json:"params"`
-	// Format is the file's format: FormatCSV, or "" for xlsx (Args.WithFormat).
+	// Format is the file's format: FormatCSV, or "" for xlsx (Args.WithFile).
 	Format string `json:"format,omitempty"`
 	// BOM starts a csv file with a UTF-8 byte order mark, for Excel.
 	BOM bool `json:"bom,omitempty"`
+	// CSVFormulas is what a csv file does with a text field that a spreadsheet would
+	// run as a formula (one starting with = + - @, a tab or a CR): "" (CSVNeutralise,
+	// the default) writes it with a leading ', CSVKeep as it is (Args.WithFile). A
+	// schedule's exports are always neutralised.
+	CSVFormulas string `json:"csv_formulas,omitempty"`
 	// Spec is the report as it was when the job was accepted, so that editing or
 	// removing its file never changes a queued or running job.
 	Spec *Report `json:"spec,omitempty"`
@@ -257,7 +262,8 @@ func (k *Kind) Run(ctx context.Context, run *jobs.Run) error {
 	switch a.Format {
 	case "":
 	case FormatCSV:
-		return writeCSV(ctx, out, src, q, csvOptions{bom: a.BOM, progress: run.Progress, warn: run.Warn, yield: run.Yield})
+		return writeCSV(ctx, out, src, q, csvOptions{bom: a.BOM, keepFormulas: a.KeepsFormulas(),
+			progress: run.Progress, warn: run.Warn, yield: run.Yield})
 	default:
 		return jobs.Permanentf("bad_args", "unknown file format %q", a.Format)
 	}

@@ -23,30 +23,72 @@ const (
 	CSVContentType = "text/csv; charset=utf-8"
 )
 
-// FormatError is a request for a file format (or a BOM) this server does not write.
+// The values of a request's "csv_formulas" (Args.CSVFormulas).
+const (
+	// CSVNeutralise, the default, writes a csv text field that starts with = + - @, a
+	// tab or a CR with a leading ', so that a spreadsheet shows it instead of running
+	// it. It is stored as "".
+	CSVNeutralise = "neutralise"
+	// CSVKeep writes every text field as the source holds it.
+	CSVKeep = "keep"
+)
+
+// FileOptions is how a request asks for its file to be written: its "format", "bom"
+// and "csv_formulas" (docs/api.md). The zero value asks for xlsx.
+type FileOptions struct {
+	// Format is "xlsx" or "" (the default) or "csv".
+	Format string
+	// BOM asks a csv file to start with a UTF-8 byte order mark (Excel reads a csv file
+	// as UTF-8 only with it).
+	BOM bool
+	// CSVFormulas is CSVNeutralise or "" (the default) or CSVKeep.
+	CSVFormulas string
+}
+
+// FormatError is a request for a file format (or a BOM, or kept formulas) this server
+// does not write.
 type FormatError struct{ Message string }
 
 func (e *FormatError) Error() string { return e.Message }
 
-// WithFormat returns a with the file format of a request: format "xlsx" or "" (the
-// default) or "csv", and bom, which asks a csv file to start with a UTF-8 byte order
-// mark (Excel reads a csv file as UTF-8 only with it). xlsx is stored as "", so that
-// the args and the idempotency hash of a request that names no format are what they
-// were before there was a choice. The error is a *FormatError.
-func (a Args) WithFormat(format string, bom bool) (Args, error) {
-	switch format {
-	case "", FormatXLSX:
-		if bom {
-			return a, &FormatError{`"bom" applies to csv files only; ask for "format": "csv" with it`}
-		}
-		a.Format, a.BOM = "", false
-	case FormatCSV:
-		a.Format, a.BOM = FormatCSV, bom
+// WithFile returns a with the file a request asks for (f). xlsx is stored as "", and
+// neutralised formulas as "", so that the args and the idempotency hash of a request
+// that names neither are what they were before there was a choice. A BOM, or kept
+// formulas, with xlsx is refused: they apply to csv files only; "neutralise" with xlsx
+// is accepted, being what an xlsx file does anyway (it keeps text as text). The error
+// is a *FormatError.
+func (a Args) WithFile(f FileOptions) (Args, error) {
+	switch f.Format {
+	case "", FormatXLSX, FormatCSV:
 	default:
-		return a, &FormatError{fmt.Sprintf(`format %q: want "xlsx" or "csv"`, format)}
+		return a, &FormatError{fmt.Sprintf(`format %q: want "xlsx" or "csv"`, f.Format)}
+	}
+	switch f.CSVFormulas {
+	case "", CSVNeutralise, CSVKeep:
+	default:
+		return a, &FormatError{fmt.Sprintf(`csv_formulas %q: want "neutralise" (the default) or "keep"`, f.CSVFormulas)}
+	}
+	keep := f.CSVFormulas == CSVKeep
+	if f.Format != FormatCSV {
+		switch {
+		case f.BOM:
+			return a, &FormatError{`"bom" applies to csv files only; ask for "format": "csv" with it`}
+		case keep:
+			return a, &FormatError{`"csv_formulas": "keep" applies to csv files only; ask for "format": "csv" with it`}
+		}
+		a.Format, a.BOM, a.CSVFormulas = "", false, ""
+		return a, nil
+	}
+	a.Format, a.BOM, a.CSVFormulas = FormatCSV, f.BOM, ""
+	if keep {
+		a.CSVFormulas = CSVKeep
 	}
 	return a, nil
 }
+
+// KeepsFormulas reports whether the args' file is csv with its text fields written as
+// the source held them (CSVKeep); anything else in CSVFormulas neutralises.
+func (a Args) KeepsFormulas() bool { return a.Format == FormatCSV && a.CSVFormulas == CSVKeep }
 
 // FileFormat is the format the args' file is written in: FormatXLSX or FormatCSV.
 func (a Args) FileFormat() string {

@@ -38,6 +38,9 @@ func JobJSON(j store.Job, base string) apiv1.Job {
 	if out.Params == nil {
 		out.Params = map[string]any{}
 	}
+	if args.KeepsFormulas() {
+		out.CSVFormulas = CSVKeep
+	}
 	if j.ProgressTotal >= 0 {
 		total := j.ProgressTotal
 		out.Progress.TotalRows = &total

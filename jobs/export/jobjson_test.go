@@ -56,6 +56,15 @@ func TestJobJSON(t *testing.T) {
 	csvDone := succeeded
 	csvDone.Args = json.RawMessage(`{"report":"orders","params":{},"format":"csv","bom":true}`)
 	csvDone.FileName, csvDone.Warnings = "0123456789abcdef.csv", nil
+	// Formulas kept are shown; neutralised ones (the default, also when named) and
+	// "keep" in args that are not csv (which no request makes) are not.
+	csvKept := csvDone
+	csvKept.Status = store.StatusPending
+	csvKept.Args = json.RawMessage(`{"report":"orders","params":{},"format":"csv","csv_formulas":"keep"}`)
+	csvNeutral := csvKept
+	csvNeutral.Args = json.RawMessage(`{"report":"orders","params":{},"format":"csv","csv_formulas":"neutralise"}`)
+	xlsxKeep := csvKept
+	xlsxKeep.Args = json.RawMessage(`{"report":"orders","params":{},"csv_formulas":"keep"}`)
 	// A schedule's firing, whose report names its files: the name comes from the
 	// pattern in the args' snapshot, the schedule's fields from the args.
 	named := succeeded
@@ -89,6 +98,15 @@ func TestJobJSON(t *testing.T) {
 			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{},"format":"csv","bom":true,"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +
 				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z",` +
 				`"download_url":"/api/v1/exports/0123456789abcdef/file","file":{"name":"orders-2025-03-04-01234567.csv","size":42,"sha256":"ab"}}`},
+		{"csv, formulas kept", csvKept, "",
+			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{},"format":"csv","csv_formulas":"keep","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
+				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z"}`},
+		{"csv, formulas neutralised", csvNeutral, "",
+			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{},"format":"csv","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
+				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z"}`},
+		{"xlsx, keep in its args", xlsxKeep, "",
+			`{"id":"0123456789abcdef","status":"PENDING","report":"orders","created_by":"ci","params":{},"format":"xlsx","attempt":1,"max_attempts":3,"progress":{"rows":0},` +
+				created + `,"started_at":"2025-03-04T23:30:00.123Z","heartbeat_at":"2025-03-04T23:30:00.123Z","finished_at":"2025-03-04T23:30:00.123Z"}`},
 		{"scheduled, named by its report", named, "",
 			`{"id":"0123456789abcdef","status":"SUCCEEDED","report":"orders","created_by":"ci","params":{"from":"2024-01-01"},"format":"xlsx",` +
 				`"attempt":1,"max_attempts":3,"progress":{"rows":7,"total_rows":7},` +

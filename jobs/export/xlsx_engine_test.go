@@ -136,9 +136,16 @@ func runExport(t *testing.T, eng *jobs.Engine, st *store.Store, kind *Kind, repo
 	if id != nil {
 		id.Store(j.ID)
 	}
+	return waitFinal(t, st, j.ID, changed)
+}
+
+// waitFinal returns job id once it is final; changed is the engine's OnChange (wakeUp).
+func waitFinal(t *testing.T, st *store.Store, id string, changed <-chan struct{}) store.Job {
+	t.Helper()
 	deadline := time.After(time.Minute) // a safety net, not a wait: changed is the signal
 	for {
-		if j, err = st.Get(t.Context(), j.ID); err != nil {
+		j, err := st.Get(t.Context(), id)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if j.Status.Final() {

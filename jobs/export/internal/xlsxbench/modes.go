@@ -84,7 +84,7 @@ func runPipeline(ctx context.Context, dir, db, query, format string, resume bool
 	eng.Register(export.Name, kind)
 	args, err := kind.Validate("bench", nil)
 	if err == nil {
-		args, err = args.WithFormat(format, false)
+		args, err = args.WithFile(export.FileOptions{Format: format})
 	}
 	if err != nil {
 		return result{}, err
