@@ -85,29 +85,15 @@ func jobsDownload(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // download saves job's file as out and says so: "saved FILE (N bytes, sha256 ...)", or
 // with asJSON the job as the server has it now.
 func download(ctx context.Context, c *client.Client, job client.Job, out string, asJSON bool, stdout io.Writer) error {
-	if job.EncryptRequired {
-		return exitError{exitFailed, fmt.Errorf("export %s's report hands out its files only encrypted: sheetq jobs download %s --password (or --password-file FILE)", job.ID, job.ID)}
-	}
-	path, err := c.Download(ctx, job, out)
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitError{exitInterrupted, fmt.Errorf("interrupted while downloading export %s", job.ID)}
-		}
-		return classify(err)
-	}
-	if asJSON {
-		_, b, err := c.GetJob(ctx, job.ID)
-		if err != nil {
-			return classify(err)
-		}
-		return writeIndented(stdout, b)
-	}
-	fmt.Fprintf(stdout, "saved %s (%d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
-	return nil
+	return downloadEncrypted(ctx, c, job, out, "", asJSON, stdout)
 }
 
-// downloadEncrypted saves job's file encrypted with password and says so.
+// downloadEncrypted is download of the file encrypted with password ("": the plain
+// file, which a report that requires encryption does not hand out).
 func downloadEncrypted(ctx context.Context, c *client.Client, job client.Job, out, password string, asJSON bool, stdout io.Writer) error {
+	if job.EncryptRequired && password == "" {
+		return exitError{exitFailed, fmt.Errorf("export %s's report hands out its files only encrypted: sheetq jobs download %s --password (or --password-file FILE)", job.ID, job.ID)}
+	}
 	path, err := c.DownloadEncrypted(ctx, job, out, password)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -122,7 +108,11 @@ func downloadEncrypted(ctx context.Context, c *client.Client, job client.Job, ou
 		}
 		return writeIndented(stdout, b)
 	}
-	fmt.Fprintf(stdout, "saved %s, encrypted with the password (the export's file: %d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
+	if password != "" {
+		fmt.Fprintf(stdout, "saved %s, encrypted with the password (the export's file: %d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
+	} else {
+		fmt.Fprintf(stdout, "saved %s (%d bytes, sha256 %s)\n", path, job.File.Size, job.File.SHA256)
+	}
 	return nil
 }
 
