@@ -255,6 +255,7 @@ func permissionMatrix() map[string]matrixCase {
 		"POST /exports/{id}/retry":    {method: "POST", path: "/exports/{export}/retry", contentType: formType, want: statuses(seeOther, seeOther, notFound, notFound, unauth)},
 		"POST /exports/{id}/delete":   {method: "POST", path: "/exports/{export}/delete", contentType: formType, want: statuses(ok, ok, notFound, notFound, unauth)},
 		"POST /exports/{id}/file":     {method: "POST", path: "/exports/{export}/file", contentType: formType, body: "password=pw&confirm=pw", want: statuses(ok, ok, notFound, notFound, unauth)},
+		"GET /exports/{id}/file":      {path: "/exports/{export}/file", want: statuses(seeOther, seeOther, seeOther, seeOther, seeOther)},
 		"POST /exports/bulk":          {method: "POST", path: "/exports/bulk", contentType: formType, body: "action=delete&scope=selected&id={export}", fresh: true, want: statuses(ok, ok, ok, ok, unauth)},
 		"GET /reports":                {path: "/reports", want: statuses(ok, ok, ok, ok, seeOther)},
 		"GET /queue":                  {path: "/queue", want: statuses(ok, forbid, forbid, forbid, seeOther)},
