@@ -208,13 +208,15 @@ func previewRuns(runs []schedules.Firing, tz ui.Times) []ui.ScheduleRun {
 }
 
 // deliveriesText sums up where a schedule's files go: "email to ann@example.com; webhook
-// hooks.example.com; folder /srv/reports", or "" for nowhere.
+// hooks.example.com; folder /srv/reports (encrypted)", or "" for nowhere. A target
+// with a password says "encrypted", never where the password is.
 func deliveriesText(raw json.RawMessage) string {
 	var ts []struct {
-		Type string   `json:"type"`
-		To   []string `json:"to"`
-		URL  string   `json:"url"`
-		Path string   `json:"path"`
+		Type     string   `json:"type"`
+		To       []string `json:"to"`
+		URL      string   `json:"url"`
+		Path     string   `json:"path"`
+		Password string   `json:"password"`
 	}
 	if json.Unmarshal(raw, &ts) != nil {
 		return ""
@@ -234,6 +236,9 @@ func deliveriesText(raw json.RawMessage) string {
 			parts = append(parts, "folder "+t.Path)
 		default:
 			parts = append(parts, cmp.Or(t.Type, "?"))
+		}
+		if t.Password != "" {
+			parts[len(parts)-1] += " (encrypted)"
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -33,7 +33,11 @@ const (
 	emailField   = "email"
 	webhookField = "webhook"
 	folderField  = "folder"
-	pausedField  = "paused"
+	// passwordField says where the password to encrypt the file with is, for the email
+	// and folder targets (deliver.Target.Password): env:SHEETQ_PASSWORD_<NAME> or
+	// file:PATH, never the password itself.
+	passwordField = "file-password"
+	pausedField   = "paused"
 	// pausedWasField is the pause as the edit form was first shown.
 	pausedWasField = "paused_was"
 	deliverField   = "deliver"
@@ -141,12 +145,14 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		// changed: a pause made elsewhere while the form was open stays.
 		was, shown := r.PostForm[pausedWasField]
 		keepPause := shown && len(was) > 0 && was[len(was)-1] == strconv.FormatBool(in.Paused)
+		password := formValue(r.PostForm, passwordField)
 		sc, err = p.cfg.Schedules.Edit(ctx, id, func(cur *schedules.Input) {
-			paused := cur.Paused
+			paused, prev := cur.Paused, cur.Deliver
 			*cur = in
 			if keepPause {
 				cur.Paused = paused
 			}
+			cur.Deliver = keepPasswords(in.Deliver, prev, password)
 		})
 	}
 	if err != nil {
@@ -236,7 +242,7 @@ func (p *Pages) withPreview(ctx context.Context, f *ui.ScheduleForm, in schedule
 // previewError is the one line the preview box shows for a form's errors.
 func previewError(errs map[string]string) string {
 	var parts []string
-	for _, k := range []string{"report", cronField, zoneField, formatField, emailField, webhookField, folderField, deliverField} {
+	for _, k := range []string{"report", cronField, zoneField, formatField, emailField, webhookField, folderField, passwordField, deliverField} {
 		if e := errs[k]; e != "" {
 			parts = append(parts, labelled(fieldName(k), e))
 		}
@@ -281,6 +287,8 @@ func fieldName(field string) string {
 		return "Webhook"
 	case folderField:
 		return "Folder"
+	case passwordField:
+		return "Password"
 	case deliverField:
 		return "Deliveries"
 	case "report":
@@ -295,12 +303,7 @@ func fieldName(field string) string {
 // scheduleInput reads the form into the service's input; order names the form field
 // that made each delivery target, so that an error in deliver[i] marks that field.
 func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []string) {
-	get := func(k string) string {
-		if vs := form[k]; len(vs) > 0 {
-			return strings.TrimSpace(vs[len(vs)-1])
-		}
-		return ""
-	}
+	get := func(k string) string { return formValue(form, k) }
 	in := schedules.Input{Report: get("report"), Cron: get(cronField), TimeZone: get(zoneField),
 		Format: get(formatField), BOM: bomChecked(form[bomField]), Paused: get(pausedField) == "true",
 		Params: map[string]any{}}
@@ -323,21 +326,121 @@ func (p *Pages) scheduleInput(form map[string][]string) (schedules.Input, []stri
 			}
 		}
 	}
+	// The password applies to the targets that carry the file; a webhook carries none.
 	var targets []deliver.Target
 	var order []string
+	password := get(passwordField)
 	if addrs := splitList(get(emailField)); len(addrs) > 0 {
-		targets, order = append(targets, deliver.Target{Type: deliver.TypeEmail, To: addrs}), append(order, emailField)
+		targets, order = append(targets, deliver.Target{Type: deliver.TypeEmail, To: addrs, Password: password}), append(order, emailField)
 	}
 	if u := get(webhookField); u != "" {
 		targets, order = append(targets, deliver.Target{Type: deliver.TypeWebhook, URL: u}), append(order, webhookField)
 	}
 	if dir := get(folderField); dir != "" {
-		targets, order = append(targets, deliver.Target{Type: deliver.TypeFolder, Path: dir}), append(order, folderField)
+		targets, order = append(targets, deliver.Target{Type: deliver.TypeFolder, Path: dir, Password: password}), append(order, folderField)
 	}
 	if len(targets) > 0 {
 		in.Deliver, _ = json.Marshal(targets)
 	}
 	return in, order
+}
+
+// formValue is the last value of the form's field k, trimmed; "" when not sent.
+func formValue(form map[string][]string, k string) string {
+	if vs := form[k]; len(vs) > 0 {
+		return strings.TrimSpace(vs[len(vs)-1])
+	}
+	return ""
+}
+
+// formPasswords reads the password of the email and the folder target that the form
+// shows (the last of each type, as scheduleForm draws them), by type, and the one its
+// password field shows: the email's, else the folder's.
+func formPasswords(raw json.RawMessage) (byType map[string]string, shown string) {
+	var targets []deliver.Target
+	_ = json.Unmarshal(raw, &targets)
+	byType = map[string]string{}
+	for _, t := range targets {
+		if t.Type == deliver.TypeEmail || t.Type == deliver.TypeFolder {
+			byType[t.Type] = t.Password
+		}
+	}
+	if pw, ok := byType[deliver.TypeEmail]; ok {
+		return byType, pw
+	}
+	return byType, byType[deliver.TypeFolder]
+}
+
+// keepPasswords is the targets the edit form made (next), each email and folder target
+// with the password the schedule's (prev) of its type had, when the form's one password
+// field (password) was left as the form showed it. The form has one field for both, but
+// the API may give the email and the folder different passwords: the field shows the
+// email's, and the folder's own is kept unless the field is changed, which then applies
+// to both. (Telling "left as shown" by the value, not by a hidden copy of what was
+// shown, reads the schedule as it is now, in Edit's transaction: a password changed
+// through the API while the form was open counts as the field's being changed, and the
+// form's value wins, as for every other field.) A target of a type the schedule had
+// none of takes the field's value.
+func keepPasswords(next, prev json.RawMessage, password string) json.RawMessage {
+	had, shown := formPasswords(prev)
+	if password != shown {
+		return next
+	}
+	var targets []deliver.Target
+	if json.Unmarshal(next, &targets) != nil {
+		return next // the service refuses it, with its reason
+	}
+	kept := false
+	for i, t := range targets {
+		if pw, ok := had[t.Type]; ok && pw != t.Password {
+			targets[i].Password, kept = pw, true
+		}
+	}
+	if !kept {
+		return next
+	}
+	out, err := json.Marshal(targets)
+	if err != nil {
+		return next
+	}
+	return out
+}
+
+// passwordMessage says whether a target's error is about its password, to be shown
+// beside the password field rather than the email's or the folder's: every such message
+// of the targets' checks (deliver.Target.Check, the deliveries' reading of it when the
+// schedule is saved, the schedules' encryption rules) names the target's "password".
+func passwordMessage(msg string) bool { return strings.Contains(msg, `"password"`) }
+
+// passwordError is a target's password error as the form says it beside the field, a
+// sentence: without the JSON key that the API's message starts with ("password":
+// SHEETQ_PASSWORD_X is not set; "password" says where the password is, ...), and not
+// capitalised where it starts with env: or file:, which are written so. Any other
+// wording is shown as it is.
+func passwordError(msg string) string {
+	if rest, ok := strings.CutPrefix(msg, `"password" says `); ok {
+		return sentence("write " + rest)
+	}
+	rest, ok := strings.CutPrefix(msg, `"password": `)
+	if !ok {
+		return sentence(msg)
+	}
+	if strings.HasPrefix(rest, "env:") || strings.HasPrefix(rest, "file:") {
+		return strings.TrimSuffix(rest, ".") + "."
+	}
+	return sentence(rest)
+}
+
+// shownPassword is the value the password field is drawn with: v when it says where a
+// password is (well formed, as deliver.Target.Check reads it), "" otherwise, so that a
+// password typed in the field by mistake is never sent back in the page. A reference
+// that is not well formed (env:DB_PASSWORD) is not shown back either: it cannot be told
+// from a password, and its error says what to write.
+func shownPassword(v string) string {
+	if v == "" || (deliver.Target{Type: deliver.TypeFolder, Path: "/", Password: v}).Check() != nil {
+		return ""
+	}
+	return v
 }
 
 // splitList reads addresses separated by commas, semicolons, spaces or lines.
@@ -358,10 +461,13 @@ func (p *Pages) scheduleErrors(ctx context.Context, in schedules.Input, err erro
 	}
 	errs := map[string]string{}
 	for _, ie := range fields {
-		field := deliverField
+		field, msg := deliverField, ie.Message
 		switch {
 		case ie.Field == "deliver" && ie.Index >= 0 && ie.Index < len(order):
 			field = order[ie.Index]
+			if (field == emailField || field == folderField) && passwordMessage(msg) {
+				field = passwordField
+			}
 		case strings.HasPrefix(ie.Field, "params."):
 			field = paramPrefix + strings.TrimPrefix(ie.Field, "params.")
 		case ie.Field == "format":
@@ -369,8 +475,12 @@ func (p *Pages) scheduleErrors(ctx context.Context, in schedules.Input, err erro
 		case ie.Field == "timezone", ie.Field == "cron", ie.Field == "report":
 			field = ie.Field
 		}
-		if errs[field] == "" {
-			errs[field] = sentence(ie.Message)
+		switch {
+		case errs[field] != "":
+		case field == passwordField:
+			errs[field] = passwordError(msg)
+		default:
+			errs[field] = sentence(msg)
 		}
 	}
 	p.moreParamErrors(ctx, in, errs)
@@ -451,9 +561,17 @@ func (p *Pages) scheduleForm(ctx context.Context, id string, in schedules.Input,
 			f.Folder = t.Path
 		}
 	}
+	passwords, shown := formPasswords(in.Deliver)
+	f.Password = shownPassword(shown)
+	if em, ok := passwords[deliver.TypeEmail]; ok {
+		if fo, ok := passwords[deliver.TypeFolder]; ok && fo != em {
+			f.PasswordOwn = true // see keepPasswords
+		}
+	}
 	if form != nil {
-		// As sent, so that nothing typed is lost, however wrong.
-		for _, k := range []string{emailField, webhookField, folderField} {
+		// As sent, so that nothing typed is lost, however wrong (but a password typed
+		// in the password field by mistake: see shownPassword).
+		for _, k := range []string{emailField, webhookField, folderField, passwordField} {
 			if vs := form[k]; len(vs) > 0 {
 				switch k {
 				case emailField:
@@ -462,6 +580,8 @@ func (p *Pages) scheduleForm(ctx context.Context, id string, in schedules.Input,
 					f.Webhook = vs[0]
 				case folderField:
 					f.Folder = vs[0]
+				case passwordField:
+					f.Password = shownPassword(strings.TrimSpace(vs[0]))
 				}
 			}
 		}
@@ -472,6 +592,7 @@ func (p *Pages) scheduleForm(ctx context.Context, id string, in schedules.Input,
 		return f
 	}
 	f.Title = cmp.Or(rep.Title, rep.ID)
+	f.PasswordRequired = rep.Encrypt
 	values := map[string][]string{}
 	for k, v := range in.Params {
 		if b, isBool := v.(bool); isBool {
