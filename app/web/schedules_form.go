@@ -106,6 +106,11 @@ func (p *Pages) saveScheduleForm(w http.ResponseWriter, r *http.Request, id stri
 		// select): its parameters, with their defaults, and the rest as given.
 		in.Params = nil
 		f := p.scheduleForm(ctx, id, in, nil, nil)
+		if was := r.PostForm[pausedWasField]; id != "" && len(was) > 0 {
+			// The pause as the form was first shown, not as the box is now: else a box
+			// changed before the change of report would read as unchanged when saved.
+			f.PausedWas = was[len(was)-1]
+		}
 		p.withPreview(r.Context(), &f, in, p.times(r))
 		p.render(w, r, http.StatusOK, ui.ScheduleFormPage(m, f))
 		return nil
