@@ -196,7 +196,13 @@ func TestScheduleEncryption(t *testing.T) {
 			t.Errorf("the answer quotes the password: %s", res.Body)
 		}
 	}
-	ts.Schedule("POST", "/api/v1/schedules", `{"report":"salaries","cron":"@daily","timezone":"UTC","deliver":[`+withPW+`]}`, http.StatusCreated)
+	sc := ts.Schedule("POST", "/api/v1/schedules", `{"report":"salaries","cron":"@daily","timezone":"UTC","deliver":[`+withPW+`]}`, http.StatusCreated)
+	// Shown as written, so that a client that writes the targets back keeps them
+	// encrypted (it was once left out, and a round trip dropped the encryption).
+	got := ts.Get("/api/v1/schedules/" + sc.ID)
+	if !strings.Contains(string(got.Body), `"password": "env:SHEETQ_PASSWORD_PAYROLL"`) {
+		t.Errorf("GET the schedule does not show the target's password reference: %s", got.Body)
+	}
 }
 
 func (ts *testServer) postFile(id, body string) apptest.Response {

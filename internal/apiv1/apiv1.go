@@ -155,11 +155,16 @@ type Schedule struct {
 
 // Target is where a schedule's file goes: {"type":"email","to":[...]},
 // {"type":"webhook","url":...} or {"type":"folder","path":...}.
+//
+// An email or folder target may carry "password": where the password that encrypts its
+// file is (env:SHEETQ_PASSWORD_<NAME> or file:PATH), never the password itself; shown,
+// so that a client that writes a schedule's targets back keeps its encryption.
 type Target struct {
-	Type string   `json:"type"`
-	To   []string `json:"to,omitempty"`
-	URL  string   `json:"url,omitempty"`
-	Path string   `json:"path,omitempty"`
+	Type     string   `json:"type"`
+	To       []string `json:"to,omitempty"`
+	URL      string   `json:"url,omitempty"`
+	Path     string   `json:"path,omitempty"`
+	Password string   `json:"password,omitempty"`
 }
 
 // ScheduledRun is one coming firing of a schedule, with the parameters it will run with.

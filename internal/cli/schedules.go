@@ -174,7 +174,8 @@ func schedulesShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 const schedulesCreateHelp = `Usage: sheetq schedules create --report R [-p name=value]... --cron EXPR [--tz ZONE] [--format xlsx|csv [--bom]]
-                               [--email ADDR]... [--webhook URL]... [--folder PATH]... [--paused] [--json]
+                               [--email ADDR]... [--webhook URL]... [--folder PATH]... [--file-password REF]
+                               [--paused] [--json]
 
 Create a schedule and print its id. Example:
   sheetq schedules create --report orders -p from='month_start(-1)' -p to='month_start(0)' \
@@ -207,6 +208,7 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 		emails   []string
 		webhooks []string
 		folders  []string
+		password string
 	)
 	fs.StringVar(&req.Report, "report", "", "the `report` id to export")
 	fs.Func("p", "report parameter `name=value` (repeatable); a date may be relative: month_start(-1)", paramFlag(params))
@@ -236,6 +238,7 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 		}
 		return nil
 	})
+	fs.StringVar(&password, "file-password", "", "encrypt the emailed and copied file with the password in `REF`: env:SHEETQ_PASSWORD_<NAME> or file:PATH (where it is, never the password)")
 	fs.BoolVar(&req.Paused, "paused", false, "create the schedule paused")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -249,15 +252,18 @@ func schedulesCreate(ctx context.Context, sub string, args []string, stdout, std
 	case req.Cron == "":
 		return usageError{fmt.Errorf("schedules %s needs --cron, such as --cron '0 6 * * *'", sub)}
 	}
+	if password != "" && len(emails) == 0 && len(folders) == 0 {
+		return blameEnv(fs, usageError{errors.New("--file-password encrypts the file of --email or --folder, and there is neither")}, "file-password")
+	}
 	req.Params = params
 	if len(emails) > 0 {
-		req.Deliver = append(req.Deliver, client.Target{Type: "email", To: emails})
+		req.Deliver = append(req.Deliver, client.Target{Type: "email", To: emails, Password: password})
 	}
 	for _, u := range webhooks {
 		req.Deliver = append(req.Deliver, client.Target{Type: "webhook", URL: u})
 	}
 	for _, p := range folders {
-		req.Deliver = append(req.Deliver, client.Target{Type: "folder", Path: p})
+		req.Deliver = append(req.Deliver, client.Target{Type: "folder", Path: p, Password: password})
 	}
 	c, err := sf.client()
 	if err != nil {
@@ -370,11 +376,11 @@ func targetsText(ts []client.Target) string {
 	for _, t := range ts {
 		switch t.Type {
 		case "email":
-			parts = append(parts, "email "+strings.Join(t.To, ","))
+			parts = append(parts, "email "+strings.Join(t.To, ",")+encryptedText(t))
 		case "webhook":
 			parts = append(parts, "webhook "+t.URL)
 		case "folder":
-			parts = append(parts, "folder "+t.Path)
+			parts = append(parts, "folder "+t.Path+encryptedText(t))
 		default:
 			parts = append(parts, t.Type)
 		}
@@ -384,4 +390,12 @@ func targetsText(ts []client.Target) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
+}
+
+// encryptedText is " (encrypted)" for a target whose file is encrypted with a password.
+func encryptedText(t client.Target) string {
+	if t.Password != "" {
+		return " (encrypted)"
+	}
+	return ""
 }

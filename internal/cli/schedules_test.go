@@ -155,6 +155,8 @@ func TestSchedulesSendEveryTarget(t *testing.T) {
 			`[{"type":"folder","path":"/srv/a"},{"type":"folder","path":"/srv/b"}]`},
 		{[]string{"--email", "ann@example.com", "--email", "bob@example.com", "--webhook", "https://a.example/hook", "--folder", "/srv/a"},
 			`[{"type":"email","to":["ann@example.com","bob@example.com"]},{"type":"webhook","url":"https://a.example/hook"},{"type":"folder","path":"/srv/a"}]`},
+		{[]string{"--email", "ann@example.com", "--webhook", "https://a.example/hook", "--folder", "/srv/a", "--file-password", "env:SHEETQ_PASSWORD_PAYROLL"},
+			`[{"type":"email","to":["ann@example.com"],"password":"env:SHEETQ_PASSWORD_PAYROLL"},{"type":"webhook","url":"https://a.example/hook"},{"type":"folder","path":"/srv/a","password":"env:SHEETQ_PASSWORD_PAYROLL"}]`},
 	} {
 		for _, sub := range []string{"create", "preview"} {
 			stdout, stderr, code := runCLI(t, append(append([]string{"schedules", sub}, base...), tc.args...)...)
