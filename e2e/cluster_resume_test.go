@@ -74,8 +74,11 @@ func TestClusterResumesOnAnotherNode(t *testing.T) {
 		t.Fatalf("no resumed event: %v", err)
 	}
 	perBeat := rows / seconds * int(clusterStaleAfter/10) / int(time.Second)
-	if kept <= 0 || kept > stamped || kept < stamped-perBeat {
-		t.Fatalf("%s resumed with %d rows; the last heartbeat stamped %d (a heartbeat is about %d rows)", survivor.name, kept, stamped, perBeat)
+	// A heartbeat waits up to half an interval for the checkpoint it carries; one that
+	// was not ready (pieces still uploading on a loaded machine: a CI run met it) goes
+	// in the next, so the last checkpoint is at most two heartbeats behind the stamp.
+	if kept <= 0 || kept > stamped || kept < stamped-2*perBeat {
+		t.Fatalf("%s resumed with %d rows; the last heartbeat stamped %d (a heartbeat is about %d rows, two at most may be redone)", survivor.name, kept, stamped, perBeat)
 	}
 	t.Logf("%s resumed from row %d: %d rows written again; %s from the kill to the resume (stale-after %s)",
 		survivor.name, kept+1, stamped-kept, at.Sub(killed).Round(time.Millisecond), clusterStaleAfter)
