@@ -263,50 +263,121 @@ func (f *file) encryptPackage(out io.Writer, mac hash.Hash, r io.Reader, size in
 		small = make([]byte, 0, f.pkg.size)
 		w = appender{&small, mac}
 	}
+	var head [8]byte
+	binary.LittleEndian.PutUint64(head[:], uint64(size))
+	if _, err := w.Write(head[:]); err != nil {
+		return nil, err
+	}
+	enc, err := newSegmenter(k)
+	if err != nil {
+		return nil, err
+	}
+	// Two stages on two goroutines, since each takes a core's worth: this one reads and
+	// encrypts chunks of segments, the caller's HMACs and writes them, three chunks of
+	// 64 KiB going round between them. The HMAC (SHA-512 over the whole stream) cannot
+	// be split, so it sets the pace when the second core is free; when it is not, the
+	// two take turns as one loop did.
+	const chunks, chunkSize = 3, 16 * segmentSize
+	free, full := make(chan []byte, chunks), make(chan []byte, chunks)
+	for range chunks {
+		free <- make([]byte, chunkSize)
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		defer close(full)
+		done <- func() error {
+			var at int64
+			for seg := uint32(0); at < size; {
+				select {
+				case <-stop: // before free, which may be ready too
+					return nil
+				default:
+				}
+				var b []byte
+				select {
+				case b = <-free:
+				case <-stop:
+					return nil
+				}
+				m := 0
+				for m < len(b) && at < size {
+					n := int(min(int64(segmentSize), size-at))
+					if _, err := io.ReadFull(r, b[m:m+n]); err != nil {
+						return fmt.Errorf("read the package at byte %d of %d: %w", at, size, noEOF(err))
+					}
+					m += enc.segment(b[m:], n, seg)
+					at += int64(n)
+					seg++
+				}
+				select {
+				case full <- b[:m]:
+				case <-stop:
+					return nil
+				}
+			}
+			var one [1]byte
+			if n, _ := r.Read(one[:]); n > 0 {
+				return fmt.Errorf("read the package: more than its %d bytes", size)
+			}
+			return nil
+		}()
+	}()
+	var werr error
+	for b := range full {
+		if werr == nil {
+			if _, werr = w.Write(b); werr != nil {
+				close(stop) // the reader stops at its next chunk; r is not used after return
+			}
+		}
+		free <- b[:cap(b)]
+	}
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	return small, nil
+}
+
+// segmenter encrypts the package's segments (MS-OFFCRYPTO 2.3.4.15): each with the
+// secret key and an IV from its number.
+type segmenter struct {
+	k     *keys
+	block cipher.Block
+	cbc   cipher.BlockMode
+	h     hash.Hash
+	iv    [hashBytes]byte
+}
+
+func newSegmenter(k *keys) (*segmenter, error) {
 	block, err := aes.NewCipher(k.secret)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, segmentSize)
-	binary.LittleEndian.PutUint64(buf, uint64(size))
-	if _, err := w.Write(buf[:8]); err != nil {
-		return nil, err
-	}
 	// One CBC encrypter whose IV is set per segment, where the standard library's has
 	// SetIV, not a new one (and its garbage) for every 4 KiB.
-	cbc := cipher.NewCBCEncrypter(block, make([]byte, blockBytes))
-	h := sha512.New()
-	var iv [hashBytes]byte
+	return &segmenter{k: k, block: block, cbc: cipher.NewCBCEncrypter(block, make([]byte, blockBytes)), h: sha512.New()}, nil
+}
+
+// segment encrypts segment number seg, the first n bytes of b, in place, padded with
+// zeros to whole blocks, and returns its encrypted length.
+func (e *segmenter) segment(b []byte, n int, seg uint32) int {
+	padded := (n + blockBytes - 1) / blockBytes * blockBytes
+	clear(b[n:padded])
 	var ix [4]byte
-	var done int64
-	for seg := uint32(0); done < size; seg++ {
-		n := min(int64(segmentSize), size-done)
-		if _, err := io.ReadFull(r, buf[:n]); err != nil {
-			return nil, fmt.Errorf("read the package at byte %d of %d: %w", done, size, noEOF(err))
-		}
-		done += n
-		padded := (n + blockBytes - 1) / blockBytes * blockBytes
-		clear(buf[n:padded])
-		binary.LittleEndian.PutUint32(ix[:], seg)
-		h.Reset()
-		h.Write(k.keySalt)
-		h.Write(ix[:])
-		segIV := h.Sum(iv[:0])[:blockBytes]
-		if setIV, ok := cbc.(ivSetter); ok {
-			setIV.SetIV(segIV)
-		} else {
-			cbc = cipher.NewCBCEncrypter(block, segIV)
-		}
-		cbc.CryptBlocks(buf[:padded], buf[:padded])
-		if _, err := w.Write(buf[:padded]); err != nil {
-			return nil, err
-		}
+	binary.LittleEndian.PutUint32(ix[:], seg)
+	e.h.Reset()
+	e.h.Write(e.k.keySalt)
+	e.h.Write(ix[:])
+	iv := e.h.Sum(e.iv[:0])[:blockBytes]
+	if setIV, ok := e.cbc.(ivSetter); ok {
+		setIV.SetIV(iv)
+	} else {
+		e.cbc = cipher.NewCBCEncrypter(e.block, iv)
 	}
-	var one [1]byte
-	if n, _ := r.Read(one[:]); n > 0 {
-		return nil, fmt.Errorf("read the package: more than its %d bytes", size)
-	}
-	return small, nil
+	e.cbc.CryptBlocks(b[:padded], b[:padded])
+	return padded
 }
 
 func noEOF(err error) error {

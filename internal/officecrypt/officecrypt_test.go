@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/richardlehane/mscfb"
@@ -58,6 +59,8 @@ func TestExcelizeDecrypts(t *testing.T) {
 	t.Parallel()
 	small := make([]byte, 1000)
 	rand.Read(small)
+	big := make([]byte, 1<<20+12345)
+	rand.Read(big)
 	for _, c := range []struct {
 		name   string
 		plain  []byte
@@ -68,6 +71,7 @@ func TestExcelizeDecrypts(t *testing.T) {
 		{"a package in the mini stream", small, 0},
 		{"one byte", []byte{7}, 0},
 		{"a whole segment", bytes.Repeat([]byte{1}, segmentSize), 0},
+		{"many chunks, not whole blocks", big, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			enc := encryptBytes(t, c.plain, "s3cret pässwörd", c.sector)
@@ -139,6 +143,46 @@ func TestBadPasswordsAndShortReaders(t *testing.T) {
 	if err := Encrypt(io.Discard, bytes.NewReader(plain), int64(len(plain)-1), "pw"); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a long reader: %v", err)
 	}
+}
+
+// A writer that fails mid-way (a client gone) ends Encrypt with its error, and the
+// goroutine that reads and encrypts stops: nothing is left reading r.
+func TestWriterFailsMidway(t *testing.T) {
+	t.Parallel()
+	plain := make([]byte, 4<<20)
+	r := &countingReader{r: bytes.NewReader(plain)}
+	err := Encrypt(&failingWriter{after: 300 << 10}, r, int64(len(plain)), "pw")
+	if err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("Encrypt = %v, want the writer's error", err)
+	}
+	n := r.n.Load()
+	if n == int64(len(plain)) {
+		t.Errorf("the whole package was read after the writer failed")
+	}
+	if r.n.Load() != n {
+		t.Error("the package was still being read after Encrypt returned")
+	}
+}
+
+type failingWriter struct{ after, n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.n+len(p) > w.after {
+		return 0, errors.New("client gone")
+	}
+	w.n += len(p)
+	return len(p), nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // A file of more FAT sectors than the header lists (a DIFAT sector), laid out without
