@@ -65,17 +65,23 @@ func checkProblemBody(t *testing.T, res *http.Response, body []byte) {
 // no reading of the contract allows.)
 func acceptable(body []byte, reports map[string]map[string]bool) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
-	var req map[string]json.RawMessage
-	if err := dec.Decode(&req); err != nil {
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return false
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return false
 	}
-	for k := range req {
+	// The request's field names match without regard to case, as encoding/json matches
+	// them (a name given twice in two cases is refused: duplicateKey); a report's
+	// parameter names are exact.
+	req := map[string]json.RawMessage{}
+	for k, v := range raw {
+		k = strings.ToLower(k)
 		if k != "report" && k != "params" { // webhook: refused, the test server has no secret
 			return false
 		}
+		req[k] = v
 	}
 	var id string
 	if err := json.Unmarshal(req["report"], &id); err != nil {
