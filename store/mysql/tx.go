@@ -110,8 +110,15 @@ func (w *wtx) flush(ctx context.Context) error {
 		return fmt.Errorf("add events: %w", err)
 	}
 	w.events = nil
+	if afterFlush != nil {
+		afterFlush()
+	}
 	return nil
 }
+
+// afterFlush, set by tests only, runs after a transaction's events are inserted and
+// before its COMMIT: a test holds a transaction open there.
+var afterFlush func()
 
 // lockClockSQL takes the event clock's row lock, counts the transaction, and raises the
 // pruned mark to its parameter.
