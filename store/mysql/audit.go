@@ -88,40 +88,44 @@ func (s *Store) AuditLog(ctx context.Context, f store.AuditFilter) ([]store.Audi
 	return out, nil
 }
 
-// PruneAudit removes up to limit entries stamped before before, oldest first. Nodes that
-// prune at once skip each other's rows (SKIP LOCKED) rather than wait on them.
+// PruneAudit removes up to limit entries stamped before before, oldest first. It reads
+// their seqs without locking, then deletes them by primary key in one statement, which
+// locks them in seq order: nodes that prune at once wait for each other's rows rather
+// than deadlock, and each entry is removed (and counted) by one of them. A prune that
+// still loses a deadlock after the retries removed nothing and says so: another node is
+// pruning.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	var n int64
-	err := s.tx(ctx, func(w *wtx) error {
-		n = 0
-		rows, err := w.QueryContext(ctx, `SELECT seq FROM audit_log WHERE at < ? ORDER BY at LIMIT ? FOR UPDATE SKIP LOCKED`, before, limit)
-		if err != nil {
-			return err
-		}
-		var seqs []any
-		for rows.Next() {
-			var seq int64
-			if err := rows.Scan(&seq); err != nil {
-				rows.Close()
-				return err
-			}
-			seqs = append(seqs, seq)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(seqs) == 0 {
-			return err
-		}
-		res, err := w.ExecContext(ctx, `DELETE FROM audit_log WHERE seq IN (`+placeholders(len(seqs))+`)`, seqs...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
+	rows, err := s.db.QueryContext(ctx, `SELECT seq FROM audit_log WHERE at < ? ORDER BY at, seq LIMIT ?`, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune audit log: %w", err)
 	}
-	return int(n), nil
+	var seqs []any
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("prune audit log: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(seqs) == 0 {
+		return 0, err
+	}
+	for try := 0; ; try++ {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM audit_log WHERE seq IN (`+placeholders(len(seqs))+`) AND at < ?`,
+			append(seqs, before)...)
+		switch {
+		case isDeadlock(err) && try < maxRetries:
+			continue
+		case isDeadlock(err):
+			return 0, nil
+		case err != nil:
+			return 0, fmt.Errorf("prune audit log: %w", err)
+		}
+		n, err := res.RowsAffected()
+		return int(n), err
+	}
 }
 
 // SavePerson replaces the person name's identity, stamped seen by the database's now.

@@ -85,11 +85,15 @@ func Config(dsn string) (*mysql.Config, error) {
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
 	cfg.ClientFoundRows = true
-	cfg.MultiStatements = true // migrations are files of several statements
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// SQLite's busy_timeout: a statement waits this long for a row another transaction
+	// holds, then fails busy (503 store_busy), rather than InnoDB's 50 s.
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		cfg.Params["innodb_lock_wait_timeout"] = "10"
+	}
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO'"
 	if cfg.Collation == "" {
 		cfg.Collation = "utf8mb4_bin"
@@ -141,7 +145,18 @@ func OpenDriver(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.migrate(ctx); err != nil {
+	// Migrations are files of several statements: they go through a connection of their
+	// own that takes them, so that no other statement of the store ever can.
+	mcfg := cfg.Clone()
+	mcfg.MultiStatements = true
+	mdb, err := connect(mcfg)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	err = migrate(ctx, mdb)
+	mdb.Close()
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -223,12 +238,12 @@ const migrateLock = `CONCAT('sheetq migrate ', DATABASE())`
 // statements one by one, so a migration is not atomic; each is recorded once all its
 // statements ran, and a migration interrupted midway must be finished by hand (the
 // error names it).
-func (s *Store) migrate(ctx context.Context) error {
+func migrate(ctx context.Context, db *sql.DB) error {
 	ms, err := store.ReadMigrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	conn, err := s.db.Conn(ctx)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
