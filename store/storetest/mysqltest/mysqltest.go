@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -60,4 +61,15 @@ func Exec(t testing.TB, dsn, q string, args ...any) {
 	if _, err := db.ExecContext(ctx, q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
+}
+
+// URL is dsn (go-sql-driver's form) as the mysql:// URL that --store takes.
+func URL(t testing.TB, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName}
+	return u.String()
 }
