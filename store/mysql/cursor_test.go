@@ -14,7 +14,7 @@ import (
 )
 
 // openStore opens a store on a database of the test's own, on the database's clock.
-func openStore(t *testing.T) (*store.Store, string) {
+func openStore(t testing.TB) (*store.Store, string) {
 	t.Helper()
 	dsn := mysqltest.FreshDatabase(t)
 	st, err := mysql.Open(context.Background(), dsn, mysql.Options{})
@@ -26,7 +26,7 @@ func openStore(t *testing.T) (*store.Store, string) {
 }
 
 // enqueue adds a PENDING job and returns its id.
-func enqueue(t *testing.T, st *store.Store) string {
+func enqueue(t testing.TB, st *store.Store) string {
 	t.Helper()
 	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: store.NewID(), Kind: "test", Args: []byte(`{}`)})
 	if err != nil {
