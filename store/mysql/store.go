@@ -256,10 +256,19 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return errors.New("migrate: another node held the migration lock for 60 s")
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(`+migrateLock+`)`)
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL,
-		applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB`); err != nil {
+	// Only when missing: a server that refuses writes (a replica, read_only=ON) then
+	// opens when its schema is current, and readiness names the refusal (ProbeWrite).
+	var tables int
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'schema_migrations'`).Scan(&tables); err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	if tables == 0 {
+		if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL,
+			applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
 	}
 	for _, m := range ms {
 		var n int

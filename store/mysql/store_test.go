@@ -197,3 +197,24 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeWriteNamesARefusedWrite: a session that may not write (here a read-only
+// transaction default, as a replica or read_only=ON refuse writes) fails the probe as
+// store.ErrReadOnly, which /readyz names; reads still work.
+func TestProbeWriteNamesARefusedWrite(t *testing.T) {
+	_, dsn := openStore(t) // migrated
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ro, err := mysql.OpenDriver(ctx, dsn+"?tx_read_only=1", mysql.Options{})
+	if err != nil {
+		t.Fatalf("open with a read-only session: %v", err)
+	}
+	defer ro.Close()
+	err = ro.ProbeWrite(ctx)
+	if !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("probe on a read-only session: %v, want ErrReadOnly", err)
+	}
+	if _, err := ro.EventHead(ctx); err != nil {
+		t.Fatalf("a read on a read-only session: %v", err)
+	}
+}
