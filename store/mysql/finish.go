@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +24,23 @@ import (
 // PROCESSING with attempt+1, worker and heartbeat stamped, and its "started" event
 // (rules 2, 27, 28). The jobs come back in claim order; none is an empty slice.
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
-	var jobs []store.Job
-	err := s.tx(ctx, func(w *wtx) error {
-		jobs = []store.Job{}
+	jobs, _, _, err := s.claim(ctx, worker, queue, limit, false)
+	return jobs, err
+}
+
+// ClaimBatchNext is ClaimBatch and then NextRunIn for the same queue, in the claim's
+// transaction (store.ClaimNexter): the read sees the jobs just taken as PROCESSING, so
+// they do not count, and a dispatcher whose claim left slots free learns how long it
+// may sleep without a transaction of its own. pending is false when no PENDING job of
+// queue is left.
+func (s *Store) ClaimBatchNext(ctx context.Context, worker, queue string, limit int) (claimed []store.Job, next time.Duration, pending bool, err error) {
+	return s.claim(ctx, worker, queue, limit, true)
+}
+
+// claim is ClaimBatch, and with next ClaimBatchNext.
+func (s *Store) claim(ctx context.Context, worker, queue string, limit int, next bool) (jobs []store.Job, in time.Duration, pending bool, err error) {
+	err = s.tx(ctx, func(w *wtx) error {
+		jobs, in, pending = []store.Job{}, 0, false
 		rows, err := w.QueryContext(ctx, `SELECT id FROM jobs
 			WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
 			ORDER BY priority, run_at, seq LIMIT ? FOR UPDATE SKIP LOCKED`, queue, w.now, limit)
@@ -45,34 +60,42 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if len(ids) == 0 {
-			return nil
-		}
-		args := append([]any{worker, w.now, w.now}, ids...)
-		if _, err := w.ExecContext(ctx, `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
-			worker = ?, started_at = ?, heartbeat_at = ?,
-			progress_rows = 0, progress_total = NULL, error_code = NULL, error_message = NULL
-			WHERE status = 'PENDING' AND id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
-			return err
-		}
-		got, err := queryJobs(ctx, w, `SELECT `+jobColumns+` FROM jobs WHERE id IN (`+placeholders(len(ids))+`)
-			ORDER BY priority, run_at, seq`, ids...)
-		if err != nil {
-			return err
-		}
-		data := store.StartedData{Worker: worker}
-		for _, j := range got {
-			if err := w.event(j.ID, store.EventStarted, store.StatusProcessing, j.Attempt, data); err != nil {
+		if len(ids) > 0 {
+			args := append([]any{worker, w.now, w.now}, ids...)
+			if _, err := w.ExecContext(ctx, `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
+				worker = ?, started_at = ?, heartbeat_at = ?,
+				progress_rows = 0, progress_total = NULL, error_code = NULL, error_message = NULL
+				WHERE status = 'PENDING' AND id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
 				return err
 			}
+			got, err := queryJobs(ctx, w, `SELECT `+jobColumns+` FROM jobs WHERE id IN (`+placeholders(len(ids))+`)
+				ORDER BY priority, run_at, seq`, ids...)
+			if err != nil {
+				return err
+			}
+			data := store.StartedData{Worker: worker}
+			for _, j := range got {
+				if err := w.event(j.ID, store.EventStarted, store.StatusProcessing, j.Attempt, data); err != nil {
+					return err
+				}
+			}
+			jobs = got
 		}
-		jobs = got
+		if !next {
+			return nil
+		}
+		var us sql.NullInt64
+		if err := w.QueryRowContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, ?, MIN(run_at))
+			FROM jobs WHERE status = 'PENDING' AND queue = ?`, w.now, queue).Scan(&us); err != nil {
+			return err
+		}
+		in, pending = time.Duration(us.Int64)*time.Microsecond, us.Valid
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, 0, false, fmt.Errorf("claim: %w", err)
 	}
-	return jobs, nil
+	return jobs, in, pending, nil
 }
 
 // FinishBatch records fs in one transaction, each as its outcome's operation would alone

@@ -202,8 +202,9 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // What the composition root may ask of this driver (store.Driver and its capabilities).
 var (
-	_ store.Driver = (*Store)(nil)
-	_ store.Shared = (*Store)(nil)
+	_ store.Driver      = (*Store)(nil)
+	_ store.Shared      = (*Store)(nil)
+	_ store.ClaimNexter = (*Store)(nil)
 )
 
 // SetFollowUps sets the hook the ends call in their transaction (store.Driver).
