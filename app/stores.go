@@ -50,6 +50,12 @@ func StoreURL(v string) (string, error) {
 		return "", errors.New("not a valid URL: percent-encode special characters of the user name and password (an @ as %40, a ? as %3F)")
 	case pu.Scheme != "postgres" && pu.Scheme != "postgresql" && !IsMySQL(u):
 		return "", fmt.Errorf("want a postgres:// or mysql://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
+	case IsMySQL(u):
+		// A host and a database, and parameters go-sql-driver knows; the error shows
+		// the URL without its password.
+		if _, err := mysql.ParseURL(u); err != nil {
+			return "", err
+		}
 	}
 	return u, nil
 }
