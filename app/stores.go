@@ -104,13 +104,16 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 		workers += n
 	}
 	if IsMySQL(dsn) {
+		// The driver's own complaints (a connection the server closed) go to this
+		// node's log, not to stderr.
+		mysql.LogDriverTo(a.log)
 		// A connection per worker slot of every lane, and a few for the API.
-		m, err := mysql.Open(ctx, dsn, mysql.Options{FollowUps: followUps, TestClock: a.test.Now, MaxConns: mysql.PoolSize(workers)})
+		d, err := mysql.OpenDriver(ctx, dsn, mysql.Options{TestClock: a.test.Now, MaxConns: mysql.PoolSize(workers)})
 		if err != nil {
 			return nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 		}
-		a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn), "server", m.Driver().(*mysql.Store).Version())
-		return m, nil
+		a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn), "server", d.Version())
+		return store.New(d, store.Config{FollowUps: followUps}), nil
 	}
 	opts := pg.Options{FollowUps: followUps, TestClock: a.test.Now, PollOnly: cfg.PollOnly}
 	if !strings.Contains(dsn, "pool_max_conns") {

@@ -14,6 +14,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -189,6 +190,20 @@ func (s *Store) checkVersion() error {
 		return fmt.Errorf("open mysql: server %s has no SKIP LOCKED: sheetq needs MySQL 8.0.1+ or MariaDB 10.6+", s.version)
 	}
 	return nil
+}
+
+// LogDriverTo sends go-sql-driver's own log lines (a connection the server closed, a
+// packet it could not read) to log at WARN, instead of the standard logger's stderr. The
+// driver has one logger for the process: the last call wins.
+func LogDriverTo(log *slog.Logger) {
+	_ = mysql.SetLogger(driverLog{log})
+}
+
+// driverLog is go-sql-driver's Logger over slog.
+type driverLog struct{ log *slog.Logger }
+
+func (l driverLog) Print(v ...any) {
+	l.log.Warn("mysql driver", "msg", strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 // Version is the server's version string (SELECT VERSION()).
