@@ -104,11 +104,9 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 		workers += n
 	}
 	if IsMySQL(dsn) {
-		// The driver's own complaints (a connection the server closed) go to this
-		// node's log, not to stderr.
-		mysql.LogDriverTo(a.log)
-		// A connection per worker slot of every lane, and a few for the API.
-		d, err := mysql.OpenDriver(ctx, dsn, mysql.Options{TestClock: a.test.Now, MaxConns: mysql.PoolSize(workers)})
+		// A connection per worker slot of every lane, and a few for the API; the
+		// driver's own complaints (a connection the server closed) go to this node's log.
+		d, err := mysql.OpenDriver(ctx, dsn, mysql.Options{TestClock: a.test.Now, MaxConns: mysql.PoolSize(workers), Log: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
 		}

@@ -39,6 +39,10 @@ type Options struct {
 	// MaxConns caps the pool (0: PoolSize(4)). A call that finds every connection in
 	// use waits for one.
 	MaxConns int
+	// Log, when set, receives go-sql-driver's own complaints (a connection the server
+	// closed, a packet it could not read) at WARN, instead of its standard logger's
+	// stderr.
+	Log *slog.Logger
 }
 
 // PoolSize is the pool a node needs (Options.MaxConns), as pg.PoolSize: one connection
@@ -108,6 +112,9 @@ func OpenDriver(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	cfg, err := Config(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	if opts.Log != nil {
+		cfg.Logger = driverLog{opts.Log}
 	}
 	// Which server answers decides the isolation variable's name: MySQL 8 knows only
 	// transaction_isolation, MariaDB before 11.1 only tx_isolation.
@@ -190,13 +197,6 @@ func (s *Store) checkVersion() error {
 		return fmt.Errorf("open mysql: server %s has no SKIP LOCKED: sheetq needs MySQL 8.0.1+ or MariaDB 10.6+", s.version)
 	}
 	return nil
-}
-
-// LogDriverTo sends go-sql-driver's own log lines (a connection the server closed, a
-// packet it could not read) to log at WARN, instead of the standard logger's stderr. The
-// driver has one logger for the process: the last call wins.
-func LogDriverTo(log *slog.Logger) {
-	_ = mysql.SetLogger(driverLog{log})
 }
 
 // driverLog is go-sql-driver's Logger over slog.
