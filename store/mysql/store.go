@@ -245,8 +245,10 @@ const nowSQL = `COALESCE(CAST(? AS DATETIME(6)), UTC_TIMESTAMP(6))`
 // micros is a duration in microseconds, for `INTERVAL ? MICROSECOND`.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// migrateLock is the name of the GET_LOCK that migrations run under, per database.
-const migrateLock = `CONCAT('sheetq migrate ', DATABASE())`
+// migrateLock is the name of the GET_LOCK that migrations run under, per database: the
+// database's name hashed, since MySQL refuses a lock name over 64 characters and a
+// database's name may have 64 of its own.
+const migrateLock = `CONCAT('sheetq migrate ', SHA1(DATABASE()))`
 
 // migrate applies each embedded migration not yet recorded, in order, while holding a
 // named lock (GET_LOCK, per database): nodes that start together on a fresh database
