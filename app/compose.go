@@ -48,6 +48,7 @@ type App struct {
 	store    *store.Store
 	files    jobs.Files
 	shared   bool // other nodes may use the store at the same time (store.Shared)
+	polls    bool // a shared store without wake-ups across nodes: the engine and the hub poll it often
 	kind     exportKind
 	hub      *events.Hub
 	metrics  *metrics.Metrics
@@ -145,7 +146,12 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 		problems.Store = health
 	}
 	hubCfg := a.test.Events
-	if a.shared && cfg.PollOnly {
+	// A shared store that cannot tell this node of other nodes' changes (MySQL and
+	// MariaDB have no LISTEN; PostgreSQL behind --poll-only) is polled: that poll bounds
+	// how soon this node picks up another node's job and shows its events.
+	_, listens := drv.(store.Listener)
+	a.polls = a.shared && (cfg.PollOnly || !listens)
+	if a.polls {
 		// No NOTIFY tells this node of other nodes' events: its streams read the log
 		// four times a second instead of once.
 		hubCfg.Poll = cmp.Or(hubCfg.Poll, 250*time.Millisecond)
@@ -180,7 +186,7 @@ func build(ctx context.Context, s *Settings) (_ *App, err error) {
 	}
 	// Other nodes run jobs from a shared store: a PROCESSING job at start may be theirs.
 	ecfg.Shared = a.shared
-	if ecfg.Shared && cfg.PollOnly {
+	if a.polls {
 		// Polling is the only way this node learns of other nodes' jobs
 		// (docs/several-nodes.md): a tenth of a second is a tiny indexed query per lane.
 		ecfg.PollInterval = cmp.Or(ecfg.PollInterval, 100*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/store"
 	"sheetq/store/storetest"
+	"sheetq/store/storetest/mysqltest"
 	"sheetq/store/storetest/pgtest"
 )
 
@@ -109,10 +110,14 @@ func TestScheduleLastMonthsOrders(t *testing.T) {
 	}
 }
 
-// Two nodes on one PostgreSQL database, both looking for due schedules all the time,
-// and the test making both look at once besides: each of five times fires once.
+// Two nodes on one PostgreSQL, or MariaDB, database, both looking for due schedules all
+// the time, and the test making both look at once besides: each of five times fires once.
 func TestScheduleTwoNodesFireOnce(t *testing.T) {
-	dsn := pgtest.FreshSchema(t)
+	t.Run("PostgreSQL", func(t *testing.T) { scheduleTwoNodesFireOnce(t, pgtest.FreshSchema(t)) })
+	t.Run("MariaDB", func(t *testing.T) { scheduleTwoNodesFireOnce(t, mysqltest.URL(t, mysqltest.FreshDatabase(t))) })
+}
+
+func scheduleTwoNodesFireOnce(t *testing.T, dsn string) {
 	clock := storetest.ClockAt(time.Date(2026, 12, 1, 0, 0, 30, 0, time.UTC))
 	n1 := newTestServer(t, testOpts{Store: dsn, Node: "n1", Now: clock.Now, Idle: true})
 	n2 := newTestServer(t, testOpts{Store: dsn, Node: "n2", Now: clock.Now, Idle: true})

@@ -112,7 +112,7 @@ type Stores struct {
 func ResolveStores(flags StoreFlags, fc FileConfig) (Stores, error) {
 	var s Stores
 	var err error
-	if s.DSN, err = PostgresURL(cmp.Or(flags.Store, fc.Store.URL)); err != nil {
+	if s.DSN, err = StoreURL(cmp.Or(flags.Store, fc.Store.URL)); err != nil {
 		return Stores{}, setting(flags.Store != "", "--store", fc, "[store] url", err)
 	}
 	if s.FilesURL = cmp.Or(flags.Files, fc.Files.URL); s.FilesURL != "" {

@@ -17,6 +17,7 @@ import (
 	"sheetq/jobs/export"
 	"sheetq/jobs/webhook"
 	"sheetq/store"
+	"sheetq/store/mysql"
 	"sheetq/store/pg"
 	"sheetq/store/sqlite"
 )
@@ -32,10 +33,10 @@ var (
 	_ schedules.Store  = (*store.Store)(nil)
 )
 
-// PostgresURL reads a job store setting (--store, SHEETQ_STORE, [store] url): a
-// postgres:// URL, or env:NAME naming a variable that holds one; "" stays "" (SQLite).
-// Its errors never echo the value, which may hold a password.
-func PostgresURL(v string) (string, error) {
+// StoreURL reads a job store setting (--store, SHEETQ_STORE, [store] url): a
+// postgres://, mysql:// or mariadb:// URL, or env:NAME naming a variable that holds one;
+// "" stays "" (SQLite). Its errors never echo the value, which may hold a password.
+func StoreURL(v string) (string, error) {
 	u, err := envref.Resolve(v)
 	if err != nil {
 		return "", err
@@ -47,10 +48,23 @@ func PostgresURL(v string) (string, error) {
 	switch {
 	case err != nil:
 		return "", errors.New("not a valid URL: percent-encode special characters of the user name and password (an @ as %40, a ? as %3F)")
-	case pu.Scheme != "postgres" && pu.Scheme != "postgresql":
-		return "", fmt.Errorf("want a postgres://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
+	case pu.Scheme != "postgres" && pu.Scheme != "postgresql" && !IsMySQL(u):
+		return "", fmt.Errorf("want a postgres:// or mysql://user:password@host:port/database URL (or env:NAME naming one), not a %q URL", cmp.Or(schemeOf(u), "scheme-less"))
+	case IsMySQL(u):
+		// A host and a database, and parameters go-sql-driver knows; the error shows
+		// the URL without its password.
+		if _, err := mysql.ParseURL(u); err != nil {
+			return "", err
+		}
 	}
 	return u, nil
+}
+
+// IsMySQL reports whether a job store URL names a MySQL or MariaDB database
+// (mysql://, mariadb://) rather than PostgreSQL.
+func IsMySQL(u string) bool {
+	s := schemeOf(u)
+	return s == "mysql" || s == "mariadb"
 }
 
 func schemeOf(u string) string {
@@ -70,8 +84,8 @@ func RedactURL(u string) string {
 }
 
 // openStore opens the job store that cfg names: the data directory's SQLite file, or a
-// PostgreSQL database shared with other nodes. Only here and in the tool commands does
-// sheetq name a driver.
+// PostgreSQL, MySQL or MariaDB database shared with other nodes. Only here and in the
+// tool commands does sheetq name a driver.
 func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 	cfg := a.cfg
 	// A job's end and the webhook delivery that announces it commit together (rule 19),
@@ -85,14 +99,24 @@ func (a *App) openStore(ctx context.Context) (*store.Store, error) {
 		}
 		return s, nil
 	}
+	workers := cfg.Engine.Workers
+	for _, n := range cfg.Engine.Queues {
+		workers += n
+	}
+	if IsMySQL(dsn) {
+		// A connection per worker slot of every lane, and a few for the API; the
+		// driver's own complaints (a connection the server closed) go to this node's log.
+		d, err := mysql.OpenDriver(ctx, dsn, mysql.Options{TestClock: a.test.Now, MaxConns: mysql.PoolSize(workers), Log: a.log})
+		if err != nil {
+			return nil, fmt.Errorf("open the job store %s: %w", RedactURL(dsn), err)
+		}
+		a.log.InfoContext(ctx, "job store", "store", RedactURL(dsn), "server", d.Version())
+		return store.New(d, store.Config{FollowUps: followUps}), nil
+	}
 	opts := pg.Options{FollowUps: followUps, TestClock: a.test.Now, PollOnly: cfg.PollOnly}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// A connection per worker slot of every lane, and a few for the API; the DSN's
 		// own pool_max_conns wins.
-		workers := cfg.Engine.Workers
-		for _, n := range cfg.Engine.Queues {
-			workers += n
-		}
 		opts.MaxConns = pg.PoolSize(workers)
 	}
 	p, err := pg.Open(ctx, dsn, opts)

@@ -14,7 +14,7 @@ import (
 )
 
 // drivers are the job store's drivers (ARCHITECTURE.md, "Job store drivers").
-var drivers = []string{"sheetq/store/sqlite", "sheetq/store/pg"}
+var drivers = []string{"sheetq/store/sqlite", "sheetq/store/pg", "sheetq/store/mysql"}
 
 // mayImportDrivers are the packages that choose a driver: the composition root, the
 // tool commands (doctor, backup, store copy, the benchmarks' commands) and the test
@@ -23,6 +23,7 @@ var mayImportDrivers = []string{
 	"sheetq/app",
 	"sheetq/internal/cli",
 	"sheetq/store/pgcopy",
+	"sheetq/store/mysqlcopy",
 	"sheetq/store/storetest",
 	"sheetq/bench/river",
 	"sheetq/jobs/export/internal/xlsxbench",

@@ -16,9 +16,11 @@ import (
 	"sheetq/app/middleware"
 	"sheetq/internal/apptest"
 	"sheetq/store"
+	"sheetq/store/mysql"
 	"sheetq/store/pg"
 	"sheetq/store/sqlite"
 	"sheetq/store/storetest"
+	"sheetq/store/storetest/mysqltest"
 	"sheetq/store/storetest/pgtest"
 )
 
@@ -45,6 +47,17 @@ func eachStore(t *testing.T, fn func(t *testing.T, o opened)) {
 		dsn := pgtest.FreshSchema(t)
 		clk := storetest.ClockAt(time.Now().UTC().Truncate(time.Millisecond))
 		st, err := pg.Open(context.Background(), dsn, pg.Options{TestClock: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		fn(t, opened{st, clk})
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		dsn := mysqltest.FreshDatabase(t)
+		clk := storetest.ClockAt(time.Now().UTC().Truncate(time.Millisecond))
+		st, err := mysql.Open(context.Background(), dsn, mysql.Options{TestClock: clk.Now})
 		if err != nil {
 			t.Fatal(err)
 		}

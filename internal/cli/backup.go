@@ -49,6 +49,10 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if ss.DSN != "" && app.IsMySQL(ss.DSN) {
+		return fmt.Errorf("backup: the job store is MySQL or MariaDB (%s): back it up with mysqldump --single-transaction (or mariadb-dump), "+
+			"or the server's own backups; for a bucket, use the provider's versioning or replication", app.RedactURL(ss.DSN))
+	}
 	if ss.DSN != "" {
 		return fmt.Errorf("backup: the job store is PostgreSQL (%s): back it up with pg_dump, e.g. pg_dump -Fc -f sheetq.dump 'postgres://...', "+
 			"or the server's own backups; for a bucket, use the provider's versioning or replication", app.RedactURL(ss.DSN))

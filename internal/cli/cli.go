@@ -63,9 +63,9 @@ Usage:
                          copy the database to FILE, safe while the server runs
   sheetq doctor [--data DIR] [--json] [--fix]
                          check the data directory: database, stray files, missing files, disk space
-                         (or the PostgreSQL store and bucket that --store and --files name)
-  sheetq store copy --to postgres://... [--files s3://...] [--data DIR]
-                         move a stopped server's queue into PostgreSQL, and its files into a bucket
+                         (or the PostgreSQL or MySQL store and bucket that --store and --files name)
+  sheetq store copy --to postgres://...|mysql://... [--files s3://...] [--data DIR]
+                         move a stopped server's queue into PostgreSQL or MySQL, and its files into a bucket
   sheetq export REPORT [-p name=value]... [--wait] [-o FILE] [--server URL]
                          ask a running server for an export; --wait follows it and downloads the file
   sheetq jobs list|show|wait|download|cancel|retry|delete|events

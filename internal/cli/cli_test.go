@@ -88,18 +88,18 @@ func TestServeRefusesBadValuesTheAppChecks(t *testing.T) {
 	for _, tt := range []struct{ want, flag, value string }{
 		{"--base-url", "--base-url", "ftp://sheetq.example.com"},
 		{"--files-download", "--files-download", "nope"},
-		{"--store", "--store", "mysql://localhost/db"},
+		{"--store", "--store", "redis://localhost/db"},
 		{"--files", "--files", "http://bucket"},
 		{"--node", "--node", strings.Repeat("n", 65)},
 		{"exposes sheetq beyond this machine", "--addr", "0.0.0.0:0"},
 	} {
 		serveRefuses(t, tt.want, tt.flag, tt.value)
 	}
-	t.Setenv("SHEETQ_STORE", "mysql://localhost/db")
+	t.Setenv("SHEETQ_STORE", "redis://localhost/db")
 	serveRefuses(t, "--store")
 
 	data := t.TempDir()
-	if err := os.WriteFile(filepath.Join(data, "sheetq.toml"), []byte("[store]\nurl = \"mysql://localhost/db\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "sheetq.toml"), []byte("[store]\nurl = \"redis://localhost/db\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SHEETQ_STORE", "")
@@ -173,7 +173,7 @@ func TestServeNamesTheConfigFileForItsTables(t *testing.T) {
 func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
 	t.Setenv("SHEETQ_TEST_UNSET_SECRET", "")
 	for _, tt := range []struct{ body, want string }{
-		{"[store]\nurl = \"mysql://localhost/db\"\n", "[store] url: "},
+		{"[store]\nurl = \"redis://localhost/db\"\n", "[store] url: "},
 		{"[files]\nurl = \"s3://bucket\"\naccess_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] access_key: environment variable"},
 		{"[files]\nurl = \"s3://b\"\n", "[files] url: "},
 		{"[files]\nsecret_key = \"env:SHEETQ_TEST_UNSET_SECRET\"\n", "[files] secret_key is the key of a bucket, but no bucket is named"},
@@ -183,9 +183,9 @@ func TestToolsNameTheConfigFileForStoreAndFiles(t *testing.T) {
 			t.Errorf("doctor with %q: exit %d, stderr %q; want exit 1 and one line with the file and %q", tt.body, code, msg, tt.want)
 		}
 	}
-	_, stderr, code := runCLI(t, "doctor", "--data", t.TempDir(), "--store", "mysql://localhost/db")
+	_, stderr, code := runCLI(t, "doctor", "--data", t.TempDir(), "--store", "redis://localhost/db")
 	if code != 2 || !strings.Contains(stderr, "--store: ") {
-		t.Errorf("doctor --store mysql://: exit %d, %q", code, stderr)
+		t.Errorf("doctor --store redis://: exit %d, %q", code, stderr)
 	}
 }
 

@@ -62,9 +62,9 @@ func TestCLIEnvValuesRefusedAfterParsingNameTheVariable(t *testing.T) {
 		{"SHEETQ_LOG_LEVEL", "loud", serve(), `SHEETQ_LOG_LEVEL="loud": --log-level: `},
 		{"SHEETQ_NODE", "a node", serve(), `SHEETQ_NODE="a node": --node: a node name is`},
 		// A postgres:// URL may hold a password: the variable alone is named.
-		{"SHEETQ_STORE", "mysql://me:hunter2@localhost/db", serve(), `SHEETQ_STORE: --store: want a postgres://`},
-		{"SHEETQ_STORE", "mysql://me:hunter2@localhost/db", []string{"doctor", "--data", dir}, `SHEETQ_STORE: --store: want a postgres://`},
-		{"SHEETQ_TO", "mysql://me:hunter2@localhost/db", []string{"store", "copy", "--data", dir}, `SHEETQ_TO: --to: want a postgres://`},
+		{"SHEETQ_STORE", "redis://me:hunter2@localhost/db", serve(), `SHEETQ_STORE: --store: want a postgres:// or mysql://`},
+		{"SHEETQ_STORE", "redis://me:hunter2@localhost/db", []string{"doctor", "--data", dir}, `SHEETQ_STORE: --store: want a postgres:// or mysql://`},
+		{"SHEETQ_TO", "redis://me:hunter2@localhost/db", []string{"store", "copy", "--data", dir}, `SHEETQ_TO: --to: want a postgres:// or mysql://`},
 		{"SHEETQ_PROCS", "0", []string{"loadtest", "--server", srv.URL}, `SHEETQ_PROCS="0": --procs must be at least 1`},
 		{"SHEETQ_RATE", "NaN", []string{"loadtest", "--profile", "steady", "--duration", "1s"}, `SHEETQ_RATE="NaN": `},
 		{"SHEETQ_SERVER", "localhost:1", []string{"loadtest"}, `SHEETQ_SERVER="localhost:1": --server`},

@@ -136,7 +136,7 @@ func serveSettings(version string, args []string, stderr io.Writer, force <-chan
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.BoolVar(&open, "open", false, "open the browser once the server is up")
-	fs.StringVar(&cfg.StoreURL, "store", "", "job store shared by several nodes: a postgres://user:password@host:port/database `URL`, or env:NAME naming a variable that holds one (default: the data directory's SQLite file)")
+	fs.StringVar(&cfg.StoreURL, "store", "", "job store shared by several nodes: a postgres:// or mysql://user:password@host:port/database `URL` (mariadb:// too), or env:NAME naming a variable that holds one (default: the data directory's SQLite file)")
 	fs.StringVar(&cfg.FilesURL, "files", "", "file store shared by several nodes: s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION `URL` (default: the data directory's exports folder)")
 	fs.StringVar(&cfg.FilesDownload, "files-download", "", "how a download from an s3:// file store reaches the client: stream (through this node; the default) or redirect (to a presigned URL of the bucket, valid 15 minutes)")
 	fs.StringVar(&cfg.Node, "node", "", "this node's `name` in the jobs it runs and in its logs (default host/pid)")

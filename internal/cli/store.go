@@ -12,11 +12,12 @@ import (
 	"sheetq/internal/datadir"
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
+	"sheetq/store/mysqlcopy"
 	"sheetq/store/pgcopy"
 	"sheetq/store/sqlite"
 )
 
-const storeUsage = "usage: sheetq store copy --to postgres://... [--files s3://...] [--data DIR]"
+const storeUsage = "usage: sheetq store copy --to postgres://...|mysql://... [--files s3://...] [--data DIR]"
 
 // storeCmd runs `sheetq store SUBCOMMAND`; copy is the only one.
 func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,20 +35,20 @@ func storeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // storeCopyCmd runs `sheetq store copy`: moves a data directory's queue into an empty
-// PostgreSQL database and, with a file store, its published files into the bucket
+// PostgreSQL, MySQL or MariaDB database and, with a file store, its published files into the bucket
 // (docs/several-nodes.md). It holds the data directory's lock throughout, so no server
 // changes the queue while it is read.
 func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("store copy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	to := fs.String("to", "", "the PostgreSQL job store to fill: a postgres://user:password@host:port/database `URL`, or env:NAME naming a variable that holds one")
+	to := fs.String("to", "", "the job store to fill: a postgres:// or mysql://user:password@host:port/database `URL` (mariadb:// too), or env:NAME naming a variable that holds one")
 	data := fs.String("data", "", "data `directory` whose queue to copy (default: the user's data folder)")
 	sf := addStoreFlags(fs, false, true)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: sheetq store copy --to postgres://... [--files s3://...] [--data DIR]
+		fmt.Fprintf(stderr, `Usage: sheetq store copy --to postgres://...|mysql://... [--files s3://...] [--data DIR]
 
 Copy the data directory's queue (every job in every state, its events and idempotency
-keys) into an empty PostgreSQL database, migrating it first. With a file store (--files,
+keys) into an empty PostgreSQL, MySQL or MariaDB database, migrating it first. With a file store (--files,
 SHEETQ_FILES or the config file's [files] url), each finished export's file goes to the
 bucket first, checked by size and sha256; a second run finds the files already there.
 The server must be stopped: the copy takes the data directory's lock. A failure leaves
@@ -63,7 +64,7 @@ Flags:
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("store copy takes no arguments, got %q (%s)", fs.Args(), storeUsage)}
 	}
-	dsn, err := postgresURL(fs, "to", *to)
+	dsn, err := storeURL(fs, "to", *to)
 	if err != nil {
 		return err
 	}
@@ -104,8 +105,12 @@ Flags:
 		return fmt.Errorf("store copy: %w", err)
 	}
 	defer src.Close()
-	res, err := pgcopy.Copy(ctx, src, dsn, opts)
-	if errors.Is(err, pgcopy.ErrNotEmpty) {
+	copyTo := pgcopy.Copy
+	if app.IsMySQL(dsn) {
+		copyTo = mysqlcopy.Copy
+	}
+	res, err := copyTo(ctx, src, dsn, opts)
+	if errors.Is(err, pgcopy.ErrNotEmpty) || errors.Is(err, mysqlcopy.ErrNotEmpty) {
 		return fmt.Errorf("store copy: %s already holds jobs or events; copy into an empty database", app.RedactURL(dsn))
 	}
 	if err != nil {

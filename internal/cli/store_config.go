@@ -23,7 +23,7 @@ func addStoreFlags(fs *flag.FlagSet, store, files bool) storeFlags {
 		config: fs.String("config", "", "config `file` whose [store] and [files] tables to read (default <data>/sheetq.toml)"),
 	}
 	if store {
-		f.store = fs.String("store", "", "job store: a postgres:// `URL`, or env:NAME naming a variable that holds one (default: the config file's [store] url, else the data directory's SQLite file)")
+		f.store = fs.String("store", "", "job store: a postgres:// or mysql:// `URL`, or env:NAME naming a variable that holds one (default: the config file's [store] url, else the data directory's SQLite file)")
 	}
 	if files {
 		f.files = fs.String("files", "", "file store: an s3://BUCKET/PREFIX?endpoint=http://host:port&region=REGION `URL` (default: the config file's [files] url, else the data directory's exports folder)")
@@ -61,11 +61,11 @@ func settingError(fs *flag.FlagSet, err error) error {
 	return err
 }
 
-// postgresURL reads v, fs's flag name, as the job store's URL is read
-// (app.PostgresURL), naming the flag (and the variable, when SHEETQ_* set it) in its
+// storeURL reads v, fs's flag name, as the job store's URL is read
+// (app.StoreURL), naming the flag (and the variable, when SHEETQ_* set it) in its
 // error: store copy's --to, which names a target rather than the store in use.
-func postgresURL(fs *flag.FlagSet, name, v string) (string, error) {
-	u, err := app.PostgresURL(v)
+func storeURL(fs *flag.FlagSet, name, v string) (string, error) {
+	u, err := app.StoreURL(v)
 	if err != nil {
 		return "", blameEnv(fs, usageError{fmt.Errorf("--%s: %w", name, err)}, name)
 	}

@@ -14,6 +14,7 @@ import (
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/mysql"
 	"sheetq/store/pg"
 )
 
@@ -24,6 +25,20 @@ import (
 func diagnosePostgres(ctx context.Context, dsn string, add func(doctorProblem)) (files []store.JobFile, ok bool) {
 	where := app.RedactURL(dsn)
 	h, err := pg.Diagnose(ctx, dsn)
+	if err != nil {
+		add(doctorProblem{Check: "database", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
+		return nil, false
+	}
+	for _, p := range h.Problems {
+		add(doctorProblem{Check: "database", Path: where, Message: where + ": " + p})
+	}
+	return h.Files, h.Schema == h.Want
+}
+
+// diagnoseMySQL is diagnosePostgres for a MySQL or MariaDB job store (mysql.Diagnose).
+func diagnoseMySQL(ctx context.Context, dsn string, add func(doctorProblem)) (files []store.JobFile, ok bool) {
+	where := app.RedactURL(dsn)
+	h, err := mysql.Diagnose(ctx, dsn)
 	if err != nil {
 		add(doctorProblem{Check: "database", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
 		return nil, false

@@ -152,7 +152,8 @@ func TestStoreCopyUsage(t *testing.T) {
 		{"store"},
 		{"store", "move"},
 		{"store", "copy", "--data", dir.Root},
-		{"store", "copy", "--data", dir.Root, "--to", "mysql://u:hunter2@db/x"},
+		{"store", "copy", "--data", dir.Root, "--to", "redis://u:hunter2@db/x"},
+		{"store", "copy", "--data", dir.Root, "--to", "mysql://u:hunter2@db"}, // no database
 		{"store", "copy", "--data", dir.Root, "--to", "env:SHEETQ_TEST_UNSET_VARIABLE"},
 		{"store", "copy", "--data", dir.Root, "--to", "postgres://u:hunter2@db/x", "--files", "http://bucket"},
 		{"store", "copy", "--data", dir.Root, "--to", "postgres://u:hunter2@db/x", "extra"},

@@ -104,7 +104,7 @@ func Copy(ctx context.Context, src Source, dsn string, opts Options) (Result, er
 		return res, err
 	}
 	if opts.Bucket != nil {
-		if err := copyFiles(ctx, src, opts, &res); err != nil {
+		if err := CopyFiles(ctx, src, opts, &res); err != nil {
 			return res, err
 		}
 	}
@@ -271,8 +271,9 @@ func copyEvents(ctx context.Context, tx pgx.Tx, src Source) (n, maxID int64, err
 	return n, maxID, err
 }
 
-// copyFiles uploads every SUCCEEDED job's published file.
-func copyFiles(ctx context.Context, src Source, opts Options, res *Result) error {
+// CopyFiles uploads every SUCCEEDED job's published file, counting them in res (the
+// MySQL copy, store/mysqlcopy, does it the same way).
+func CopyFiles(ctx context.Context, src Source, opts Options, res *Result) error {
 	return eachJob(ctx, src, func(j store.Job) error {
 		if j.Status != store.StatusSucceeded || j.FileName == "" {
 			return nil
