@@ -477,14 +477,39 @@ func (s *Store) Probe(ctx context.Context, key string) error {
 	body := []byte("sheetq write probe\n")
 	// A plain PUT: the probe's key is the caller's own, and a leftover from a process
 	// killed between the write and the delete must not fail the next probe.
-	if _, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(body), int64(len(body)),
-		minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true}); err != nil {
-		return s.probeErr("cannot write", err)
+	for try := 1; ; try++ {
+		_, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(body), int64(len(body)),
+			minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true})
+		if err == nil {
+			break
+		}
+		// Nodes that start together probe at once, under keys side by side. A server
+		// that keeps objects as files (versitygw's posix backend) removes a folder when
+		// another probe deletes its last object, and refuses a PUT into it at that
+		// moment; the next PUT makes the folder again. A refusal that is the bucket's or
+		// the keys' (missing, denied) does not pass, and is said at once.
+		if try == probeTries || ctx.Err() != nil || !probeRace(err) {
+			return s.probeErr("cannot write", err)
+		}
 	}
 	if err := s.client.RemoveObject(ctx, s.bucket, name, minio.RemoveObjectOptions{}); err != nil {
 		return s.probeErr("wrote "+key+" but cannot delete it", err)
 	}
 	return nil
+}
+
+// probeTries is how many PUTs a Probe makes before it says the bucket cannot be written.
+const probeTries = 3
+
+// probeRace reports whether a probe's failed PUT may be a race with another probe's
+// DELETE: the server answered with an error that is not about the bucket or the
+// credentials.
+func probeRace(err error) bool {
+	switch minio.ToErrorResponse(err).Code {
+	case "", minio.NoSuchBucket, "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return false
+	}
+	return true
 }
 
 func (s *Store) probeErr(what string, err error) error {
