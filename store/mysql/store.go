@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,17 @@ func Config(dsn string) (*mysql.Config, error) {
 	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
 		cfg.Params["innodb_lock_wait_timeout"] = "10"
 	}
+	// A connection that says nothing for this long is closed by the server, which rolls
+	// its transaction back and frees its locks: a node paused (SIGSTOP, a frozen VM) in
+	// the middle of a transaction would otherwise hold the event clock's row lock, and
+	// with it every other node's writes, for as long as it is paused. None of the
+	// store's transactions waits between its statements, so only a stopped process
+	// stays idle in one. Below innodb_lock_wait_timeout, so that a write that waits on
+	// a paused node's lock gets it rather than failing busy. The pool closes its idle
+	// connections sooner (OpenDriver), so it never hands out one the server closed.
+	if _, ok := cfg.Params["wait_timeout"]; !ok {
+		cfg.Params["wait_timeout"] = strconv.Itoa(int(idleTimeout / time.Second))
+	}
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO'"
 	if cfg.Collation == "" {
 		cfg.Collation = "utf8mb4_bin"
@@ -147,7 +159,7 @@ func OpenDriver(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxIdleTime(poolIdleTime(cfg))
 	s := &Store{db: db, testClock: opts.TestClock, mariaDB: maria, version: version}
 	if err := s.checkVersion(); err != nil {
 		db.Close()
@@ -173,6 +185,20 @@ func OpenDriver(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	return s, nil
+}
+
+// idleTimeout is the server's wait_timeout on every connection of the store (Config),
+// unless the DSN sets one.
+const idleTimeout = 5 * time.Second
+
+// poolIdleTime is how long the pool keeps an idle connection: half the server's
+// wait_timeout, so that it drops a connection before the server does.
+func poolIdleTime(cfg *mysql.Config) time.Duration {
+	secs, err := strconv.Atoi(strings.Trim(cfg.Params["wait_timeout"], "'"))
+	if err != nil || secs <= 0 {
+		return idleTimeout / 2
+	}
+	return time.Duration(secs) * time.Second / 2
 }
 
 // connect opens a pool on cfg.

@@ -218,3 +218,62 @@ func TestProbeWriteNamesARefusedWrite(t *testing.T) {
 		t.Fatalf("a read on a read-only session: %v", err)
 	}
 }
+
+// TestPausedHolderOfTheEventClock: a node stopped (SIGSTOP) between its events and its
+// COMMIT holds the event clock's row lock, which every transaction that writes an event
+// takes. The server closes a connection idle for wait_timeout (the store's Config sets
+// it below innodb_lock_wait_timeout), so another node's enqueue waits for the lock and
+// then gets it, instead of failing busy for as long as the pause lasts; the paused
+// transaction is rolled back, its events never committed.
+func TestPausedHolderOfTheEventClock(t *testing.T) {
+	dsn := mysqltest.FreshDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := mysql.Open(ctx, dsn, mysql.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// The paused node: a connection with the store's own session settings, in a
+	// transaction that has appended an event under the clock's lock, then says nothing.
+	cfg, err := mysql.Config(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := sql.OpenDB(conn)
+	defer paused.Close()
+	tx, err := paused.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE event_clock SET n = n + 1 WHERE one = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO job_events (job_id, at, type, status, attempt) VALUES ('ghost', UTC_TIMESTAMP(6), 'paused', 'PENDING', 1)`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another node's enqueue writes an event: it needs the lock the paused one holds.
+	j, _, err := st.Enqueue(ctx, store.NewJob{ID: store.NewID(), Kind: "test", Args: []byte(`{}`)})
+	if err != nil {
+		t.Fatalf("enqueue while a paused transaction holds the event clock: %v (the server did not close the idle connection before the lock wait timed out)", err)
+	}
+	if got, err := st.Get(ctx, j.ID); err != nil || got.Status != store.StatusPending {
+		t.Fatalf("the job: %+v, %v", got, err)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Fatal("the paused transaction committed after the server closed its connection")
+	}
+	var ghosts int
+	if err := paused.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_events WHERE job_id = 'ghost'`).Scan(&ghosts); err != nil {
+		t.Fatal(err)
+	}
+	if ghosts != 0 {
+		t.Fatalf("%d events of the paused transaction committed", ghosts)
+	}
+}
