@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 
 	"sheetq/internal/apiv1"
@@ -55,9 +54,9 @@ type clusterJob struct {
 }
 
 // readJobs reads every export job of the schema.
-func readJobs(t *testing.T, db *pgx.Conn) map[string]clusterJob {
+func readJobs(t *testing.T, db *clusterDB) map[string]clusterJob {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `SELECT id, status, COALESCE(idempotency_key, ''),
+	rows, err := db.query(context.Background(), `SELECT id, status, COALESCE(idempotency_key, ''),
 		COALESCE(file_name, ''), COALESCE(file_sha256, ''), attempt, COALESCE(file_size, 0)
 		FROM jobs WHERE kind = 'export'`)
 	if err != nil {
@@ -85,7 +84,7 @@ func objectKey(prefix string, j clusterJob) string { return prefix + "/" + j.nam
 // checkCluster checks the database, the bucket under prefix, and what the subscriber
 // received, against the requests the client saw accepted (key -> job id); it reports
 // every violation with t.Errorf and returns the counts.
-func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix string, accepted map[string]string, sub *sseSubscriber) clusterCounts {
+func checkCluster(t *testing.T, db *clusterDB, s3 *s3Server, bucket, prefix string, accepted map[string]string, sub *sseSubscriber) clusterCounts {
 	t.Helper()
 	ctx := context.Background()
 	var c clusterCounts
@@ -122,7 +121,7 @@ func checkCluster(t *testing.T, db *pgx.Conn, s3 *s3Server, bucket, prefix strin
 	// Exactly one success event per SUCCEEDED job, and no attempt claimed twice.
 	type evCount struct{ success, doubleStarts int }
 	evs := map[string]*evCount{}
-	rows, err := db.Query(ctx, `SELECT job_id, type, attempt, COUNT(*) - `+requeuedStarts+` FROM job_events e
+	rows, err := db.query(ctx, `SELECT job_id, type, attempt, COUNT(*) - `+requeuedStarts+` FROM job_events e
 		WHERE type IN ('succeeded', 'completed_from_file', 'started', 'recovered') GROUP BY job_id, type, attempt`)
 	if err != nil {
 		t.Fatal(err)
@@ -249,12 +248,12 @@ type logEvent struct {
 	job, typ string
 }
 
-// eventLog reads the export jobs' events in the commit-safe cursor's order, (xid, id)
-// (ARCHITECTURE.md, "PostgreSQL", Events).
-func eventLog(t *testing.T, db *pgx.Conn) []logEvent {
+// eventLog reads the export jobs' events in the commit-safe cursor's order
+// (clusterDB.eventOrder).
+func eventLog(t *testing.T, db *clusterDB) []logEvent {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `SELECT e.id, e.job_id, e.type FROM job_events e
-		JOIN jobs j ON j.id = e.job_id WHERE j.kind = 'export' ORDER BY e.xid, e.id`)
+	rows, err := db.query(context.Background(), `SELECT e.id, e.job_id, e.type FROM job_events e
+		JOIN jobs j ON j.id = e.job_id WHERE j.kind = 'export' ORDER BY `+db.eventOrder())
 	if err != nil {
 		t.Fatalf("read job_events: %v", err)
 	}
@@ -274,7 +273,7 @@ func eventLog(t *testing.T, db *pgx.Conn) []logEvent {
 
 // checkSubscriber wants the subscriber to have received every event of the log once, in
 // the log's order.
-func checkSubscriber(t *testing.T, db *pgx.Conn, sub *sseSubscriber, c *clusterCounts) {
+func checkSubscriber(t *testing.T, db *clusterDB, sub *sseSubscriber, c *clusterCounts) {
 	t.Helper()
 	all := eventLog(t, db)
 	got, snapshots := sub.received()

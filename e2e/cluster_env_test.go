@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
@@ -306,66 +305,6 @@ func freePort(t *testing.T) string {
 // randomName is a lower-case name no other run uses (a bucket, a node's suffix).
 func randomName(prefix string) string { return prefix + strings.ToLower(rand.Text()[:12]) }
 
-// pgConnect opens one connection of the test's own (not a node's) to dsn.
-func pgConnect(t *testing.T, dsn string) *pgx.Conn {
-	t.Helper()
-	c, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
-	return c
-}
-
-// The LISTEN connection's application_name (store/pg/notify.go): the pool's connections
-// have none, so this is how the test tells the two apart.
-const listenAppName = "sheetq listen"
-
-// nodeBackends returns the PostgreSQL backend pids serving the process pid, found by the
-// process's own TCP sockets to the server: pg_stat_activity knows each backend's client
-// port, and /proc knows which local ports belong to which process. listenOnly keeps the
-// LISTEN connection alone.
-func nodeBackends(t *testing.T, db *pgx.Conn, pid int, pgPort int, listenOnly bool) []int {
-	t.Helper()
-	ports := processPortsTo(pid, pgPort)
-	if len(ports) == 0 {
-		return nil
-	}
-	q := `SELECT pid FROM pg_stat_activity WHERE client_port = ANY($1) AND client_addr IN ('127.0.0.1', '::1')`
-	if listenOnly {
-		q += ` AND application_name = '` + listenAppName + `'`
-	}
-	rows, err := db.Query(context.Background(), q, ports)
-	if err != nil {
-		t.Fatalf("pg_stat_activity: %v", err)
-	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		t.Fatalf("pg_stat_activity: %v", err)
-	}
-	out := make([]int, len(pids))
-	for i, p := range pids {
-		out[i] = int(p)
-	}
-	return out
-}
-
-// terminate ends the backends with pg_terminate_backend and returns how many it ended.
-func terminate(t *testing.T, db *pgx.Conn, backends []int) int {
-	t.Helper()
-	n := 0
-	for _, b := range backends {
-		var ok bool
-		if err := db.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, b).Scan(&ok); err != nil {
-			t.Fatalf("pg_terminate_backend(%d): %v", b, err)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
 // processPortsTo lists the local ports of pid's TCP connections to remotePort.
 func processPortsTo(pid, remotePort int) []int32 {
 	inodes := map[string]bool{}
@@ -411,14 +350,4 @@ func hexPort(addr string) int {
 		return 0
 	}
 	return int(p)
-}
-
-// dsnPort is the port a postgres:// DSN connects to.
-func dsnPort(t *testing.T, dsn string) int {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int(cfg.Port)
 }

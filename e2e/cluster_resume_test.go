@@ -14,7 +14,6 @@ import (
 
 	"sheetq/internal/client"
 	"sheetq/store"
-	"sheetq/store/storetest/pgtest"
 )
 
 // Two nodes share one PostgreSQL schema and one bucket. The node running a long demo
@@ -24,11 +23,11 @@ import (
 // When the job ends, its pieces are gone from the bucket.
 func TestClusterResumesOnAnotherNode(t *testing.T) {
 	const rows, seconds = 60_000, 6
-	dsn := pgtest.FreshSchema(t)
+	dsn, storeURL := postgresBackend.fresh(t)
 	bucket, prefix := randomName("sheetq-resume-"), "q"
 	s3 := startS3(t, bucket)
-	c := &cluster{t: t, dsn: dsn, pgPort: dsnPort(t, dsn), files: s3.filesURL(bucket, prefix), bucket: bucket, prefix: prefix, s3: s3,
-		db: pgConnect(t, dsn)}
+	c := &cluster{t: t, backend: postgresBackend, dsn: dsn, storeURL: storeURL, files: s3.filesURL(bucket, prefix), bucket: bucket, prefix: prefix, s3: s3,
+		db: openClusterDB(t, postgresBackend, dsn)}
 	for i := range 2 {
 		c.nodes = append(c.nodes, &clusterNode{name: fmt.Sprintf("n%d", i+1), data: t.TempDir()})
 	}
@@ -68,7 +67,7 @@ func TestClusterResumesOnAnotherNode(t *testing.T) {
 	kept := c.query(`SELECT COALESCE(MAX((data->>'rows')::bigint), -1) FROM job_events WHERE job_id = $1 AND type = $2`, j.ID, store.EventResumed)
 	var at time.Time
 	c.dbMu.Lock()
-	err = c.db.QueryRow(context.Background(), `SELECT at FROM job_events WHERE job_id = $1 AND type = $2`, j.ID, store.EventResumed).Scan(&at)
+	err = c.db.queryRow(`SELECT at FROM job_events WHERE job_id = $1 AND type = $2`, j.ID, store.EventResumed).Scan(&at)
 	c.dbMu.Unlock()
 	if err != nil {
 		t.Fatalf("no resumed event: %v", err)

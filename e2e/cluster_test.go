@@ -17,12 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"sheetq/internal/objstore"
 	"sheetq/jobs"
-	"sheetq/store/pg"
-	"sheetq/store/storetest/pgtest"
 )
 
 // The cluster fault test (issue 17, "What must be shown"): three nodes built with fault
@@ -119,13 +115,14 @@ func (n *clusterNode) url() string {
 // cluster is the nodes and what they share.
 type cluster struct {
 	t        *testing.T
-	dsn      string // the schema's DSN, as every node gets it
-	pgPort   int
+	backend  clusterBackend
+	dsn      string // the test's DSN of the nodes' database
+	storeURL string // --store, as every node gets it
 	files    string // --files
 	bucket   string
 	prefix   string // the --files prefix in the bucket, without its "/"
 	s3       *s3Server
-	db       *pgx.Conn // the test's own connection: monitoring, faults, the checker
+	db       *clusterDB // the test's own connection: monitoring, faults, the checker
 	dbMu     sync.Mutex
 	nodes    []*clusterNode
 	l        *ledger
@@ -141,7 +138,7 @@ type cluster struct {
 // attempts enough that no job runs out of them however often it is interrupted.
 // An explicit reports folder skips the first-run sample; the built-in demo report stays.
 func (c *cluster) args(n *clusterNode) []string {
-	return []string{"--store", c.dsn, "--files", c.files, "--node", n.name, "--reports", c.t.TempDir(),
+	return []string{"--store", c.storeURL, "--files", c.files, "--node", n.name, "--reports", c.t.TempDir(),
 		"--heartbeat", (clusterStaleAfter / 10).String(), "--stale-after", clusterStaleAfter.String(),
 		"--max-attempts", "100", "--shutdown-grace", "10s", "--log-level", "info"}
 }
@@ -167,11 +164,7 @@ func (c *cluster) query(sql string, args ...any) int {
 	c.t.Helper()
 	c.dbMu.Lock()
 	defer c.dbMu.Unlock()
-	var n int
-	if err := c.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		c.t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return c.db.queryInt(c.t, sql, args...)
 }
 
 // running counts the PROCESSING jobs whose worker is node n.
@@ -191,13 +184,14 @@ func (c *cluster) waitFor(what string, limit time.Duration, cond func() bool) {
 	}
 }
 
-// backends is node n's database connections now (listenOnly: the LISTEN one alone).
+// backends is node n's database connections now (listenOnly: PostgreSQL's LISTEN one
+// alone).
 func (c *cluster) backends(n *clusterNode, listenOnly bool) []int {
 	c.t.Helper()
 	p := n.cur.Load()
 	c.dbMu.Lock()
 	defer c.dbMu.Unlock()
-	return nodeBackends(c.t, c.db, p.cmd.Process.Pid, c.pgPort, listenOnly)
+	return c.db.backends(c.t, p.cmd.Process.Pid, listenOnly)
 }
 
 // load sends requests round-robin over the nodes until stopped: one every interval,
@@ -356,15 +350,21 @@ func (c *cluster) findKilledUpload(n *clusterNode, mark int) {
 	c.t.Helper()
 	keys := map[string]bool{}
 	c.dbMu.Lock()
-	rows, err := c.db.Query(context.Background(), `SELECT job_id, attempt FROM job_events
+	rows, err := c.db.query(context.Background(), `SELECT job_id, attempt FROM job_events
 		WHERE id > $1 AND type = 'started' AND data->>'worker' = $2`, mark, n.name)
 	if err == nil {
-		var id string
-		var attempt int
-		_, err = pgx.ForEachRow(rows, []any{&id, &attempt}, func() error {
+		for rows.Next() {
+			var id string
+			var attempt int
+			if err = rows.Scan(&id, &attempt); err != nil {
+				break
+			}
 			keys[c.prefix+"/"+jobs.ObjectKey(id, attempt, "export.xlsx")] = true
-			return nil
-		})
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
 	}
 	c.dbMu.Unlock()
 	if err != nil {
@@ -417,12 +417,24 @@ func (c *cluster) pause(k int) {
 	c.waitFor(n.name+" answers again", 30*time.Second, func() bool { return healthy(n.url()) })
 }
 
-// Fault: pg_terminate_backend on every connection of the node, its pool's and its
-// LISTEN connection. The node must go on without a restart: it connects again and runs
-// jobs to their end.
+// Fault: the server cuts every connection of the node (pg_terminate_backend, its pool's
+// and its LISTEN connection; MySQL's KILL CONNECTION, its pool's). The node must go on
+// without a restart: it connects again and runs jobs to their end.
 func (c *cluster) cutConnections(k int) {
 	c.t.Helper()
 	n := c.nodes[k]
+	if c.db.mysql {
+		var old []int
+		c.waitFor(n.name+" holds connections", 30*time.Second, func() bool {
+			old = c.backends(n, false)
+			return len(old) > 0
+		})
+		if c.terminate(old) == 0 {
+			c.t.Fatalf("no connection of %s was killed", n.name)
+		}
+		c.afterCut(n, old, false)
+		return
+	}
 	var oldListen []int
 	c.waitFor(n.name+" holds its LISTEN connection and others", 30*time.Second, func() bool {
 		oldListen = c.backends(n, true)
@@ -431,7 +443,7 @@ func (c *cluster) cutConnections(k int) {
 	if c.terminate(c.backends(n, false)) == 0 {
 		c.t.Fatalf("no connection of %s was terminated", n.name)
 	}
-	c.afterCut(n, oldListen)
+	c.afterCut(n, oldListen, true)
 }
 
 // Fault: pg_terminate_backend on the node's LISTEN connection alone; the node must open
@@ -447,24 +459,29 @@ func (c *cluster) cutListen(k int) {
 	if c.terminate(old) != 1 {
 		c.t.Fatalf("the LISTEN connection of %s was not terminated", n.name)
 	}
-	c.afterCut(n, old)
+	c.afterCut(n, old, true)
 }
 
 func (c *cluster) terminate(backends []int) int {
 	c.t.Helper()
 	c.dbMu.Lock()
 	defer c.dbMu.Unlock()
-	return terminate(c.t, c.db, backends)
+	return c.db.terminate(c.t, backends)
 }
 
-// afterCut waits until the node listens again on a connection other than the old one,
-// and finishes a job after the cut.
-func (c *cluster) afterCut(n *clusterNode, old []int) {
+// afterCut waits until the node holds a connection other than the old ones (listen: a
+// new LISTEN connection), and finishes a job after the cut.
+func (c *cluster) afterCut(n *clusterNode, old []int, listen bool) {
 	c.t.Helper()
 	cut := c.query(`SELECT COALESCE(MAX(id), 0) FROM job_events`)
-	c.waitFor(n.name+" opens a new LISTEN connection", 30*time.Second, func() bool {
-		now := c.backends(n, true)
-		return len(now) == 1 && !slices.Contains(old, now[0])
+	what := " connects again"
+	if listen {
+		what = " opens a new LISTEN connection"
+	}
+	c.waitFor(n.name+what, 30*time.Second, func() bool {
+		now := c.backends(n, listen)
+		fresh := slices.ContainsFunc(now, func(id int) bool { return !slices.Contains(old, id) })
+		return fresh && (!listen || len(now) == 1)
 	})
 	c.waitFor(n.name+" finishes a job after the cut", 60*time.Second, func() bool {
 		// A finished job's worker column is cleared: the attempt's started event names it.
@@ -570,17 +587,24 @@ func (c *cluster) stopAll() {
 	}
 }
 
-func TestClusterFaults(t *testing.T) {
-	dsn := pgtest.FreshSchema(t)
+func TestClusterFaults(t *testing.T) { clusterFaults(t, postgresBackend) }
+
+// TestClusterFaultsOnMariaDB is the same test on one MariaDB database (issue 42): the
+// faults but the LISTEN connection's, which MySQL does not have (its nodes poll), and
+// with MySQL's KILL CONNECTION for pg_terminate_backend.
+func TestClusterFaultsOnMariaDB(t *testing.T) { clusterFaults(t, mariadbBackend) }
+
+func clusterFaults(t *testing.T, backend clusterBackend) {
+	dsn, storeURL := backend.fresh(t)
 	seed := clusterSeed(t)
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(seed, 0xc105))
-	t.Logf("cluster: %d nodes, SHEETQ_CLUSTER_SEED=%d", clusterNodes, seed)
+	t.Logf("cluster: %d nodes on %s, SHEETQ_CLUSTER_SEED=%d", clusterNodes, backend.name, seed)
 
 	bucket, prefix := randomName("sheetq-cluster-"), "q"
 	s3 := startS3(t, bucket)
-	c := &cluster{t: t, dsn: dsn, pgPort: dsnPort(t, dsn), files: s3.filesURL(bucket, prefix), bucket: bucket, prefix: prefix,
-		s3: s3, db: pgConnect(t, dsn), l: newLedger(t), seed: seed}
+	c := &cluster{t: t, backend: backend, dsn: dsn, storeURL: storeURL, files: s3.filesURL(bucket, prefix), bucket: bucket, prefix: prefix,
+		s3: s3, db: openClusterDB(t, backend, dsn), l: newLedger(t), seed: seed}
 	for i := range clusterNodes {
 		c.nodes = append(c.nodes, &clusterNode{name: fmt.Sprintf("n%d", i+1), data: t.TempDir()})
 	}
@@ -620,11 +644,13 @@ func TestClusterFaults(t *testing.T) {
 	}
 	faults = append(faults,
 		fault{"sigstop", "SIGSTOP for 3x stale-after", c.pause},
-		fault{"pgterm", "pg_terminate_backend of every connection", c.cutConnections},
-		fault{"listen", "pg_terminate_backend of the LISTEN connection", c.cutListen},
+		fault{"pgterm", "the server cuts every connection", c.cutConnections},
 		fault{"s3restart", "S3 server restarted mid-upload", c.restartS3MidUpload},
 		fault{"clock", "the node's clock 90 s ahead", c.skewClock},
 	)
+	if !c.db.mysql { // MySQL has no LISTEN: its nodes poll (ARCHITECTURE.md, "MySQL and MariaDB")
+		faults = append(faults, fault{"listen", "pg_terminate_backend of the LISTEN connection", c.cutListen})
+	}
 	faults = slices.DeleteFunc(faults, func(f fault) bool { return !clusterFaultChosen(t, f.id) })
 	// SHEETQ_CLUSTER_ROUNDS runs the whole list that many times (default 1, CI's cost),
 	// each round in an order of its own.
@@ -651,7 +677,7 @@ func TestClusterFaults(t *testing.T) {
 			t.Errorf("the upload of %s, killed at mid-upload, is gone before the janitor's pass", key)
 		}
 	}
-	swept := janitorPass(t, dsn, c.files)
+	swept := janitorPass(t, backend, dsn, c.files)
 	if swept.Aborted < len(c.killedUploads) {
 		t.Errorf("the janitor's pass aborted %d uploads; %d were killed mid-upload", swept.Aborted, len(c.killedUploads))
 	}
@@ -672,10 +698,10 @@ func TestClusterFaults(t *testing.T) {
 // janitorPass runs one sweep of the production janitor over the shared store and bucket,
 // as a node's janitor does every hour, but judging every object and upload old enough:
 // no node runs any more, so nothing is in flight.
-func janitorPass(t *testing.T, dsn, filesURL string) jobs.SweepResult {
+func janitorPass(t *testing.T, backend clusterBackend, dsn, filesURL string) jobs.SweepResult {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Open(ctx, dsn, pg.Options{})
+	st, err := openClusterStore(ctx, backend, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
