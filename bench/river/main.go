@@ -102,6 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("dir", "", "parent of the per-run temp dirs (default: the system temp dir)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	pgDSN := fs.String("pg", "", "a PostgreSQL DSN: run the PostgreSQL variants and scenarios on it instead (each run on a schema of its own, dropped after)")
+	mysqlDSN := fs.String("mysql", "", "with -pg: a MySQL/MariaDB DSN (go-sql-driver's form) to run sheetq-mariadb beside the PostgreSQL variants (each run on a database of its own, dropped after)")
 	nodeList := fs.String("nodes", "1,3", "PostgreSQL e2e: comma-separated node counts")
 	callers := fs.Int("callers", 16, "PostgreSQL: goroutines enqueueing at once (enqueue-concurrent, e2e)")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +113,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *pgDSN != "" {
 		if !set["variants"] {
 			*variants = "sheetq-pg,river-pg,river-pg-tuned"
+			if *mysqlDSN != "" {
+				*variants += ",sheetq-mariadb"
+			}
 		}
 		if !set["scenarios"] {
 			*scenarios = "enqueue,enqueue-concurrent,e2e,pickup"
@@ -133,8 +137,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		workers = append(workers, k)
 	}
+	if *mysqlDSN != "" && *pgDSN == "" {
+		return fmt.Errorf("-mysql runs beside the PostgreSQL variants: give -pg too")
+	}
 	if *pgDSN != "" {
-		return runPGFlags(ctx, out, *pgDSN, *variants, *scenarios, *nodeList, workers[0], *riverPoll,
+		return runPGFlags(ctx, out, *pgDSN, *mysqlDSN, *variants, *scenarios, *nodeList, workers[0], *riverPoll,
 			pgRun{n: *n, rounds: *rounds, pickups: *pickups, callers: *callers})
 	}
 	var vs []variant

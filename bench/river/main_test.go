@@ -63,3 +63,29 @@ func TestRunRejectsPGVariantWithoutDSN(t *testing.T) {
 		t.Fatalf("run: %v, want errNoPG", err)
 	}
 }
+
+// TestRunMariaDBSmall runs sheetq on MariaDB beside the PostgreSQL variants on a few
+// jobs (SHEETQ_TEST_POSTGRES_DSN and SHEETQ_TEST_MYSQL_DSN; skipped without them): every
+// job completes on one node and on two, a job crosses nodes by the poll, and both
+// servers' raw commit rates are printed. It checks behaviour only, never a time.
+func TestRunMariaDBSmall(t *testing.T) {
+	dsn, mdsn := os.Getenv("SHEETQ_TEST_POSTGRES_DSN"), os.Getenv("SHEETQ_TEST_MYSQL_DSN")
+	if dsn == "" || mdsn == "" {
+		t.Skip(`SHEETQ_TEST_POSTGRES_DSN or SHEETQ_TEST_MYSQL_DSN is not set; eval "$(bash ../../.ci/databases)" to run this test`)
+	}
+	var out strings.Builder
+	err := run(context.Background(), []string{"-pg", dsn, "-mysql", mdsn, "-variants", "sheetq-pg,sheetq-mariadb", "-n", "30",
+		"-rounds", "1", "-pickups", "3", "-nodes", "1,2", "-callers", "4", "-workers", "2"}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, v := range []string{"round 1  sheetq-mariadb", "sheetq-mariadb / variant", "MariaDB x4", "MySQL/MariaDB 1"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("output does not name %s:\n%s", v, out.String())
+		}
+	}
+	if err := run(context.Background(), []string{"-mysql", mdsn}, &out); err == nil {
+		t.Error("run took -mysql without -pg")
+	}
+	t.Log(out.String())
+}

@@ -203,11 +203,7 @@ func printPGRow(out io.Writer, run pgRun, r pgResult) {
 // Every ratio is "sheetq is better" above 1: throughput over throughput, and the other's
 // latency over sheetq's.
 func printPGSummary(out io.Writer, run pgRun, results []pgResult) {
-	type column struct {
-		title   string
-		get     func(pgResult) float64
-		latency bool
-	}
+	type column = pgColumn
 	cols := []column{
 		{"enqueue", func(r pgResult) float64 { return r.enqueue }, false},
 		{fmt.Sprintf("enqueue x%d", run.callers), func(r pgResult) float64 { return r.enqueueC }, false},
@@ -251,19 +247,46 @@ func printPGSummary(out io.Writer, run pgRun, results []pgResult) {
 	}
 	tw.Flush()
 
+	printRatios(out, "sheetq-pg", cols, order, byVariant)
+	printRatios(out, "sheetq-mariadb", cols, order, byVariant)
 	base, ok := byVariant["sheetq-pg"]
 	if !ok {
 		return
 	}
+	// The issue's target, said plainly rather than left to the reader.
+	p95 := median(collectPG(base, func(r pgResult) float64 { return ms(r.p95) }))
+	if p95 > 0 {
+		verdict := "meets"
+		if p95 >= 10 {
+			verdict = "misses"
+		}
+		fmt.Fprintf(out, "\nsheetq-pg pickup p95 across nodes %.2f ms: %s the 10 ms target (GOMAXPROCS=%d)\n", p95, verdict, runtime.GOMAXPROCS(0))
+	}
+}
+
+// pgColumn is one column of the summary.
+type pgColumn struct {
+	title   string
+	get     func(pgResult) float64
+	latency bool
+}
+
+// printRatios prints the ratio of variant baseName to each other variant, per column,
+// taken per round and given as their median.
+func printRatios(out io.Writer, baseName string, cols []pgColumn, order []string, byVariant map[string][]pgResult) {
+	base, ok := byVariant[baseName]
+	if !ok {
+		return
+	}
 	fmt.Fprintln(out)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "sheetq-pg / variant (above 1: sheetq ahead)\t")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s / variant (above 1: %s ahead)\t", baseName, baseName)
 	for _, c := range cols {
 		fmt.Fprintf(tw, "%s\t", c.title)
 	}
 	fmt.Fprintln(tw)
 	for _, v := range order {
-		if v == "sheetq-pg" {
+		if v == baseName {
 			continue
 		}
 		other := byVariant[v]
@@ -288,15 +311,6 @@ func printPGSummary(out io.Writer, run pgRun, results []pgResult) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	// The issue's target, said plainly rather than left to the reader.
-	p95 := median(collectPG(base, func(r pgResult) float64 { return ms(r.p95) }))
-	if p95 > 0 {
-		verdict := "meets"
-		if p95 >= 10 {
-			verdict = "misses"
-		}
-		fmt.Fprintf(out, "\nsheetq-pg pickup p95 across nodes %.2f ms: %s the 10 ms target (GOMAXPROCS=%d)\n", p95, verdict, runtime.GOMAXPROCS(0))
-	}
 }
 
 func collectPG(rs []pgResult, f func(pgResult) float64) []float64 {
@@ -311,7 +325,7 @@ func collectPG(rs []pgResult, f func(pgResult) float64) []float64 {
 }
 
 // runPGFlags checks the PostgreSQL run's flags, prints the header and runs it.
-func runPGFlags(ctx context.Context, out io.Writer, dsn, variants, scenarios, nodeList string, workers int,
+func runPGFlags(ctx context.Context, out io.Writer, dsn, mysqlDSN, variants, scenarios, nodeList string, workers int,
 	riverPoll time.Duration, run pgRun) error {
 	run.dsn = dsn
 	if run.callers < 1 {
@@ -338,11 +352,14 @@ func runPGFlags(ctx context.Context, out io.Writer, dsn, variants, scenarios, no
 		"river-pg":       riverPGVariant{label: "river-pg", workers: workers},
 		"river-pg-tuned": riverPGVariant{label: "river-pg-tuned", workers: workers, cooldown: time.Millisecond, poll: riverPoll},
 	}
+	if mysqlDSN != "" {
+		all["sheetq-mariadb"] = sheetqMySQLVariant{workers: workers, dsn: mysqlDSN}
+	}
 	var vs []pgVariant
 	for v := range strings.SplitSeq(variants, ",") {
 		vv, ok := all[v]
 		if !ok {
-			return fmt.Errorf("unknown PostgreSQL variant %q (sheetq-pg, river-pg, river-pg-tuned)", v)
+			return fmt.Errorf("unknown PostgreSQL variant %q (sheetq-pg, river-pg, river-pg-tuned; sheetq-mariadb with -mysql)", v)
 		}
 		vs = append(vs, vv)
 	}
@@ -353,14 +370,82 @@ func runPGFlags(ctx context.Context, out io.Writer, dsn, variants, scenarios, no
 		conn.QueryRow(ctx, `SELECT current_setting('server_version')`).Scan(&version)
 		conn.Close(ctx)
 	}
+	if mysqlDSN != "" {
+		v, err := mysqlVersion(ctx, mysqlDSN)
+		if err != nil {
+			return fmt.Errorf("-mysql: %w", err)
+		}
+		version += "  MySQL/MariaDB " + v
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(out, "# %s  PostgreSQL %s  n=%d rounds=%d pickups=%d workers/node=%d callers=%d nodes=%s river-pg-tuned FetchCooldown=1ms FetchPollInterval=%s  %s GOMAXPROCS=%d NumCPU=%d  loadavg %s\n",
 		time.Now().UTC().Format(time.RFC3339), version, run.n, run.rounds, run.pickups, workers, run.callers, nodeList, riverPoll,
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), strings.TrimSpace(string(load)))
+	if err := printCommits(ctx, out, dsn, mysqlDSN, run.callers); err != nil {
+		return err
+	}
 	if err := runPG(ctx, out, run, vs); err != nil {
+		return err
+	}
+	if err := printCommits(ctx, out, dsn, mysqlDSN, run.callers); err != nil {
 		return err
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(out, "# finished %s  loadavg %s\n", time.Now().UTC().Format(time.RFC3339), strings.TrimSpace(string(load)))
 	return nil
+}
+
+// printCommits prints the servers' raw commit rates, each write's limit: single-row
+// INSERTs in autocommit from one connection and from callers at once (commitSamples
+// each), on PostgreSQL and, with -mysql, on MariaDB.
+func printCommits(ctx context.Context, out io.Writer, pgDSN, mysqlDSN string, callers int) error {
+	const commitSamples = 2000
+	line := "# raw commits/s (single-row INSERT, autocommit):"
+	for _, conns := range []int{1, callers} {
+		r, err := pgCommits(ctx, pgDSN, commitSamples, conns)
+		if err != nil {
+			return fmt.Errorf("PostgreSQL raw commits: %w", err)
+		}
+		line += fmt.Sprintf("  PostgreSQL x%d %.0f", conns, r)
+	}
+	if mysqlDSN != "" {
+		for _, conns := range []int{1, callers} {
+			r, err := mysqlCommits(ctx, mysqlDSN, commitSamples, conns)
+			if err != nil {
+				return fmt.Errorf("MariaDB raw commits: %w", err)
+			}
+			line += fmt.Sprintf("  MariaDB x%d %.0f", conns, r)
+		}
+	}
+	fmt.Fprintln(out, line)
+	return nil
+}
+
+// pgCommits is mysqlCommits on PostgreSQL: n single-row INSERTs in autocommit from conns
+// connections at once, on a fresh schema; commits/s.
+func pgCommits(ctx context.Context, dsn string, n, conns int) (float64, error) {
+	d, err := onFreshSchema(ctx, dsn, func(dsn string) (time.Duration, error) {
+		cs := make([]*pgx.Conn, conns)
+		for i := range cs {
+			c, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return 0, err
+			}
+			defer c.Close(context.WithoutCancel(ctx))
+			cs[i] = c
+		}
+		if _, err := cs[0].Exec(ctx, `CREATE TABLE t (id BIGSERIAL PRIMARY KEY, v TEXT)`); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		err := fanOut(n, conns, func(i int) error {
+			_, err := cs[i%conns].Exec(ctx, `INSERT INTO t (v) VALUES ($1)`, strconv.Itoa(i))
+			return err
+		})
+		return time.Since(t0), err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / d.Seconds(), nil
 }
