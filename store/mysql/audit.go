@@ -49,6 +49,28 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.Audi
 
 // AuditLog answers entries newest first, filtered, up to the filter's limit.
 func (s *Store) AuditLog(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, error) {
+	q, args := auditQuery(f)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer rows.Close()
+	out := []store.AuditEntry{}
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	return out, nil
+}
+
+// auditQuery is AuditLog's statement for f and its arguments.
+func auditQuery(f store.AuditFilter) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -69,23 +91,7 @@ func (s *Store) AuditLog(ctx context.Context, f store.AuditFilter) ([]store.Audi
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY seq DESC LIMIT ?`, append(args, f.Limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	defer rows.Close()
-	out := []store.AuditEntry{}
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read audit log: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	return out, nil
+	return q + ` ORDER BY seq DESC LIMIT ?`, append(args, f.Limit)
 }
 
 // PruneAudit removes up to limit entries stamped before before, oldest first. It reads

@@ -13,8 +13,21 @@ import (
 // List returns jobs newest first (insertion order) with optional filters; o.Before
 // pages (the seq of the last job of the page before). An unknown status lists nothing.
 func (s *Store) List(ctx context.Context, o store.ListOptions) ([]store.Job, error) {
-	if o.Status != "" && !o.Status.Valid() {
+	q, args, ok := listQuery(o)
+	if !ok {
 		return nil, nil
+	}
+	jobs, err := queryJobs(ctx, s.db, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// listQuery is List's statement for o and its arguments; !ok: o lists nothing.
+func listQuery(o store.ListOptions) (string, []any, bool) {
+	if o.Status != "" && !o.Status.Valid() {
+		return "", nil, false
 	}
 	var (
 		where []string
@@ -27,7 +40,11 @@ func (s *Store) List(ctx context.Context, o store.ListOptions) ([]store.Job, err
 		where, args = append(where, `kind = ?`), append(args, o.Kind)
 	}
 	if o.Report != "" {
-		where, args = append(where, `JSON_VALID(args) AND JSON_UNQUOTE(JSON_EXTRACT(args, '$.report')) = ?`), append(args, o.Report)
+		// The generated column (migration 0002) finds the rows by jobs_report; the
+		// whole name is compared too, since the column keeps only its first 191
+		// characters.
+		where = append(where, `report = LEFT(?, 191) AND JSON_VALID(args) AND JSON_UNQUOTE(JSON_EXTRACT(args, '$.report')) = ?`)
+		args = append(args, o.Report, o.Report)
 	}
 	if o.CreatedBy != "" {
 		where, args = append(where, `created_by = ?`), append(args, o.CreatedBy)
@@ -39,11 +56,7 @@ func (s *Store) List(ctx context.Context, o store.ListOptions) ([]store.Job, err
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	jobs, err := queryJobs(ctx, s.db, q+` ORDER BY seq DESC LIMIT ?`, append(args, o.Limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return q + ` ORDER BY seq DESC LIMIT ?`, append(args, o.Limit), true
 }
 
 // Counts returns how many jobs are in each state, follow-ups left out.
@@ -99,11 +112,13 @@ func (s *Store) Unfinished(ctx context.Context) ([]store.Job, error) {
 	return jobs, nil
 }
 
+// pendingHeadQuery is PendingHead's statement: jobs_claim in order.
+const pendingHeadQuery = `SELECT ` + jobColumns + ` FROM jobs
+	WHERE status = 'PENDING' AND queue = ? AND kind = ? ORDER BY priority, run_at, seq LIMIT ?`
+
 // PendingHead returns up to limit PENDING jobs of queue and kind, in claim order.
 func (s *Store) PendingHead(ctx context.Context, queue, kind string, limit int) ([]store.Job, error) {
-	jobs, err := queryJobs(ctx, s.db, `SELECT `+jobColumns+` FROM jobs
-		WHERE status = 'PENDING' AND queue = ? AND kind = ? ORDER BY priority, run_at, seq LIMIT ?`,
-		queue, kind, min(max(limit, 1), 1000))
+	jobs, err := queryJobs(ctx, s.db, pendingHeadQuery, queue, kind, min(max(limit, 1), 1000))
 	if err != nil {
 		return nil, fmt.Errorf("pending head of %s: %w", queue, err)
 	}

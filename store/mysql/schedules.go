@@ -236,13 +236,16 @@ func (s *Store) FireSchedule(ctx context.Context, f store.Firing) (job store.Job
 	return job, fired, nil
 }
 
+// firingsQuery is ScheduleFirings' statement: a range of jobs_idempotency_key.
+const firingsQuery = `SELECT ` + jobColumns + ` FROM jobs
+	WHERE idempotency_key > ? AND idempotency_key < ?
+	ORDER BY idempotency_key DESC LIMIT ?`
+
 // ScheduleFirings returns the newest limit exports that fired schedule id, newest first,
 // found by their idempotency keys (byte order: VARBINARY).
 func (s *Store) ScheduleFirings(ctx context.Context, id string, limit int) ([]store.Job, error) {
 	lo, hi := store.FiringKeyRange(id)
-	jobs, err := queryJobs(ctx, s.db, `SELECT `+jobColumns+` FROM jobs
-		WHERE idempotency_key > ? AND idempotency_key < ?
-		ORDER BY idempotency_key DESC LIMIT ?`, lo, hi, store.FiringsLimit(limit))
+	jobs, err := queryJobs(ctx, s.db, firingsQuery, lo, hi, store.FiringsLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s firings: %w", id, err)
 	}
