@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -46,7 +47,7 @@ func onFreshDatabase(ctx context.Context, dsn string, f func(dsn string) (time.D
 		return 0, err
 	}
 	defer admin.Close()
-	name := cfg.DBName + "_riverbench_" + strings.ToLower(rand.Text()[:10])
+	name := cfg.DBName + "_riverbench_" + strings.ToLower(crand.Text()[:10])
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		return 0, err
 	}
@@ -197,6 +198,12 @@ func (v sheetqMySQLVariant) pickup(ctx context.Context, _ string, rounds int) ([
 		defer b.close()
 		var last string
 		out, err = pickupRounds(rounds, func() error {
+			// Node B's lane polls every mysqlPoll from its last claim, and a round starts
+			// a few milliseconds after the last job ended: without a wait of a random part
+			// of the interval, every job would land just after a poll and wait nearly a
+			// whole one. A job accepted at a moment of its own meets the poll anywhere in
+			// its interval. The wait is before the enqueue, outside the clock.
+			time.Sleep(rand.N(mysqlPoll))
 			j, _, err := a.st.Enqueue(ctx, newJob())
 			last = j.ID
 			return err
