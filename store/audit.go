@@ -191,3 +191,28 @@ func (s *Store) Person(ctx context.Context, name string) (who json.RawMessage, s
 	}
 	return who, seen, nil
 }
+
+// Rows is a driver's query result as Collect reads it: database/sql's *Rows and pgx's
+// Rows both are.
+type Rows interface {
+	Next() bool
+	Err() error
+}
+
+// Collect reads every row of rows with scan, which reads the current one, into a slice
+// that is empty, never nil, when there is none (a listing answers []). The caller closes
+// rows.
+func Collect[T any](rows Rows, scan func() (T, error)) ([]T, error) {
+	out := []T{}
+	for rows.Next() {
+		v, err := scan()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

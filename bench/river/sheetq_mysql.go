@@ -5,8 +5,6 @@ import (
 	crand "crypto/rand"
 	"database/sql"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -72,33 +70,8 @@ func newMySQLNode(ctx context.Context, dsn string, i, workers int, sink *pgSink)
 	if workers == 0 {
 		return n, nil
 	}
-	if n.dir, err = os.MkdirTemp("", "riverbench-node-"); err != nil {
+	if n.e, n.dir, err = startEngine(ctx, st, i, workers, sink, mysqlPoll); err != nil {
 		st.Close()
-		return nil, err
-	}
-	cfg := jobs.Defaults()
-	cfg.Workers = workers
-	cfg.Shared = true
-	cfg.PollInterval = mysqlPoll
-	cfg.WorkerID = fmt.Sprintf("node-%d", i)
-	cfg.TmpDir, cfg.ExportsDir = n.dir+"/tmp", n.dir+"/exports"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.OnChange = func() {
-		select {
-		case sink.changed <- struct{}{}:
-		default:
-		}
-	}
-	n.e = jobs.New(st, cfg)
-	n.e.Register(noopKind, jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
-		if sink.track {
-			sink.started <- time.Now()
-		}
-		sink.handled.Add(1)
-		return nil
-	}))
-	if err := n.e.Start(ctx); err != nil {
-		n.close()
 		return nil, err
 	}
 	return n, nil

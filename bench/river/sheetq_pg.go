@@ -57,15 +57,35 @@ func newSheetqNode(ctx context.Context, dsn string, i, workers int, sink *pgSink
 	if workers == 0 {
 		return n, nil
 	}
-	if n.dir, err = os.MkdirTemp("", "riverbench-node-"); err != nil {
+	// The engine's default poll: the listener wakes it.
+	if n.e, n.dir, err = startEngine(ctx, st, i, workers, sink, 0); err != nil {
 		st.Close()
 		return nil, err
+	}
+	n.l, err = pg.Listen(ctx, dsn, slog.New(slog.NewTextHandler(io.Discard, nil)), pg.Callbacks{Ready: n.e.WakeQueue, Cancel: n.e.CheckCancel})
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// startEngine starts node i's engine on st with workers workers, a no-op handler that
+// reports to sink, Shared set and poll as its PollInterval (0: the default), in a
+// temporary directory of its own, which it returns for the caller to remove.
+func startEngine(ctx context.Context, st *store.Store, i, workers int, sink *pgSink, poll time.Duration) (*jobs.Engine, string, error) {
+	dir, err := os.MkdirTemp("", "riverbench-node-")
+	if err != nil {
+		return nil, "", err
 	}
 	cfg := jobs.Defaults()
 	cfg.Workers = workers
 	cfg.Shared = true
+	if poll > 0 {
+		cfg.PollInterval = poll
+	}
 	cfg.WorkerID = fmt.Sprintf("node-%d", i)
-	cfg.TmpDir, cfg.ExportsDir = n.dir+"/tmp", n.dir+"/exports"
+	cfg.TmpDir, cfg.ExportsDir = dir+"/tmp", dir+"/exports"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.OnChange = func() {
 		select {
@@ -73,24 +93,19 @@ func newSheetqNode(ctx context.Context, dsn string, i, workers int, sink *pgSink
 		default:
 		}
 	}
-	n.e = jobs.New(st, cfg)
-	n.e.Register(noopKind, jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
+	e := jobs.New(st, cfg)
+	e.Register(noopKind, jobs.HandlerFunc(func(context.Context, *jobs.Run) error {
 		if sink.track {
 			sink.started <- time.Now()
 		}
 		sink.handled.Add(1)
 		return nil
 	}))
-	if err := n.e.Start(ctx); err != nil {
-		n.close()
-		return nil, err
+	if err := e.Start(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
 	}
-	n.l, err = pg.Listen(ctx, dsn, cfg.Logger, pg.Callbacks{Ready: n.e.WakeQueue, Cancel: n.e.CheckCancel})
-	if err != nil {
-		n.close()
-		return nil, err
-	}
-	return n, nil
+	return e, dir, nil
 }
 
 func (n *sheetqNode) close() {

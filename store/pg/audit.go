@@ -56,15 +56,8 @@ func (s *Store) AuditLog(ctx context.Context, f store.AuditFilter) ([]store.Audi
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
 	defer rows.Close()
-	out := []store.AuditEntry{}
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read audit log: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.Collect(rows, func() (store.AuditEntry, error) { return scanAudit(rows) })
+	if err != nil {
 		return nil, fmt.Errorf("read audit log: %w", err)
 	}
 	return out, nil
