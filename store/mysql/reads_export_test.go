@@ -10,3 +10,6 @@ const (
 	FiringsQuery     = firingsQuery
 	PendingHeadQuery = pendingHeadQuery
 )
+
+// GroupInserts is how many enqueue groups went in with one INSERT.
+func GroupInserts(d *Store) int64 { return d.groupInserts.Load() }

@@ -58,6 +58,9 @@ type Store struct {
 	skew      atomic.Int64 // the database clock minus this node's, in ns (Now)
 	mariaDB   bool
 	version   string
+	// groupInserts counts the enqueue groups that went in with one INSERT (insertAll),
+	// for tests.
+	groupInserts atomic.Int64
 }
 
 // Open connects to dsn (a go-sql-driver DSN, user:pass@tcp(host:port)/db, or a
