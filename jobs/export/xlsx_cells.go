@@ -391,8 +391,9 @@ func xmlChar(r rune) bool {
 //     left to what follows;
 //   - _x005F_ otherwise is _x005F_x005F_;
 //   - _xHHHH_ (a character) is _x005F_xHHHH_;
-//   - _xHHHH_ naming a surrogate (D800 to DFFF) is dropped: the stream writer did so
-//     (a bug of excelize's, kept so that the files do not change; see BENCHMARKS.md);
+//   - _xHHHH_ naming a surrogate (D800 to DFFF) is dropped, text lost: excelize's stream
+//     writer did so, and the writer keeps every byte it wrote (a fix would write
+//     _x005F_xHHHH_, as for any other);
 //   - an underscore not starting _xHHHH_ is itself.
 func appendUnderscore(b []byte, s string) ([]byte, int) {
 	h, ok := escapeAt(s)

@@ -229,7 +229,7 @@ func sheetWriterSeeds() []sheetWriterSeed {
 		{"hello", []byte("world"), 42, 1.5, true, 1715000000, 0, 0, 0, 0},
 		{`a & b < c > d " e ' f`, []byte("tab\there\r\nnew line"), -7, 0.1 + 0.2, false, 0, 0, 8, 0x5555, 1},
 		{" leading and trailing ", []byte("\n"), 1 << 53, 1e300, true, -2208988800, 0, -20, 0, 2},
-		{"ctrl \x00\x01\x08\x0b\x0c\x1f\x7f end", []byte("bad utf-8 \xff\xfe \xc3 \xed\xa0\x80 surrogate"), 1<<53 + 1, -0.0, false, 253402300799, 999999999, 56, 0, 3},
+		{"ctrl \x00\x01\x08\x0b\x0c\x1f\x7f end", []byte("bad utf-8 \xff\xfe \xc3 \xed\xa0\x80 surrogate"), 1<<53 + 1, math.Copysign(0, -1), false, 253402300799, 999999999, 56, 0, 3},
 		{"\uFFFE\uFFFF\uFFFD \U0001F600 emoji", []byte("_x0041_ _x005F_ _x005F_x0041_ _xD800_ _x12G4_ __x0009_"), -(1<<53 + 1), 5e-324, true, 253402300800, 0, 0, 0xAAAA, 4},
 		{"=SUM(A1:A2)", []byte("@cmd|' /C calc'!A0"), math.MaxInt64, math.MaxFloat64, false, -2209075200, 1, 0, 0, 5},
 		{long, []byte(strings.Repeat("é", maxCellChars+3)), math.MinInt64, math.NaN(), true, -2203891200, 0, 0, 0, 6},
