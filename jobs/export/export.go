@@ -1,5 +1,12 @@
 // Package export is the export job kind: it runs a report's query on its source and
 // streams the rows into an .xlsx or a .csv file.
+//
+// The .xlsx file's data rows are written as sheet XML by the package itself
+// (xlsx_cells.go), straight into pooled buffers that are deflated on every core into a
+// rows file per sheet (xlsx_sheet.go, deflate.go); excelize makes the rest: the styles,
+// each sheet's frame (columns, panes, the header row, the autofilter) and the package
+// parts (xlsx.go). See ARCHITECTURE.md, "Checkpoints and resume", for how a sheet is
+// framed and checkpointed.
 package export
 
 import (

@@ -116,8 +116,21 @@ func readBack(t *testing.T, path string) []rbSheet {
 // readBackAll is readBack with the document properties.
 func readBackAll(t *testing.T, path string) ([]rbSheet, rbProperties) {
 	t.Helper()
+	return readBackWith(t, path, "read_only")
+}
+
+// readBackMode is readBack with openpyxl loading the file in mode: "read_only" (the
+// streaming reader, as readBack) or "normal" (the whole workbook in memory).
+func readBackMode(t *testing.T, path, mode string) []rbSheet {
+	t.Helper()
+	sheets, _ := readBackWith(t, path, mode)
+	return sheets
+}
+
+func readBackWith(t *testing.T, path, mode string) ([]rbSheet, rbProperties) {
+	t.Helper()
 	py := openpyxl(t)
-	cmd := exec.Command(py, filepath.Join("testdata", "readback.py"), path)
+	cmd := exec.Command(py, filepath.Join("testdata", "readback.py"), path, mode)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

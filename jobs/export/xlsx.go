@@ -144,17 +144,17 @@ func (k *Kind) RemoveScratch() (int, error) {
 // Why the workbook is assembled the way it is:
 //
 // excelize's File.WriteTo builds the whole zip in a bytes.Buffer before writing it
-// (excelize issue #2357), and a StreamWriter keeps its 16 MiB chunk buffer until the
-// File is closed, even after Flush: one such buffer per sheet, so memory grows with
-// every 1,048,576 rows. So each sheet is streamed in a File of its own (the "sheet
-// file"), and once the sheet is done its XML is compressed into a temporary file
-// (a sheetPart) and the sheet file is closed, freeing its buffer and spill file. At
-// the end a small "package file" with the same styles, one empty sheet per part and
-// their autofilters writes the workbook through packageZip, a zip writer over w
-// that puts each sheetPart's compressed bytes where excelize writes the empty sheet.
-// At most one sheet's chunk buffer is in memory at a time, and excelize's own buffer
-// stays empty (so its writeZip64LFH, which patches that buffer, has nothing to do;
-// writeEntry does its job for the sheet parts, the only ones that can be that large).
+// (excelize issue #2357), and its StreamWriter cost 40% of an export's CPU and an
+// allocation or more per cell (BENCHMARKS.md, "The sheet writer without excelize's
+// stream writer"). So the writer makes each sheet's data rows itself (xlsx_cells.go),
+// compressed into a temporary file (a sheetPart) as they come, and excelize only the
+// small parts: the sheet's frame (frameOf) and, at the end, a "package file" with the
+// same styles, one empty sheet per part and their autofilters, which writes the
+// workbook through packageZip, a zip writer over w that puts each sheetPart's
+// compressed bytes where excelize writes the empty sheet. Memory stays flat however
+// many rows and sheets there are, and excelize's own buffer stays empty (so its
+// writeZip64LFH, which patches that buffer, has nothing to do; writeEntry does its job
+// for the sheet parts, the only ones that can be that large).
 
 // stampRaw stamps fh with t as zip.Writer.CreateHeader does for Modified, which
 // CreateRaw does not: the DOS date and time fields (t's wall clock, two-second steps)
@@ -387,78 +387,6 @@ func (x *xlsxWriter) setProperties(f *excelize.File, title string, at time.Time)
 		return fmt.Errorf("application properties: %w", err)
 	}
 	return nil
-}
-
-// cell converts column i's source value into what the stream writer should store,
-// styled with the column's number format if it has one. It returns v itself where it
-// can, so most cells cost no allocation. Text is only ever a plain (inline) string:
-// excelize writes a formula only for an excelize.Cell with a Formula, which nothing
-// from a source becomes, so text such as "=HYPERLINK(...)" stays text.
-func (x *xlsxWriter) cell(i int, v any) any {
-	c := x.value(i, v)
-	if s := x.colStyle[i]; s != 0 && c != nil {
-		if _, ok := c.(*excelize.Cell); !ok { // a time has its style already
-			x.styled[i] = excelize.Cell{StyleID: s, Value: c}
-			return &x.styled[i]
-		}
-	}
-	return c
-}
-
-// value is cell without the column's number format.
-func (x *xlsxWriter) value(i int, v any) any {
-	switch t := v.(type) {
-	case nil, bool, float64, float32, int8, int16, int32, uint8, uint16, uint32:
-		return v
-	case int64:
-		// Excel keeps numbers as doubles; text keeps every digit of a large id.
-		if t > maxExactInt || t < -maxExactInt {
-			return strconv.FormatInt(t, 10)
-		}
-		return v
-	case int:
-		if t > maxExactInt || t < -maxExactInt {
-			return strconv.Itoa(t)
-		}
-		return v
-	case uint64:
-		if t > maxExactInt {
-			return strconv.FormatUint(t, 10)
-		}
-		return v
-	case uint:
-		if t > maxExactInt {
-			return strconv.FormatUint(uint64(t), 10)
-		}
-		return v
-	case string:
-		if s, cut := cutText(t); cut {
-			x.cut[i]++
-			return s
-		}
-		return v
-	case []byte:
-		return x.value(i, string(t))
-	case time.Time:
-		date := x.cols[i].Type == TypeDate
-		// Excel shows the years 1900 to 9999 of the source's wall clock (which is what
-		// excelize stores, not UTC); outside them a number would show as ####.
-		if y := t.Year(); y < 1900 || y > 9999 {
-			if date {
-				return t.Format("2006-01-02")
-			}
-			return t.Format("2006-01-02 15:04:05")
-		}
-		style := cmp.Or(x.colStyle[i], x.styles.datetime)
-		if date {
-			style = cmp.Or(x.colStyle[i], x.styles.date)
-		}
-		x.styled[i] = excelize.Cell{StyleID: style, Value: v}
-		return &x.styled[i]
-	default:
-		// Not a type sources send; as text, it can never become a formula or a rich cell.
-		return x.value(i, fmt.Sprint(v))
-	}
 }
 
 // cutText cuts s to Excel's cell limit, ending it with a marker that says how many

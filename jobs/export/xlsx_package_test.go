@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // localHeaders returns the "version needed to extract" of each local file header in
@@ -205,8 +206,8 @@ func TestStylesAgree(t *testing.T) {
 	}
 }
 
-// A sheet's XML spills to tmpDir once it passes excelize's chunk size, rather than
-// growing in memory.
+// A sheet's XML goes, compressed, to its rows file in tmpDir as it comes, rather than
+// growing in memory, and no excelize spill file is made for it.
 func TestWriteXLSXSpillsToTmpDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -216,8 +217,8 @@ func TestWriteXLSXSpillsToTmpDir(t *testing.T) {
 	if err := writeXLSX(t.Context(), &buf, src, Query{Report: Report{Sheet: "S"}}, xlsxOptions{tmpDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	if len(src.seen) == 0 {
-		t.Fatalf("no spill file in %s after %d MiB of sheet XML", dir, 4*len(text)*src.rows>>20)
+	if len(src.seen) != 1 || !strings.HasPrefix(src.seen[0], "sheetq-sheet-") {
+		t.Fatalf("files in %s with data after %d MiB of sheet XML: %q, want one rows file", dir, 4*len(text)*src.rows>>20, src.seen)
 	}
 	// A spilled sheet reaches the compressor in pieces: its dimension is patched all the same.
 	if got := dimension(t, sheetXML(t, buf.Bytes(), 1)); got != "A1:D251" {
@@ -258,65 +259,55 @@ func TestWriteXLSXDimensions(t *testing.T) {
 	}
 }
 
-// A segment's rows come out whole, and only they, however excelize cuts the sheet's
-// XML into writes; their size and checksum are counted on the way. A segment that makes
-// the sheet's frame gives its head through the header row.
-func TestRowsCaptureCutsWholeRows(t *testing.T) {
+// A sheet's rows reach its rows file whole and in order, however the row buffer's
+// flushes and a checkpoint's sync fall, with their size and checksum counted on the way.
+func TestSheetRowsCompressesWholeRows(t *testing.T) {
 	t.Parallel()
-	head := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<worksheet xmlns="x"><dimension ref="A1"></dimension><sheetViews/><sheetData>`
-	header := `<row r="1"><c r="A1" s="1" t="inlineStr"><is><t>id</t></is></c></row>`
-	rows := `<row r="2"><c r="A2"><v>1</v></c></row><row r="3"><c r="A3" t="inlineStr"><is><t>a &lt;/row&gt; b</t></is></c></row>` +
-		strings.Repeat(`<row r="4"><c r="A4"><v>2.5</v></c></row>`, 50)
-	tail := `</sheetData><pageMargins/></worksheet>`
-	for _, frame := range []bool{false, true} {
-		in := head + rows + tail
-		if frame {
-			in = head + header + rows + tail
+	cols := []Column{{Name: "id", Type: TypeInt}, {Name: "note", Type: TypeText}, {Name: "at", Type: TypeDatetime}}
+	for _, n := range []int{1, 100, 3000} {
+		f, err := os.CreateTemp(t.TempDir(), "rows")
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, size := range []int{1, 2, 5, 7, 11, 31, len(head) + 5, len(head) + len(header) - 3, 1000, len(in)} {
-			f, err := os.CreateTemp(t.TempDir(), "rows")
-			if err != nil {
+		x := &xlsxWriter{opt: xlsxOptions{}.withDefaults(), stop: func() error { return nil }, cut: make([]int64, len(cols))}
+		x.tmpDir = x.opt.tmpDir
+		if err := x.setColumns(cols); err != nil {
+			t.Fatal(err)
+		}
+		s := x.newSheetRows(f, 0, nil, 0, 0, 1)
+		var want []byte
+		at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+		for i := range n {
+			row := []any{int64(i), strings.Repeat("a <b> & c ", i%40), at.Add(time.Duration(i) * time.Minute)}
+			want = x.appendRow(want, i+2, row)
+			if err := s.row(row); err != nil {
 				t.Fatal(err)
 			}
-			x := &xlsxWriter{opt: xlsxOptions{}.withDefaults(), stop: func() error { return nil }}
-			s := x.newSheetRows(f, 0, nil, 0, 0, 1)
-			c := &rowsCapture{name: "s.xml", rows: s, frame: frame}
-			for p := []byte(in); len(p) > 0; {
-				n := min(size, len(p))
-				if k, err := c.Write(p[:n]); k != n || err != nil {
-					t.Fatalf("pieces of %d: Write = %d, %v", size, k, err)
+			if i == n/2 {
+				if _, err := s.sync(); err != nil {
+					t.Fatal(err)
 				}
-				p = p[n:]
-			}
-			if err := s.end(); err != nil {
-				t.Fatal(err)
-			}
-			comp, err := os.ReadFile(f.Name())
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-			// The stream is not final (the sheet's tail ends it): one more, empty, final block.
-			got, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(comp), bytes.NewReader([]byte{3, 0}))))
-			if err != nil {
-				t.Fatalf("pieces of %d: %v", size, err)
-			}
-			if string(got) != rows || string(c.hold) != tail {
-				t.Errorf("frame %v, pieces of %d: got\n%s\nwant\n%s\n(held back %q)", frame, size, got, rows, c.hold)
-			}
-			if frame && (string(c.head) != head+header || !c.headerDone) {
-				t.Errorf("pieces of %d: head %q, want %q", size, c.head, head+header)
-			}
-			if s.raw != int64(len(rows)) || s.crc != crc32.ChecksumIEEE([]byte(rows)) {
-				t.Errorf("pieces of %d: size %d, crc %x; want %d, %x", size, s.raw, s.crc, len(rows), crc32.ChecksumIEEE([]byte(rows)))
 			}
 		}
-	}
-	// A segment without sheet data (a newer excelize, say) fails rather than going out
-	// without its rows.
-	c := &rowsCapture{name: "s.xml"}
-	if _, err := c.Write([]byte(strings.Repeat(" ", maxSheetHead+1))); err == nil {
-		t.Error("no error for a segment without <sheetData>")
+		if err := s.end(); err != nil {
+			t.Fatal(err)
+		}
+		comp, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		// The stream is not final (the sheet's tail ends it): one more, empty, final block.
+		got, err := io.ReadAll(flate.NewReader(io.MultiReader(bytes.NewReader(comp), bytes.NewReader([]byte{3, 0}))))
+		if err != nil {
+			t.Fatalf("%d rows: %v", n, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%d rows: the file inflates to %d bytes that differ from the %d written", n, len(got), len(want))
+		}
+		if s.raw != int64(len(want)) || s.crc != crc32.ChecksumIEEE(want) || s.rows != n+1 {
+			t.Errorf("%d rows: size %d, crc %x, last row %d; want %d, %x, %d", n, s.raw, s.crc, s.rows, len(want), crc32.ChecksumIEEE(want), n+1)
+		}
 	}
 }
 
@@ -348,7 +339,7 @@ func (s *spillWatch) Stream(_ context.Context, _ Query, w RowWriter) error {
 		return err
 	}
 	row := []any{s.text, s.text, s.text, s.text}
-	for s.rows = 0; s.rows < 250; s.rows++ { // 30 MiB of XML, past the 16 MiB chunk
+	for s.rows = 0; s.rows < 250; s.rows++ { // 30 MiB of XML
 		if err := w.Row(row); err != nil {
 			return err
 		}
@@ -358,7 +349,7 @@ func (s *spillWatch) Stream(_ context.Context, _ Query, w RowWriter) error {
 		return err
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "excelize-") {
+		if fi, err := e.Info(); err == nil && fi.Size() > 0 {
 			s.seen = append(s.seen, e.Name())
 		}
 	}

@@ -12,8 +12,6 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/xuri/excelize/v2"
-
-	"sheetq/jobs"
 )
 
 // How a sheet is written, so that it can be checkpointed (ARCHITECTURE.md, "Checkpoints
@@ -21,23 +19,17 @@ import (
 //
 // A sheet's XML is its frame's head (the XML declaration, the worksheet's properties,
 // its columns, panes and the header row), its data rows, and its frame's tail (the end
-// of the sheet data and the autofilter). The rows are written by excelize's stream
-// writer in segments of up to segmentRows rows, each in a small excelize file of its
-// own (sheetRows.row); when a segment ends its rows' XML, cut out of the sheet it
-// wrote (rowsCapture), goes through a parallelDeflate into the sheet's rows file. At
-// a checkpoint the segment ends, the deflate stream is synced (a byte-aligned,
-// non-final end of block) and the file fsynced, so that the file's first comp bytes
-// are a stream another attempt can continue, with the dictionary and checksum it
-// reads back from them (resumeRows). The frame is made when the sheet is done, once
-// its range is known, and compressed on its own: the zip entry is the head's
-// compressed bytes, then the rows file's, then the tail's, one deflate stream, whose
-// CRC-32 is combined from the three (crc32Combine).
-
-// segmentRows is how many rows one excelize stream writer takes before its rows are
-// cut out and compressed: a few MiB of XML, so that the stream writer's buffer stays
-// in memory, and the cost of a segment's file (styles, package parts) is small beside
-// its rows'.
-const segmentRows = 16384
+// of the sheet data and the autofilter). The frame is excelize's: a template cut once
+// per export from a sheet excelize writes with the header row (frameOf). The data rows
+// are the writer's own XML (xlsx_cells.go), gathered in a pooled buffer of about
+// rowBufSize and handed, a buffer at a time, to a parallelDeflate into the sheet's rows
+// file. At a checkpoint the buffer is handed over, the deflate stream is synced (a
+// byte-aligned, non-final end of block) and the file fsynced, so that the file's first
+// comp bytes are a stream another attempt can continue, with the dictionary and
+// checksum it reads back from them (resumeRows). The frame is made when the sheet is
+// done, once its range is known, and compressed on its own: the zip entry is the
+// head's compressed bytes, then the rows file's, then the tail's, one deflate stream,
+// whose CRC-32 is combined from the three (crc32Combine).
 
 // sheetMark is where a sheet's rows file stands at a checkpoint: its first Comp bytes
 // are a synced deflate stream of Raw bytes of row XML with checksum CRC, and the
@@ -64,11 +56,7 @@ type sheetRows struct {
 	raw  int64
 	rows int // the sheet's last row number; 1 is the header
 
-	seg      *excelize.File // the segment being written; nil between segments
-	segSW    *excelize.StreamWriter
-	segRows  int
-	segFrame bool // the segment also holds the sheet's frame (frameSheet)
-	first    bool // the workbook's first sheet
+	buf []byte // row XML not yet compressed, from rowBufs; nil when none is held
 
 	pieces []piece // what of the file is in the bucket (xlsx_remote.go)
 }
@@ -88,58 +76,41 @@ func (x *xlsxWriter) newSheetRows(file *os.File, comp int64, dict []byte, crc ui
 }
 
 // row writes one data row as the sheet's next.
-func (s *sheetRows) row(cells []any) error {
-	if s.seg == nil {
-		f, _, err := newFile(s.x.tmpDir, s.x.formats, &s.x.styles)
-		if err != nil {
-			return err
-		}
-		sw, err := f.NewStreamWriter(f.GetSheetName(0))
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("stream rows: %w", err)
-		}
-		s.seg, s.segSW, s.segRows, s.segFrame = f, sw, 0, false
-		if s.rows == 1 && s.first && s.x.frames[0] == nil {
-			// The workbook's first rows: this segment also makes the first sheet's frame,
-			// saving an excelize file of its own (most exports are one segment).
-			if err := s.x.frameSheet(f, sw, f.GetSheetName(0)); err != nil {
-				f.Close()
-				s.seg, s.segSW = nil, nil
-				return err
-			}
-			s.segFrame = true
-		}
+func (s *sheetRows) row(values []any) error {
+	if s.buf == nil {
+		s.buf = getRowBuf()
 	}
 	s.rows++
-	s.x.ref = strconv.AppendInt(append(s.x.ref[:0], 'A'), int64(s.rows), 10)
-	if err := s.segSW.SetRow(string(s.x.ref), cells); err != nil {
-		return jobs.Retryable("io", fmt.Errorf("write row %d: %w", s.x.rows, err))
-	}
-	if s.segRows++; s.segRows >= segmentRows {
-		return s.endSegment()
+	s.buf = s.x.appendRow(s.buf, s.rows, values)
+	if len(s.buf) >= rowBufSize {
+		return s.flush()
 	}
 	return nil
 }
 
-// endSegment compresses the segment's rows into the file and closes its excelize file.
-func (s *sheetRows) endSegment() error {
-	if s.seg == nil {
+// flush compresses the row XML gathered so far into the file.
+func (s *sheetRows) flush() error {
+	if len(s.buf) == 0 {
 		return nil
 	}
-	f, sw := s.seg, s.segSW
-	s.seg, s.segSW = nil, nil
-	defer f.Close() // removes the stream writer's spill file, if it made one
-	if err := sw.Flush(); err != nil {
-		return s.x.ioErr("flush rows", err)
+	err := s.write(s.buf)
+	s.buf = s.buf[:0]
+	if err != nil {
+		return s.x.ioErr("compress rows", err)
 	}
-	return s.x.cutRows(f, s, s.segFrame)
+	return nil
 }
 
-// sync makes everything written so far durable in the rows file, ending the segment
-// and the deflate block, and returns the mark that continues from there.
+// release gives the row buffer back to the pool.
+func (s *sheetRows) release() {
+	putRowBuf(s.buf)
+	s.buf = nil
+}
+
+// sync makes everything written so far durable in the rows file, ending the deflate
+// block, and returns the mark that continues from there.
 func (s *sheetRows) sync() (sheetMark, error) {
-	if err := s.endSegment(); err != nil {
+	if err := s.flush(); err != nil {
 		return sheetMark{}, err
 	}
 	if err := s.fw.Sync(); err != nil {
@@ -154,10 +125,11 @@ func (s *sheetRows) sync() (sheetMark, error) {
 	return sheetMark{File: baseName(s.file), Comp: s.cw.n, Raw: s.raw, CRC: s.crc, Rows: s.rows, Pieces: s.pieces}, nil
 }
 
-// end finishes the rows: the last segment, and the deflate stream ended but not final
-// (the frame's tail ends it).
+// end finishes the rows: the last of them compressed, and the deflate stream ended but
+// not final (the frame's tail ends it).
 func (s *sheetRows) end() error {
-	err := s.endSegment()
+	err := s.flush()
+	s.release()
 	if ferr := s.fw.End(); err == nil && ferr != nil {
 		err = s.x.ioErr("compress rows", ferr)
 	}
@@ -170,21 +142,17 @@ func (s *sheetRows) end() error {
 	return err
 }
 
-// abandon stops the rows after an error: the compressing goroutines end, the segment
-// closes, nothing more is written.
+// abandon stops the rows after an error: the compressing goroutines end, nothing more
+// is written.
 func (s *sheetRows) abandon() {
-	if s.seg != nil {
-		s.seg.Close()
-		s.seg, s.segSW = nil, nil
-	}
+	s.release()
 	if s.fw != nil {
 		s.fw.End()
 		s.fw = nil
 	}
 }
 
-// write takes row XML cut out of a segment: compressed into the file, counted and
-// checksummed.
+// write takes row XML: compressed into the file, counted and checksummed.
 func (s *sheetRows) write(p []byte) error {
 	for len(p) > 0 {
 		chunk := p[:min(len(p), 32<<10)]
@@ -200,148 +168,10 @@ func (s *sheetRows) write(p []byte) error {
 	return nil
 }
 
-// cutRows writes segment f's rows into s: its sheet is written through a rowsCapture.
-// With frame, the segment's head (through the header row) and tail become the
-// template of the first sheet's frame.
-func (x *xlsxWriter) cutRows(f *excelize.File, s *sheetRows, frame bool) error {
-	c := &rowsCapture{name: "xl/worksheets/sheet1.xml", rows: s, frame: frame}
-	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return c })
-	buf, err := f.WriteToBuffer()
-	switch {
-	case err != nil:
-		if e := x.stop(); e != nil {
-			return jobs.Retryable("canceled", fmt.Errorf("compress rows: %w", e))
-		}
-		return x.ioErr("compress rows", err)
-	case buf.Len() > 0:
-		// A newer excelize that stopped writing through ZipWriter would land here.
-		return fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
-	case !c.started || !bytes.HasPrefix(c.hold, []byte("</sheetData>")) || frame && !c.headerDone:
-		return fmt.Errorf("excelize wrote a segment's rows in a shape the writer does not know")
-	}
-	if frame {
-		t, err := newFrameTemplate(c.head, c.hold, len(x.cols))
-		if err != nil {
-			return err
-		}
-		x.frames[0] = t
-	}
-	return nil
-}
-
-// rowsCapture is the excelize.ZipWriter a segment's file writes through: of its sheet
-// it keeps what lies between <sheetData> and </sheetData>, the rows, which it hands to
-// the sheet's rows as whole rows; the rest is dropped. A cell's text is escaped, so
-// neither tag can occur inside a row.
-type rowsCapture struct {
-	name    string
-	rows    *sheetRows
-	started bool
-	pre     []byte // the sheet's first bytes, until <sheetData> is found in them
-	hold    []byte // after it: bytes since the last whole row
-	// frame: the first row is the header, which goes with the bytes before it into
-	// head, not into rows.
-	frame      bool
-	head       []byte
-	headerDone bool
-}
-
 var (
 	sheetDataOpen = []byte("<sheetData>")
 	rowClose      = []byte("</row>")
 )
-
-// Create implements excelize.ZipWriter.
-func (c *rowsCapture) Create(name string) (io.Writer, error) {
-	if name != c.name {
-		return io.Discard, nil
-	}
-	return c, nil
-}
-
-// Write implements io.Writer. excelize may hand over a whole segment in one write, so
-// nothing is copied that need not be: only a row cut by a write's end waits in hold.
-func (c *rowsCapture) Write(p []byte) (int, error) {
-	n := len(p)
-	if !c.started {
-		buf := p
-		if len(c.pre) > 0 {
-			c.pre = append(c.pre, p...)
-			buf = c.pre
-		}
-		i := bytes.Index(buf, sheetDataOpen)
-		if i < 0 {
-			if len(buf) > maxSheetHead {
-				return 0, fmt.Errorf("no <sheetData> in the first %d bytes of a segment", len(buf))
-			}
-			if len(c.pre) == 0 {
-				c.pre = append(c.pre, p...)
-			}
-			return n, nil
-		}
-		c.started = true
-		if c.frame {
-			c.head = append(c.head, buf[:i+len(sheetDataOpen)]...)
-		}
-		p = buf[i+len(sheetDataOpen):]
-		c.pre = nil
-	}
-	if c.frame && !c.headerDone {
-		// The header row ends at the first </row>; a cell's text cannot hold one.
-		k := firstRowEnd(c.head, p)
-		if k < 0 {
-			c.head = append(c.head, p...)
-			return n, nil
-		}
-		c.head = append(c.head, p[:k]...)
-		c.headerDone, p = true, p[k:]
-	}
-	// Whole rows go on; a row cut by the write's end waits in hold for the rest, which
-	// ends at the first </row> that ends in the next write (the tag itself may be cut).
-	if len(c.hold) > 0 {
-		k := firstRowEnd(c.hold, p)
-		if k < 0 {
-			c.hold = append(c.hold, p...)
-			return n, nil
-		}
-		c.hold = append(c.hold, p[:k]...)
-		if err := c.rows.write(c.hold); err != nil {
-			return 0, err
-		}
-		c.hold, p = c.hold[:0], p[k:]
-	}
-	end := bytes.LastIndex(p, rowClose)
-	if end < 0 {
-		c.hold = append(c.hold, p...)
-		return n, nil
-	}
-	end += len(rowClose)
-	if err := c.rows.write(p[:end]); err != nil {
-		return 0, err
-	}
-	c.hold = append(c.hold, p[end:]...)
-	return n, nil
-}
-
-// firstRowEnd is where in p the first </row> that ends in p ends, held being the bytes
-// before p, or -1.
-func firstRowEnd(held, p []byte) int {
-	for s := len(rowClose) - 1; s > 0; s-- { // the tag begun in held
-		if bytes.HasSuffix(held, rowClose[:s]) && bytes.HasPrefix(p, rowClose[s:]) {
-			return len(rowClose) - s
-		}
-	}
-	if i := bytes.Index(p, rowClose); i >= 0 {
-		return i + len(rowClose)
-	}
-	return -1
-}
-
-// AddFS implements excelize.ZipWriter.
-func (c *rowsCapture) AddFS(fs.FS) error { return nil }
-
-// Close implements excelize.ZipWriter.
-func (c *rowsCapture) Close() error { return nil }
 
 // frameTemplate is a sheet's frame with a placeholder range: head holds the stream
 // writer's dimension (streamDimension) and tail the autofilter over every row
@@ -407,8 +237,7 @@ func (x *xlsxWriter) frameSheet(f *excelize.File, sw *excelize.StreamWriter, she
 }
 
 // frameOf returns the frame template of the first sheet (first) or of a later one, made
-// once per export: the first comes from the first segment of rows (row), or, when that
-// did not make one (a resumed export), from a file of its own, as later sheets' does.
+// once per export from an excelize file of its own.
 func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
 	i := 1
 	if first {

@@ -105,11 +105,6 @@ func (x *xlsxWriter) createRows(n int) (*os.File, error) {
 // streamDimension is the dimension a stream writer's sheet starts with.
 const streamDimension = `<dimension ref="A1"></dimension>`
 
-// maxSheetHead is how far into a sheet's XML its sheet data may start: it follows the
-// XML declaration, the worksheet element's namespaces and the sheet's properties, a
-// few KiB.
-const maxSheetHead = 64 << 10
-
 // sheetPart is a finished sheet: its name, range (its dimension and its filter's) and
 // compressed XML: the frame's head, the rows file's first rowsComp bytes, the frame's
 // tail (xlsx_sheet.go).
@@ -194,7 +189,7 @@ type xlsxWriter struct {
 	cols   []Column
 	total  int64
 	rows   int64   // data rows received
-	sample [][]any // cells held back until the widths are known
+	sample [][]any // rows held back until the widths are known
 	widths []float64
 	cut    []int64 // per column: values cut at maxCellChars
 
@@ -206,9 +201,9 @@ type xlsxWriter struct {
 	cur      *sheetRows   // the current sheet's rows; nil before the first and after the last
 	started  bool         // the first sheet has started: the widths are fixed
 
-	cells  []any           // reused for each row
-	styled []excelize.Cell // per column, reused: a styled value without an allocation per cell
-	ref    []byte          // reused for the row's first cell reference
+	cellCols []cellCol // per column: what its cells' XML needs (xlsx_cells.go)
+	rowNum   []byte    // the row number being written, as digits
+	scratch  []byte    // a cell's value as text, reused
 
 	// Checkpoints (opt.checkpoints()).
 	placer   Placer            // the source's, given through Query.Place
@@ -322,8 +317,8 @@ func (x *xlsxWriter) setColumns(cols []Column) error {
 			x.colStyle[i] = st.custom[slices.Index(x.formats, c.Format)]
 		}
 	}
-	x.cells = make([]any, len(cols))
-	x.styled = make([]excelize.Cell, len(cols))
+	x.makeCellCols()
+	x.rowNum, x.scratch = make([]byte, 0, 8), make([]byte, 0, 64)
 	return nil
 }
 
@@ -354,25 +349,22 @@ func (x *xlsxWriter) Row(values []any) error {
 	}
 	x.rows++
 	if !x.started && len(x.sample) < widthSample {
-		cells := make([]any, len(values))
+		row := make([]any, len(values))
 		for i, v := range values {
 			x.widths[i] = max(x.widths[i], float64(cellWidth(v, x.cols[i])+2))
-			cells[i] = x.cell(i, v)
-			if c, ok := cells[i].(*excelize.Cell); ok {
-				cells[i] = &excelize.Cell{StyleID: c.StyleID, Value: c.Value} // styled is reused
+			if b, ok := v.([]byte); ok {
+				v = string(b) // the source may reuse its bytes once Row returns
 			}
+			row[i] = v
 		}
-		x.sample = append(x.sample, cells)
+		x.sample = append(x.sample, row)
 		x.progress(x.rows, x.total)
 		return nil
 	}
 	if err := x.flushSample(); err != nil {
 		return err
 	}
-	for i, v := range values {
-		x.cells[i] = x.cell(i, v)
-	}
-	if err := x.writeRow(x.cells); err != nil {
+	if err := x.writeRow(values); err != nil {
 		return err
 	}
 	x.progress(x.rows, x.total)
@@ -431,8 +423,8 @@ func (x *xlsxWriter) flushSample() error {
 	if err := x.nextSheet(); err != nil {
 		return err
 	}
-	for _, cells := range x.sample {
-		if err := x.writeRow(cells); err != nil {
+	for _, values := range x.sample {
+		if err := x.writeRow(values); err != nil {
 			return err
 		}
 	}
@@ -440,13 +432,14 @@ func (x *xlsxWriter) flushSample() error {
 	return nil
 }
 
-func (x *xlsxWriter) writeRow(cells []any) error {
+// writeRow writes a data row, in the next sheet when the current one is full.
+func (x *xlsxWriter) writeRow(values []any) error {
 	if x.cur.rows >= x.opt.maxSheetRows {
 		if err := x.nextSheet(); err != nil {
 			return err
 		}
 	}
-	return x.cur.row(cells)
+	return x.cur.row(values)
 }
 
 // nextSheet closes the current sheet and starts the next, in a rows file of its own.
@@ -463,7 +456,6 @@ func (x *xlsxWriter) nextSheet() error {
 		}
 	}
 	x.cur = x.newSheetRows(f, 0, nil, 0, 0, 1)
-	x.cur.first = len(x.parts) == 0
 	return nil
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Read an .xlsx with openpyxl, independently of excelize, and print its cells as JSON.
 
-    python3 readback.py FILE.xlsx
+    python3 readback.py FILE.xlsx [read_only|normal]
 
 Output:
 
@@ -14,6 +14,8 @@ Output:
 The file is read the way a streaming reader reads it: openpyxl's read-only mode,
 trusting each sheet's <dimension> (no reset_dimensions()), so "max_row" and
 "max_column" are what the file declares, and a wrong dimension loses or invents cells.
+With "normal" it is loaded whole instead, as openpyxl does by default, and "max_row"
+and "max_column" are the cells found.
 "header" is the sheet's first row, "rows" the rest, "formats" every row's number
 formats (the header's first), and each CELL is [type, value]:
 
@@ -77,10 +79,10 @@ def application(path):
     return el.text if el is not None else None
 
 
-def main(path):
+def main(path, mode="read_only"):
     # read_only is the streaming reader a large export needs; data_only=False so a
     # formula shows as a formula ("f"), not as its cached value.
-    wb = openpyxl.load_workbook(path, read_only=True, data_only=False)
+    wb = openpyxl.load_workbook(path, read_only=(mode != "normal"), data_only=False)
     p = wb.properties
     out = {
         "properties": {
@@ -114,6 +116,6 @@ def main(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: readback.py FILE.xlsx")
-    main(sys.argv[1])
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["read_only"], ["normal"]):
+        sys.exit("usage: readback.py FILE.xlsx [read_only|normal]")
+    main(*sys.argv[1:])
