@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // BenchmarkLifecycle is no-op jobs per second through the whole engine: enqueue, claim,
@@ -149,4 +150,60 @@ func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []stor
 		}
 	}
 	return res
+}
+
+// BenchmarkOneByOne is no-op jobs enqueued one at a time from one goroutine into an
+// engine of 100 workers on SQLite (bench/river's one-by-one), with the production
+// store: enqueues, claims and ends share the writer's commits (rule 31). It reports
+// jobs/s and the write transactions each job cost (sqlite.Store.WriteStats).
+func BenchmarkOneByOne(b *testing.B) {
+	for _, mode := range []struct {
+		name      string
+		unbatched bool
+	}{{"queued", false}, {"unbatched", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			h := newHarness(b)
+			h.st = h.openStoreWith(b, sqlite.Options{Unbatched: mode.unbatched})
+			cfg := h.config()
+			cfg.Workers = 100
+			cfg.Heartbeat, cfg.StaleAfter = time.Second, time.Minute
+			var handled atomic.Int64
+			changed := make(chan struct{}, 1)
+			cfg.OnChange = func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+			noop := jobs.HandlerFunc(func(context.Context, *jobs.Run) error { handled.Add(1); return nil })
+			e := h.start(b, cfg, map[string]jobs.Handler{"noop": noop})
+			d := h.st.Driver().(*sqlite.Store)
+			before := d.WriteStats()
+			var busy atomic.Int64
+			d.ObserveWrites(func(t time.Duration) { busy.Add(int64(t)) })
+			b.ResetTimer()
+			for range b.N {
+				enqueue(b, e, "noop", 0)
+			}
+			for {
+				if handled.Load() >= int64(b.N) {
+					c, err := h.st.Counts(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if c[store.StatusSucceeded] >= b.N {
+						break
+					}
+				}
+				recv(b, "a change", changed)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			if !mode.unbatched {
+				after := d.WriteStats()
+				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/job")
+				b.ReportMetric(float64(busy.Load())/float64(b.Elapsed()), "writer-busy")
+			}
+		})
+	}
 }

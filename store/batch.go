@@ -105,5 +105,8 @@ type BatchStats struct {
 
 // BatchStats reports how Enqueue calls have been grouped into commits.
 func (s *Store) BatchStats() BatchStats {
+	if s.queued != nil {
+		return s.queued.EnqueueStats()
+	}
 	return BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: s.batch.q.Waiting()}
 }

@@ -30,7 +30,7 @@ import (
 // order and stops after limit entries.
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
 	var claimed []store.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	op := &writeOp{steps: []func(context.Context, *sql.Tx, *txState) error{func(ctx context.Context, tx *sql.Tx, _ *txState) error {
 		claimed = claimed[:0]
 		now := ms(s.now())
 		rows, err := tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx, worker, now, now, queue, now, limit)
@@ -61,16 +61,17 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 			}
 		}
 		return nil
-	})
-	if err != nil {
+	}}}
+	s.write(ctx, op)
+	if err := op.result(0); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return claimed, nil
 }
 
-// FinishBatch records fs in one transaction, each as its Outcome's method would alone,
-// and returns what each came to, in order. Each Finish runs inside a SAVEPOINT of its
-// own: one that fails (ErrLeaseLost from its fence, a publish error, an error of the
+// FinishBatch records fs in one transaction (the writer's next commit, writer.go), each
+// as its Outcome's method would alone, and returns what each came to, in order. Each
+// Finish runs inside a SAVEPOINT of its own: one that fails (ErrLeaseLost from its fence, a publish error, an error of the
 // follow-up hook) is rolled back alone and answered with its error, and the others
 // commit. When the transaction itself fails (it cannot begin, or COMMIT fails), nothing
 // is committed and every Finish is answered with that error. Nothing is answered before
@@ -80,38 +81,36 @@ func (s *Store) FinishBatch(ctx context.Context, fs []store.Finish) []store.Fini
 	if len(fs) == 0 {
 		return out
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if len(fs) == 1 {
-			// The transaction is this end's alone: its failure needs no savepoint.
-			job, err := s.finishOneTx(ctx, tx, fs[0])
-			out[0] = store.Finished{Job: job, Err: err}
-			return err
-		}
-		for i, f := range fs {
-			if _, err := tx.StmtContext(ctx, s.stmts.savepoint).ExecContext(ctx); err != nil {
-				return err
+	op := &writeOp{steps: make([]func(context.Context, *sql.Tx, *txState) error, len(fs))}
+	for i, f := range fs {
+		op.steps[i] = func(ctx context.Context, tx *sql.Tx, w *txState) error {
+			if f.Outcome == store.Succeeded && w.published > 0 {
+				// For crash tests: an earlier end of this transaction is written and its
+				// file published, and the transaction is not committed.
+				publish := f.Publish
+				f.Publish = func() error {
+					store.CrashPoint("mid-batch-end")
+					if publish != nil {
+						return publish()
+					}
+					return nil
+				}
 			}
 			job, err := s.finishOneTx(ctx, tx, f)
-			if err != nil {
-				if _, err := tx.StmtContext(ctx, s.stmts.rollbackTo).ExecContext(ctx); err != nil {
-					return err
+			if err == nil {
+				out[i].Job = job
+				if f.Outcome == store.Succeeded {
+					w.published++
 				}
-				job = store.Job{}
 			}
-			out[i] = store.Finished{Job: job, Err: err}
-			if _, err := tx.StmtContext(ctx, s.stmts.release).ExecContext(ctx); err != nil {
-				return err
-			}
+			return err
 		}
-		return nil
-	})
+	}
+	s.write(ctx, op)
 	for i, f := range fs {
-		if out[i].Err == nil && err != nil {
-			// The transaction failed as a whole: nothing of it was committed.
-			out[i] = store.Finished{Err: err}
-		}
-		if out[i].Err != nil {
-			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, out[i].Err)}
+		if err := op.result(i); err != nil {
+			// This end, or the transaction as a whole, failed: nothing of it was committed.
+			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, err)}
 		}
 	}
 	return out
