@@ -307,6 +307,7 @@ func (s *Store) enqueueRun(ctx context.Context, tx *sql.Tx, ops []*writeOp, alon
 type WriteStats struct {
 	Commits int64 // transactions of the queue
 	Writes  int64 // writes they carried: enqueue calls, claims, heartbeats, checkpoints, end batches
+	Waiting int   // writes queued for the next commit right now
 }
 
 // WriteStats reports how the writer's queue has grouped writes into commits; zero
@@ -315,7 +316,7 @@ func (s *Store) WriteStats() WriteStats {
 	if s.wq == nil {
 		return WriteStats{}
 	}
-	return WriteStats{Commits: s.wq.commits.Load(), Writes: s.wq.ops.Load()}
+	return WriteStats{Commits: s.wq.commits.Load(), Writes: s.wq.ops.Load(), Waiting: s.wq.q.Waiting()}
 }
 
 // QueuesWrites says whether enqueues, claims, heartbeats, checkpoints and ends share
