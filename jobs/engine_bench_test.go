@@ -142,6 +142,13 @@ type afterSucceed struct {
 	fn func()
 }
 
+// QueuesWrites passes the store's answer on, so that the engine hands a store that
+// queues its writes each end as it comes, as in production (rule 31).
+func (s afterSucceed) QueuesWrites() bool {
+	q, ok := s.Store.(interface{ QueuesWrites() bool })
+	return ok && q.QueuesWrites()
+}
+
 func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []store.Finished {
 	res := s.Store.FinishBatch(ctx, fs)
 	for i, r := range res {

@@ -6,6 +6,15 @@
 // follow-up hook's jobs, limits) before a driver sees it, groups concurrent Enqueues into
 // one commit (batch.go), derives the single-attempt ends from FinishBatch, and wraps
 // every driver error with its kind (Fault), so that nothing above it names a driver.
+//
+// One commit for every write that is due (ARCHITECTURE.md, rule 31): a driver that
+// queues its own writes (WriteQueue; store/sqlite) puts enqueues, claims, heartbeats,
+// checkpoints and ends in one queue, so that each commit, one fsync, carries every one
+// of them that is waiting, whatever its kind, each in a savepoint of its own and answered
+// only after that commit. The core then hands it each Enqueue as it comes instead of
+// grouping them itself, and the engine each end (QueuesWrites). On PostgreSQL and MySQL
+// the server already shares one log flush among the commits of concurrent connections,
+// and Enqueue's group commit (batch.go) and the engine's for ends stay as they were.
 package store
 
 import (
