@@ -130,64 +130,72 @@ func (s *Store) commitAlone(ctx context.Context, op *writeOp) {
 }
 
 // commitGroup writes a group of the queue's writes in one transaction and answers each.
+// Before its COMMIT it takes the writes that came while its statements ran (More), and
+// runs them too, until none is waiting or the group is full: a claim woken by the last
+// commit, or an end, then makes this commit's fsync instead of the next one.
 func (s *Store) commitGroup(group []*writeOp) {
+	all := group
 	defer func() {
-		for _, op := range group {
+		for _, op := range all {
 			close(op.done)
 		}
 	}()
-	taken := group[:0:0]
-	enqueues := 0
-	for _, op := range group {
-		if len(op.enq) > 0 {
-			s.wq.enqTaken.Add(1)
+	var taken []*writeOp
+	counted := false // the transaction is counted among those that carried enqueues
+	// admit answers the writes whose callers gave up before their turn (never written)
+	// and returns the others, counted.
+	admit := func(ops []*writeOp) []*writeOp {
+		var out []*writeOp
+		enqueues := 0
+		for _, op := range ops {
+			if len(op.enq) > 0 {
+				s.wq.enqTaken.Add(1)
+			}
+			if err := op.ctx.Err(); err != nil {
+				op.err = err
+				continue
+			}
+			out = append(out, op)
+			enqueues += len(op.enq)
 		}
-		if err := op.ctx.Err(); err != nil {
-			// Gave up before its turn: skip it rather than write what nobody will be told of.
-			op.err = err
-			continue
+		s.wq.ops.Add(int64(len(out)))
+		if enqueues > 0 {
+			if !counted {
+				s.wq.enqCommits.Add(1)
+				counted = true
+			}
+			s.wq.enqCalls.Add(int64(enqueues))
 		}
-		taken = append(taken, op)
-		enqueues += len(op.enq)
+		taken = append(taken, out...)
+		return out
 	}
-	if len(taken) == 0 {
+	batch := admit(group)
+	if len(batch) == 0 {
 		return
 	}
 	s.wq.commits.Add(1)
-	s.wq.ops.Add(int64(len(taken)))
-	if enqueues > 0 {
-		s.wq.enqCommits.Add(1)
-		s.wq.enqCalls.Add(int64(enqueues))
+	// A first write of one job or one step runs without a savepoint: the transaction
+	// holds nothing else yet, and its failure rolls back nothing of another's (the
+	// writes taken after it each have their own).
+	var bare *writeOp
+	if len(batch) == 1 && len(batch[0].enq)+len(batch[0].steps) == 1 {
+		bare = batch[0]
 	}
-	// One write of one job or one step needs no savepoint: the transaction is its own,
-	// and its failure rolls back nothing of another's.
-	alone := len(taken) == 1 && len(taken[0].enq)+len(taken[0].steps) == 1
 	ctx := context.Background()
 	var w txState
+	max := s.wq.q.Max()
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for i := 0; i < len(taken); {
-			if len(taken[i].enq) > 0 {
-				j := i + 1
-				for j < len(taken) && len(taken[j].enq) > 0 {
-					j++
-				}
-				if err := s.enqueueRun(ctx, tx, taken[i:j], alone); err != nil {
-					return err
-				}
-				i = j
-				continue
+		for len(batch) > 0 {
+			if err := s.runOps(ctx, tx, batch, bare, &w); err != nil {
+				return err
 			}
-			op := taken[i]
-			for k, step := range op.steps {
-				if alone {
-					op.stepErr[k] = step(ctx, tx, &w)
-					return op.stepErr[k]
-				}
-				if err := s.savepointed(ctx, tx, &op.stepErr[k], func() error { return step(ctx, tx, &w) }); err != nil {
-					return err
-				}
+			bare = nil
+			if len(all) >= max {
+				break
 			}
-			i++
+			more := s.wq.q.More(max - len(all))
+			all = append(all, more...)
+			batch = admit(more)
 		}
 		return nil
 	})
@@ -195,11 +203,11 @@ func (s *Store) commitGroup(group []*writeOp) {
 		return
 	}
 	// Nothing of the transaction was committed: every write gets its error, except those
-	// that failed on their own already (alone, the two are the same error, and the
-	// transaction's is the one named with its fault).
+	// that failed on their own already (a bare write's own error is the transaction's,
+	// which is the one named with its fault).
 	for _, op := range taken {
 		for k := range op.stepErr {
-			if op.stepErr[k] == nil || alone {
+			if op.stepErr[k] == nil || op == bare {
 				op.stepErr[k] = err
 			}
 		}
@@ -207,6 +215,40 @@ func (s *Store) commitGroup(group []*writeOp) {
 			op.err = err
 		}
 	}
+}
+
+// runOps runs ops inside tx in order, each step in a savepoint of its own and each run
+// of enqueues in one (enqueueRun); bare, when it is ops' only write, runs without one and
+// its failure fails the transaction.
+func (s *Store) runOps(ctx context.Context, tx *sql.Tx, ops []*writeOp, bare *writeOp, w *txState) error {
+	for i := 0; i < len(ops); {
+		if len(ops[i].enq) > 0 {
+			j := i + 1
+			for j < len(ops) && len(ops[j].enq) > 0 {
+				j++
+			}
+			if err := s.enqueueRun(ctx, tx, ops[i:j], ops[i] == bare); err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		op := ops[i]
+		for k, step := range op.steps {
+			if op == bare {
+				op.stepErr[k] = step(ctx, tx, w)
+				if op.stepErr[k] != nil {
+					return op.stepErr[k]
+				}
+				continue
+			}
+			if err := s.savepointed(ctx, tx, &op.stepErr[k], func() error { return step(ctx, tx, w) }); err != nil {
+				return err
+			}
+		}
+		i++
+	}
+	return nil
 }
 
 // savepointed runs fn inside a savepoint: when fn fails, what it wrote is rolled back,
