@@ -27,7 +27,10 @@ import (
 // fencing token), stamps worker and heartbeat and appends its "started" event, all in one
 // transaction. The jobs come back in claim order; none is an empty slice and no error.
 // jobs_claim (migration 0009) starts with the queue, so the pick reads the index in
-// order and stops after limit entries.
+// order and stops after limit entries. The limit is "? + 0", not a bare parameter: with a
+// bare one SQLite re-prepares (parses again) the statement whenever the bound limit
+// differs from the last, as a lane's free slots do from one claim to the next, and that
+// was 40% of a claim's CPU time at 100 workers (BENCHMARKS.md, "One commit for every write").
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
 	var claimed []store.Job
 	op := &writeOp{steps: []func(context.Context, *sql.Tx, *txState) error{func(ctx context.Context, tx *sql.Tx, _ *txState) error {
@@ -219,7 +222,7 @@ const (
 		worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
 		error_code = NULL, error_message = NULL
 		WHERE rowid IN (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
-			ORDER BY priority, run_at, rowid LIMIT ?)
+			ORDER BY priority, run_at, rowid LIMIT ? + 0)
 		RETURNING ` + jobColumns
 	finishSQL = `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
