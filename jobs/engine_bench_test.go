@@ -162,7 +162,8 @@ func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []stor
 // BenchmarkOneByOne is no-op jobs enqueued one at a time from one goroutine into an
 // engine of 100 workers on SQLite (bench/river's one-by-one), with the production
 // store: enqueues, claims and ends share the writer's commits (rule 31). It reports
-// jobs/s and the write transactions each job cost (sqlite.Store.WriteStats).
+// jobs/s, the write transactions and the writes (enqueues, claims, ends) each job cost
+// (sqlite.Store.WriteStats), and the share of the time the writer was in a transaction.
 func BenchmarkOneByOne(b *testing.B) {
 	for _, mode := range []struct {
 		name      string
@@ -209,6 +210,7 @@ func BenchmarkOneByOne(b *testing.B) {
 			if !mode.unbatched {
 				after := d.WriteStats()
 				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/job")
+				b.ReportMetric(float64(after.Writes-before.Writes)/float64(b.N), "writes/job")
 				b.ReportMetric(float64(busy.Load())/float64(b.Elapsed()), "writer-busy")
 			}
 		})

@@ -336,7 +336,7 @@ func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]store.Jo
 // lane's due job does not make another lane's dispatcher spin.
 func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, error) {
 	var v sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue = ?`, queue).Scan(&v); err != nil {
+	if err := s.reads.nextRun.QueryRowContext(ctx, queue).Scan(&v); err != nil {
 		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if !v.Valid {
