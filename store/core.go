@@ -12,9 +12,10 @@
 // checkpoints and ends in one queue, so that each commit, one fsync, carries every one
 // of them that is waiting, whatever its kind, each in a savepoint of its own and answered
 // only after that commit. The core then hands it each Enqueue as it comes instead of
-// grouping them itself, and the engine each end (QueuesWrites). On PostgreSQL and MySQL
-// the server already shares one log flush among the commits of concurrent connections,
-// and Enqueue's group commit (batch.go) and the engine's for ends stay as they were.
+// grouping them itself, and the engine each end (QueuesWrites). On PostgreSQL the server
+// already shares one log flush among the commits of concurrent connections, and
+// Enqueue's group commit (batch.go) and the engine's for ends stay as they were; MySQL's
+// driver does not queue its writes yet.
 package store
 
 import (

@@ -11,9 +11,9 @@ import (
 
 // BenchmarkRawCommits is the server's commit rate for one-row INSERT transactions,
 // committed from 1, 4 and 16 connections at once (fsync on, synchronous_commit on).
-// It is the measurement behind ARCHITECTURE.md rule 31's "not on PostgreSQL": if the
-// server's WAL flush already carries the commits of concurrent connections, a writer
-// queue in the node would save no flush, only serialize writes on one connection.
+// It is the measurement behind ARCHITECTURE.md rule 31's "not on PostgreSQL": the
+// server's WAL flush already carries the commits of concurrent connections, so a writer
+// queue in the node would save no flush, only serialize its writes on one connection.
 //
 //	go test -run '^$' -bench BenchmarkRawCommits -benchtime 3s ./store/pg/
 func BenchmarkRawCommits(b *testing.B) {

@@ -15,8 +15,8 @@ import (
 // With synchronous=FULL every COMMIT is an fsync, and the disk allows a few thousand of
 // them a second. Enqueues, claims, heartbeats, checkpoints and ends therefore wait in
 // one queue, the writer's, and a commit carries every write that was waiting when it
-// began, whatever its kind: a claim or an end rides the next enqueue's fsync instead of
-// paying its own. There is no timer: a write on an idle store commits at once (its
+// began, whatever its kind, and those that came while its statements ran (commitGroup):
+// a claim or an end rides the next enqueue's fsync instead of paying its own. There is no timer: a write on an idle store commits at once (its
 // caller leads the group, internal/groupcommit), and groups form only while a commit is
 // in flight.
 //
