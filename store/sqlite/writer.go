@@ -116,16 +116,34 @@ func (op *writeOp) result(i int) error {
 }
 
 // commitAlone runs op in a transaction of its own, as every write did before the queue:
-// enqueues go through enqueueAlone, and each step in its own transaction.
+// enqueues go through enqueueAlone, and the steps (the ends of one FinishBatch) share
+// one transaction, each in a savepoint when there are several (rule 28).
 func (s *Store) commitAlone(ctx context.Context, op *writeOp) {
 	if len(op.enq) > 0 {
 		op.enqOut, op.err = s.enqueueAlone(ctx, op.enq)
 		return
 	}
-	for i, step := range op.steps {
-		var w txState
-		err := s.tx(ctx, func(tx *sql.Tx) error { return step(ctx, tx, &w) })
-		op.stepErr[i] = err
+	var w txState
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if len(op.steps) == 1 {
+			op.stepErr[0] = op.steps[0](ctx, tx, &w)
+			return op.stepErr[0]
+		}
+		for k, step := range op.steps {
+			if err := s.savepointed(ctx, tx, &op.stepErr[k], func() error { return step(ctx, tx, &w) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Nothing was committed: every step gets the transaction's error, but one that
+		// failed on its own keeps its own (alone, the two are the same).
+		for k := range op.stepErr {
+			if op.stepErr[k] == nil || len(op.steps) == 1 {
+				op.stepErr[k] = err
+			}
+		}
 	}
 }
 
