@@ -1,7 +1,9 @@
 // Package sqlite is the job store's SQLite driver (store.Driver): the data directory's
 // file, opening it, checking and migrating it, and every SQL statement the job table
 // needs there. The rules above the SQL are package store's; this package is SQL, error
-// mapping (Fault) and what only a file has: its checks at start, disk health, backup.
+// mapping (Fault) and what only a file has: its checks at start, disk health, backup,
+// and the one writer's queue, which gives enqueues, claims, heartbeats, checkpoints and
+// ends one commit (writer.go, ARCHITECTURE.md rule 31).
 package sqlite
 
 import (
