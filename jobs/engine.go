@@ -256,6 +256,9 @@ func New(st Store, cfg Config) *Engine {
 		stopClaim: make(chan struct{}),
 	}
 	e.fin.st = st
+	if q, ok := st.(interface{ QueuesWrites() bool }); ok && q.QueuesWrites() {
+		e.fin.direct = true // the store's queue groups ends with its other writes (rule 31)
+	}
 	names := slices.Sorted(maps.Keys(cfg.Queues))
 	workers := map[string]int{store.DefaultQueue: cfg.Workers}
 	for _, name := range names {

@@ -10,6 +10,7 @@ import (
 
 	"sheetq/jobs"
 	"sheetq/store"
+	"sheetq/store/sqlite"
 )
 
 // BenchmarkLifecycle is no-op jobs per second through the whole engine: enqueue, claim,
@@ -141,6 +142,13 @@ type afterSucceed struct {
 	fn func()
 }
 
+// QueuesWrites passes the store's answer on, so that the engine hands a store that
+// queues its writes each end as it comes, as in production (rule 31).
+func (s afterSucceed) QueuesWrites() bool {
+	q, ok := s.Store.(interface{ QueuesWrites() bool })
+	return ok && q.QueuesWrites()
+}
+
 func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []store.Finished {
 	res := s.Store.FinishBatch(ctx, fs)
 	for i, r := range res {
@@ -149,4 +157,62 @@ func (s afterSucceed) FinishBatch(ctx context.Context, fs []store.Finish) []stor
 		}
 	}
 	return res
+}
+
+// BenchmarkOneByOne is no-op jobs enqueued one at a time from one goroutine into an
+// engine of 100 workers on SQLite (bench/river's one-by-one), with the production
+// store: enqueues, claims and ends share the writer's commits (rule 31). It reports
+// jobs/s, the write transactions and the writes (enqueues, claims, ends) each job cost
+// (sqlite.Store.WriteStats), and the share of the time the writer was in a transaction.
+func BenchmarkOneByOne(b *testing.B) {
+	for _, mode := range []struct {
+		name      string
+		unbatched bool
+	}{{"queued", false}, {"unbatched", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			h := newHarness(b)
+			h.st = h.openStoreWith(b, sqlite.Options{Unbatched: mode.unbatched})
+			cfg := h.config()
+			cfg.Workers = 100
+			cfg.Heartbeat, cfg.StaleAfter = time.Second, time.Minute
+			var handled atomic.Int64
+			changed := make(chan struct{}, 1)
+			cfg.OnChange = func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+			noop := jobs.HandlerFunc(func(context.Context, *jobs.Run) error { handled.Add(1); return nil })
+			e := h.start(b, cfg, map[string]jobs.Handler{"noop": noop})
+			d := h.st.Driver().(*sqlite.Store)
+			before := d.WriteStats()
+			var busy atomic.Int64
+			d.ObserveWrites(func(t time.Duration) { busy.Add(int64(t)) })
+			b.ResetTimer()
+			for range b.N {
+				enqueue(b, e, "noop", 0)
+			}
+			for {
+				if handled.Load() >= int64(b.N) {
+					c, err := h.st.Counts(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if c[store.StatusSucceeded] >= b.N {
+						break
+					}
+				}
+				recv(b, "a change", changed)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			if !mode.unbatched {
+				after := d.WriteStats()
+				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/job")
+				b.ReportMetric(float64(after.Writes-before.Writes)/float64(b.N), "writes/job")
+				b.ReportMetric(float64(busy.Load())/float64(b.Elapsed()), "writer-busy")
+			}
+		})
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sheetq/store"
 )
 
 // With -tags faultpoints, SHEETQ_FAULT arms named points where the process kills itself
@@ -86,6 +88,8 @@ func init() {
 		_ = p.Kill()
 		select {} // Kill is asynchronous on some platforms; never continue past the point
 	}
+	// The points inside a store's transaction (mid-batch-end in SQLite's write queue).
+	store.SetCrashPoint(faultPoint)
 }
 
 // parseByteSize reads a whole number of bytes, or of KiB or MiB with that suffix ("5MiB").

@@ -7,7 +7,9 @@ import (
 	"sheetq/internal/groupcommit"
 )
 
-// Group commit for Enqueue (ARCHITECTURE.md, rule 17), the same on every driver.
+// Group commit for Enqueue (ARCHITECTURE.md, rule 17), on every driver that does not
+// queue its writes itself (WriteQueue, rule 31: SQLite's queue groups enqueues with the
+// claims, heartbeats and ends that wait, and Enqueue hands it each call as it comes).
 //
 // Every commit that makes an accepted job durable costs the database a flush (an fsync
 // of SQLite's WAL, a WAL flush of PostgreSQL's), and one flush per accepted request
@@ -105,5 +107,8 @@ type BatchStats struct {
 
 // BatchStats reports how Enqueue calls have been grouped into commits.
 func (s *Store) BatchStats() BatchStats {
+	if s.queued != nil {
+		return s.queued.EnqueueStats()
+	}
 	return BatchStats{Commits: s.batch.commits.Load(), Calls: s.batch.calls.Load(), Waiting: s.batch.q.Waiting()}
 }

@@ -6,6 +6,16 @@
 // follow-up hook's jobs, limits) before a driver sees it, groups concurrent Enqueues into
 // one commit (batch.go), derives the single-attempt ends from FinishBatch, and wraps
 // every driver error with its kind (Fault), so that nothing above it names a driver.
+//
+// One commit for every write that is due (ARCHITECTURE.md, rule 31): a driver that
+// queues its own writes (WriteQueue; store/sqlite) puts enqueues, claims, heartbeats,
+// checkpoints and ends in one queue, so that each commit, one fsync, carries every one
+// of them that is waiting, whatever its kind, each in a savepoint of its own and answered
+// only after that commit. The core then hands it each Enqueue as it comes instead of
+// grouping them itself, and the engine each end (QueuesWrites). On PostgreSQL the server
+// already shares one log flush among the commits of concurrent connections, and
+// Enqueue's group commit (batch.go) and the engine's for ends stay as they were; MySQL's
+// driver does not queue its writes yet.
 package store
 
 import (
@@ -41,7 +51,10 @@ type Store struct {
 	checker   JobChecker // d, when it checks jobs before they are batched; else nil
 	followUps FollowUpFunc
 	unbatched bool
-	batch     batcher
+	// queued is a driver that queues its own writes (WriteQueue): each Enqueue goes to
+	// it as it comes, and the batcher stays idle.
+	queued WriteQueue
+	batch  batcher
 }
 
 // New makes the Store of d, which is open and migrated, and gives d the checked
@@ -52,6 +65,9 @@ func New(d Driver, cfg Config) *Store {
 	}
 	s := &Store{d: d, followUps: cfg.FollowUps, unbatched: cfg.Unbatched}
 	s.checker, _ = d.(JobChecker)
+	if wq, ok := d.(WriteQueue); ok && wq.QueuesWrites() {
+		s.queued = wq
+	}
 	d.SetFollowUps(s.checkedFollowUps)
 	s.batch.start(s, cfg.MaxBatch)
 	return s
@@ -67,6 +83,11 @@ func (s *Store) Close() error {
 	s.batch.q.Close()
 	return s.d.Close()
 }
+
+// QueuesWrites says whether the driver queues its enqueues, claims, heartbeats,
+// checkpoints and ends into shared commits (WriteQueue, rule 31), so that the engine
+// hands it each end as it comes rather than grouping them first.
+func (s *Store) QueuesWrites() bool { return s.queued != nil }
 
 // Now reads the store's clock: the driver's.
 func (s *Store) Now() time.Time { return s.d.Now() }
@@ -146,7 +167,8 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob) (job Job, existed bool, 
 			return Job{}, false, err
 		}
 	}
-	if s.unbatched {
+	if s.unbatched || s.queued != nil {
+		// The driver commits it alone, or queues it beside its other writes (WriteQueue).
 		var rs []Enqueued
 		if rs, err = s.d.EnqueueBatch(ctx, []NewJob{nj}); err == nil {
 			job, existed, err = rs[0].Job, rs[0].Existed, rs[0].Err

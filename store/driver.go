@@ -185,7 +185,29 @@ type (
 	Backuper interface {
 		Backup(ctx context.Context, path string) error
 	}
+	// WriteQueue is a driver whose enqueues, claims, heartbeats, checkpoints and ends
+	// wait in one queue of its own, so that each commit carries every such write that is
+	// due (ARCHITECTURE.md, rule 31; store/sqlite). While QueuesWrites is true the core
+	// hands it each Enqueue as it comes (EnqueueBatch of one) instead of grouping them
+	// first, the engine hands it each end (Store.QueuesWrites), and EnqueueStats is
+	// Store.BatchStats.
+	WriteQueue interface {
+		QueuesWrites() bool
+		EnqueueStats() BatchStats
+	}
 )
+
+// crashPoint is where a crash test may kill the process inside a driver's transaction
+// (SetCrashPoint); it does nothing otherwise.
+var crashPoint = func(string) {}
+
+// SetCrashPoint sets what CrashPoint calls: the engine's fault points of a build with
+// -tags faultpoints (jobs/fault_on.go), set once before any store is opened.
+func SetCrashPoint(fn func(name string)) { crashPoint = fn }
+
+// CrashPoint is a named point inside a driver's transaction where a crash test may kill
+// the process (such as "mid-batch-end"). It does nothing unless SetCrashPoint armed it.
+func CrashPoint(name string) { crashPoint(name) }
 
 // ListenCallbacks are what a Listener calls: Ready when another node made a job
 // runnable in queue ("" for any), Cancel when a cancel was requested for job id, Events

@@ -73,6 +73,27 @@ func (q *Queue[C]) Do(ctx context.Context, c *C, done <-chan struct{}) error {
 	return nil
 }
 
+// More removes up to n calls that came while the group being committed was under way,
+// for a commit that takes them into its own group before it ends (its COMMIT), so that
+// a write that arrives while the statements of the others run still makes their fsync.
+// The commit must answer them as it answers its group; nil when none waits. Only the
+// commit function may call it.
+func (q *Queue[C]) More(n int) []*C {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n = min(len(q.queue), n)
+	if n <= 0 {
+		return nil
+	}
+	more := make([]*C, n)
+	copy(more, q.queue)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	return more
+}
+
+// Max is the most calls one group holds.
+func (q *Queue[C]) Max() int { return q.max }
+
 // Waiting is how many calls wait for the next group.
 func (q *Queue[C]) Waiting() int {
 	q.mu.Lock()

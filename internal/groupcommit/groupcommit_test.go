@@ -87,3 +87,56 @@ func TestGroupsDropsAndCloses(t *testing.T) {
 		}
 	}
 }
+
+// A commit that asks for More before it ends takes the calls that came while it ran, up
+// to the number asked for, and answers them; the rest go in the next group.
+func TestMoreTakesLateCallsIntoTheGroup(t *testing.T) {
+	var mu sync.Mutex
+	var groups [][]int
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	var q *Queue[call]
+	q = New(3, errClosed, func(g []*call) {
+		mu.Lock()
+		first := len(groups) == 0
+		mu.Unlock()
+		if first {
+			close(inFirst)
+			<-release
+			g = append(g, q.More(q.Max()-len(g))...)
+		}
+		var ns []int
+		for _, c := range g {
+			ns = append(ns, c.n)
+			close(c.done)
+		}
+		mu.Lock()
+		groups = append(groups, ns)
+		mu.Unlock()
+	})
+	do := func(n int) {
+		c := &call{n: n, done: make(chan struct{})}
+		if err := q.Do(context.Background(), c, c.done); err != nil {
+			t.Error(err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { do(1) })
+	<-inFirst
+	for n := 2; n <= 4; n++ {
+		wg.Go(func() { do(n) })
+		for q.Waiting() < n-1 { // sent in order, each once the one before is queued
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	wg.Wait()
+	q.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(groups) != 2 || len(groups[0]) != 3 || groups[0][1] != 2 || groups[0][2] != 3 || len(groups[1]) != 1 || groups[1][0] != 4 {
+		t.Fatalf("groups %v, want [[1 2 3] [4]]: More takes two late calls in order, the third waits", groups)
+	}
+	if q.More(1) != nil {
+		t.Fatal("More of an empty queue returned calls")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -12,8 +11,20 @@ import (
 	"sheetq/store"
 )
 
-// EnqueueBatch writes a group of Enqueues (the core's group commit, store/batch.go) in
-// one write transaction: one BEGIN IMMEDIATE, one COMMIT, one fsync for all of them.
+// EnqueueBatch writes njs (one Enqueue, as the core hands each to a store that queues
+// its writes, store.WriteQueue) in the writer's next commit, beside the other writes
+// that wait (writer.go, rule 31); without the queue (Options.Unbatched), alone.
+func (s *Store) EnqueueBatch(ctx context.Context, njs []store.NewJob) ([]store.Enqueued, error) {
+	op := &writeOp{enq: njs}
+	s.write(ctx, op)
+	if op.err != nil {
+		return nil, op.err
+	}
+	return op.enqOut, nil
+}
+
+// enqueueAlone writes a group of Enqueues in one write transaction of their own: one
+// BEGIN IMMEDIATE, one COMMIT, one fsync for all of them.
 //
 // A job that is refused (a duplicate id, a reused idempotency key with another body) is
 // refused alone and the others still commit, without a SAVEPOINT per job (they were a
@@ -26,7 +37,7 @@ import (
 // The unique index is checked inside the batch's transaction, so two requests with the
 // same key in one batch give one job: the second's insert meets the first's uncommitted
 // row, and the second gets existed=true.
-func (s *Store) EnqueueBatch(ctx context.Context, njs []store.NewJob) ([]store.Enqueued, error) {
+func (s *Store) enqueueAlone(ctx context.Context, njs []store.NewJob) ([]store.Enqueued, error) {
 	out := make([]store.Enqueued, len(njs))
 	done := make([]bool, len(njs)) // answered already: broke an earlier try
 	for {
@@ -71,5 +82,3 @@ func refusedAlone(err error) bool {
 	return errors.Is(err, store.ErrIdempotencyMismatch) || errors.Is(err, store.ErrConflict) ||
 		(errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT && !errors.Is(err, errAfterInsert))
 }
-
-var _ = fmt.Errorf

@@ -16,6 +16,24 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformanceHarness)
 }
 
+// TestConformanceUnqueued runs the suite against SQLite with Options.Unbatched, where
+// every write is a transaction of its own instead of a place in the writer's queue (rule
+// 31): the comparison mode must keep every rule too.
+func TestConformanceUnqueued(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness {
+		clk := newClock()
+		path := filepath.Join(t.TempDir(), "sheetq.db")
+		open := func(t *testing.T) store.Driver {
+			d, err := sqlite.OpenDriver(context.Background(), path, sqlite.Options{Now: clk.Now, Unbatched: true})
+			if err != nil {
+				t.Fatalf("open store: %v", err)
+			}
+			return d
+		}
+		return conformance.Driven(t, o, open, clk.Now, clk.Advance)
+	})
+}
+
 // TestConformanceReads runs the suite's read cases, which the PostgreSQL store passes
 // too, against SQLite.
 func TestConformanceReads(t *testing.T) {

@@ -27,10 +27,13 @@ import (
 // fencing token), stamps worker and heartbeat and appends its "started" event, all in one
 // transaction. The jobs come back in claim order; none is an empty slice and no error.
 // jobs_claim (migration 0009) starts with the queue, so the pick reads the index in
-// order and stops after limit entries.
+// order and stops after limit entries. The limit is "? + 0", not a bare parameter: with a
+// bare one SQLite re-prepares (parses again) the statement whenever the bound limit
+// differs from the last, as a lane's free slots do from one claim to the next, and that
+// was 40% of a claim's CPU time at 100 workers (BENCHMARKS.md, "One commit for every write").
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
 	var claimed []store.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	op := &writeOp{steps: []func(context.Context, *sql.Tx, *txState) error{func(ctx context.Context, tx *sql.Tx, _ *txState) error {
 		claimed = claimed[:0]
 		now := ms(s.now())
 		rows, err := tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx, worker, now, now, queue, now, limit)
@@ -61,16 +64,17 @@ func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int)
 			}
 		}
 		return nil
-	})
-	if err != nil {
+	}}}
+	s.write(ctx, op)
+	if err := op.result(0); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return claimed, nil
 }
 
-// FinishBatch records fs in one transaction, each as its Outcome's method would alone,
-// and returns what each came to, in order. Each Finish runs inside a SAVEPOINT of its
-// own: one that fails (ErrLeaseLost from its fence, a publish error, an error of the
+// FinishBatch records fs in one transaction (the writer's next commit, writer.go), each
+// as its Outcome's method would alone, and returns what each came to, in order. Each
+// Finish runs inside a SAVEPOINT of its own: one that fails (ErrLeaseLost from its fence, a publish error, an error of the
 // follow-up hook) is rolled back alone and answered with its error, and the others
 // commit. When the transaction itself fails (it cannot begin, or COMMIT fails), nothing
 // is committed and every Finish is answered with that error. Nothing is answered before
@@ -80,38 +84,36 @@ func (s *Store) FinishBatch(ctx context.Context, fs []store.Finish) []store.Fini
 	if len(fs) == 0 {
 		return out
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if len(fs) == 1 {
-			// The transaction is this end's alone: its failure needs no savepoint.
-			job, err := s.finishOneTx(ctx, tx, fs[0])
-			out[0] = store.Finished{Job: job, Err: err}
-			return err
-		}
-		for i, f := range fs {
-			if _, err := tx.StmtContext(ctx, s.stmts.savepoint).ExecContext(ctx); err != nil {
-				return err
+	op := &writeOp{steps: make([]func(context.Context, *sql.Tx, *txState) error, len(fs))}
+	for i, f := range fs {
+		op.steps[i] = func(ctx context.Context, tx *sql.Tx, w *txState) error {
+			if f.Outcome == store.Succeeded && w.published > 0 {
+				// For crash tests: an earlier end of this transaction is written and its
+				// file published, and the transaction is not committed.
+				publish := f.Publish
+				f.Publish = func() error {
+					store.CrashPoint("mid-batch-end")
+					if publish != nil {
+						return publish()
+					}
+					return nil
+				}
 			}
 			job, err := s.finishOneTx(ctx, tx, f)
-			if err != nil {
-				if _, err := tx.StmtContext(ctx, s.stmts.rollbackTo).ExecContext(ctx); err != nil {
-					return err
+			if err == nil {
+				out[i].Job = job
+				if f.Outcome == store.Succeeded {
+					w.published++
 				}
-				job = store.Job{}
 			}
-			out[i] = store.Finished{Job: job, Err: err}
-			if _, err := tx.StmtContext(ctx, s.stmts.release).ExecContext(ctx); err != nil {
-				return err
-			}
+			return err
 		}
-		return nil
-	})
+	}
+	s.write(ctx, op)
 	for i, f := range fs {
-		if out[i].Err == nil && err != nil {
-			// The transaction failed as a whole: nothing of it was committed.
-			out[i] = store.Finished{Err: err}
-		}
-		if out[i].Err != nil {
-			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, out[i].Err)}
+		if err := op.result(i); err != nil {
+			// This end, or the transaction as a whole, failed: nothing of it was committed.
+			out[i] = store.Finished{Err: fmt.Errorf("%s %s: %w", f.Outcome, f.ID, err)}
 		}
 	}
 	return out
@@ -220,7 +222,7 @@ const (
 		worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
 		error_code = NULL, error_message = NULL
 		WHERE rowid IN (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
-			ORDER BY priority, run_at, rowid LIMIT ?)
+			ORDER BY priority, run_at, rowid LIMIT ? + 0)
 		RETURNING ` + jobColumns
 	finishSQL = `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,

@@ -158,7 +158,7 @@ const fence = ` WHERE id = ? AND attempt = ? AND status = 'PROCESSING'`
 // cancel was requested, and returns ErrLeaseLost when the attempt no longer owns the job.
 func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, total int64) (cancelRequested bool, err error) {
 	var cancel int
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.writeStep(ctx, func(ctx context.Context, tx *sql.Tx, _ *txState) error {
 		return tx.StmtContext(ctx, s.stmts.heartbeat).QueryRowContext(ctx, ms(s.now()), rows, nullTotal(total), id, attempt).Scan(&cancel)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -173,7 +173,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, attempt int, rows, tot
 // SaveCheckpoint is Heartbeat that also replaces the job's checkpoint (nil clears it).
 func (s *Store) SaveCheckpoint(ctx context.Context, id string, attempt int, rows, total int64, data []byte) (cancelRequested bool, err error) {
 	var cancel int
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.writeStep(ctx, func(ctx context.Context, tx *sql.Tx, _ *txState) error {
 		return tx.StmtContext(ctx, s.stmts.checkpoint).QueryRowContext(ctx, ms(s.now()), rows, nullTotal(total), data, id, attempt).Scan(&cancel)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -336,7 +336,7 @@ func (s *Store) Stale(ctx context.Context, staleAfter time.Duration) ([]store.Jo
 // lane's due job does not make another lane's dispatcher spin.
 func (s *Store) NextRunIn(ctx context.Context, queue string) (time.Duration, error) {
 	var v sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue = ?`, queue).Scan(&v); err != nil {
+	if err := s.reads.nextRun.QueryRowContext(ctx, queue).Scan(&v); err != nil {
 		return 0, fmt.Errorf("next run_at: %w", err)
 	}
 	if !v.Valid {

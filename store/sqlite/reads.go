@@ -14,6 +14,10 @@ import (
 // statement on each pooled connection the first time it runs there.
 type readStmts struct {
 	get, eventsAfter, jobEventsAfter, jobEvents, jobsByID *sql.Stmt
+	// nextRun is NextRunIn's, which a lane's dispatcher asks after every claim that left
+	// slots free: once per job when jobs come one at a time (BENCHMARKS.md, "One commit
+	// for every write").
+	nextRun *sql.Stmt
 }
 
 const (
@@ -22,12 +26,13 @@ const (
 	jobEventsAfterSQL = `SELECT ` + eventColumns + ` FROM job_events WHERE job_id = ? AND id > ? ORDER BY id LIMIT ?`
 	jobEventsSQL      = `SELECT ` + eventColumns + ` FROM job_events WHERE job_id = ? ORDER BY id`
 	jobsByIDSQL       = `SELECT ` + jobColumns + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+	nextRunSQL        = `SELECT min(run_at) FROM jobs WHERE status = 'PENDING' AND queue = ?`
 )
 
 func (rs *readStmts) prepare(ctx context.Context, r *sql.DB) error {
 	return prepareEach(ctx, r, []toPrepare{
 		{&rs.get, getSQL}, {&rs.eventsAfter, eventsAfterSQL}, {&rs.jobEventsAfter, jobEventsAfterSQL},
-		{&rs.jobEvents, jobEventsSQL}, {&rs.jobsByID, jobsByIDSQL},
+		{&rs.jobEvents, jobEventsSQL}, {&rs.jobsByID, jobsByIDSQL}, {&rs.nextRun, nextRunSQL},
 	})
 }
 

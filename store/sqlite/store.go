@@ -1,7 +1,9 @@
 // Package sqlite is the job store's SQLite driver (store.Driver): the data directory's
 // file, opening it, checking and migrating it, and every SQL statement the job table
 // needs there. The rules above the SQL are package store's; this package is SQL, error
-// mapping (Fault) and what only a file has: its checks at start, disk health, backup.
+// mapping (Fault) and what only a file has: its checks at start, disk health, backup,
+// and the one writer's queue, which gives enqueues, claims, heartbeats, checkpoints and
+// ends one commit (writer.go, ARCHITECTURE.md rule 31).
 package sqlite
 
 import (
@@ -37,8 +39,11 @@ type Options struct {
 	// ever taking the write lock, for tools that run beside a live server (sheetq backup).
 	// Every write then fails.
 	ReadOnly bool
-	// FollowUps, Unbatched and MaxBatch are Open's store.Config (OpenDriver ignores them).
+	// FollowUps is Open's store.Config (OpenDriver ignores it).
 	FollowUps store.FollowUpFunc
+	// Unbatched gives every write a transaction of its own instead of the writer's
+	// queue (writer.go), for benchmarks to compare; MaxBatch bounds how many writes one
+	// commit of the queue carries (default 128). Open passes both to store.Config too.
 	Unbatched bool
 	MaxBatch  int
 	// Check is how much of an existing file is checked before it is used (default
@@ -73,6 +78,11 @@ type Store struct {
 	jobByKey *sql.Stmt // an idempotency key's job, for a refused insert (enqueueTx)
 
 	onWrite atomic.Pointer[func(time.Duration)] // ObserveWrites (store/writestats.go)
+
+	// wq is the queue that enqueues, claims, heartbeats, checkpoints and ends share, so
+	// that each commit carries every one of them that is due (writer.go, rule 31); nil
+	// with Options.Unbatched, where each is a transaction of its own.
+	wq *writer
 }
 
 // Open opens (creating if needed) the SQLite file at path, applies pending migrations,
@@ -149,6 +159,9 @@ func OpenDriver(ctx context.Context, path string, opts Options) (*Store, error) 
 		w.Close()
 		return nil, withFault(err)
 	}
+	if !opts.Unbatched {
+		s.startWriter(opts.MaxBatch)
+	}
 	return s, nil
 }
 
@@ -202,10 +215,14 @@ func (s *Store) prepare(ctx context.Context) error {
 	return nil
 }
 
-// Close closes both pools.
+// Close answers the writes the queue has taken (none is taken after this: ErrClosed),
+// then closes both pools.
 func (s *Store) Close() error {
 	if s.w == s.r { // read-only: one pool
 		return s.r.Close()
+	}
+	if s.wq != nil {
+		s.wq.q.Close()
 	}
 	return errors.Join(s.r.Close(), s.w.Close())
 }
