@@ -10,3 +10,17 @@ type JobFile struct {
 	FileSize   int64
 	FileSHA256 string
 }
+
+// Health is what a server driver's Diagnose (store/pg, store/mysql) found in its job
+// store, for `sheetq doctor`.
+type Health struct {
+	// Server is the server's version string.
+	Server string
+	// Schema is the newest migration applied (0: none), Want the newest this build has.
+	Schema, Want int
+	// Files is every job's file record, for matching with the file store (empty when
+	// the schema is missing or not this build's).
+	Files []JobFile
+	// Problems are what is wrong, one line each; none is healthy.
+	Problems []string
+}

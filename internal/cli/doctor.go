@@ -170,11 +170,7 @@ func diagnose(ctx context.Context, dir datadir.Dir, opts doctorOptions) (doctorR
 	jobsRead := true
 	if dsn := opts.Stores.DSN; dsn != "" {
 		rep.Store = app.RedactURL(dsn)
-		if app.IsMySQL(dsn) {
-			jobFiles, jobsRead = diagnoseMySQL(ctx, dsn, add)
-		} else {
-			jobFiles, jobsRead = diagnosePostgres(ctx, dsn, add)
-		}
+		jobFiles, jobsRead = diagnoseServer(ctx, dsn, add)
 	} else {
 		st, err := sqlite.OpenDriver(ctx, dir.DB(), sqlite.Options{ReadOnly: true})
 		if err != nil {

@@ -18,27 +18,17 @@ import (
 	"sheetq/store/pg"
 )
 
-// diagnosePostgres is doctor's check of a PostgreSQL job store (pg.Diagnose: the
-// connection, the schema version and a write probe) in place of the SQLite file's. ok
-// is false when the jobs could not be read, so that the file checks, which would find
-// every file an orphan, are skipped.
-func diagnosePostgres(ctx context.Context, dsn string, add func(doctorProblem)) (files []store.JobFile, ok bool) {
+// diagnoseServer is doctor's check of a PostgreSQL or MySQL/MariaDB job store (the
+// driver's Diagnose: the connection, the schema version and a write probe) in place of
+// the SQLite file's. ok is false when the jobs could not be read, so that the file
+// checks, which would find every file an orphan, are skipped.
+func diagnoseServer(ctx context.Context, dsn string, add func(doctorProblem)) (files []store.JobFile, ok bool) {
 	where := app.RedactURL(dsn)
-	h, err := pg.Diagnose(ctx, dsn)
-	if err != nil {
-		add(doctorProblem{Check: "database", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
-		return nil, false
+	diagnose := pg.Diagnose
+	if app.IsMySQL(dsn) {
+		diagnose = mysql.Diagnose
 	}
-	for _, p := range h.Problems {
-		add(doctorProblem{Check: "database", Path: where, Message: where + ": " + p})
-	}
-	return h.Files, h.Schema == h.Want
-}
-
-// diagnoseMySQL is diagnosePostgres for a MySQL or MariaDB job store (mysql.Diagnose).
-func diagnoseMySQL(ctx context.Context, dsn string, add func(doctorProblem)) (files []store.JobFile, ok bool) {
-	where := app.RedactURL(dsn)
-	h, err := mysql.Diagnose(ctx, dsn)
+	h, err := diagnose(ctx, dsn)
 	if err != nil {
 		add(doctorProblem{Check: "database", Path: where, Message: client.OneLine(fmt.Sprintf("%s: %v", where, err))})
 		return nil, false

@@ -11,18 +11,8 @@ import (
 	"sheetq/store"
 )
 
-// Health is what Diagnose found in a MySQL or MariaDB job store.
-type Health struct {
-	// Server is the server's VERSION() string.
-	Server string
-	// Schema is the newest migration applied (0: none), Want the newest this build has.
-	Schema, Want int
-	// Files is every job's file record, for matching with the file store (empty when
-	// the schema is missing or not this build's).
-	Files []store.JobFile
-	// Problems are what is wrong, one line each; none is healthy.
-	Problems []string
-}
+// Health is what Diagnose found in a MySQL or MariaDB job store (store.Health).
+type Health = store.Health
 
 // Diagnose checks the job store at dsn for `sheetq doctor` without changing it: unlike
 // Open it migrates nothing, so a schema that is behind (or ahead of) this build is
