@@ -2,7 +2,6 @@ package export
 
 import (
 	"archive/zip"
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -331,7 +330,8 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, title string
 		return err
 	}
 	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
-	bw := bufio.NewWriterSize(ctxWriter{stop: ctx.Err, w: w}, 64<<10)
+	bw := getBufWriter(ctxWriter{stop: ctx.Err, w: w})
+	defer putBufWriter(bw)
 	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified,
 		zip64Threshold: x.opt.zip64Threshold}
 	for i, p := range x.parts {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/xuri/excelize/v2"
@@ -66,7 +67,7 @@ type sheetRows struct {
 func (x *xlsxWriter) newSheetRows(file *os.File, comp int64, dict []byte, crc uint32, raw int64, rows int) *sheetRows {
 	s := &sheetRows{x: x, file: file, crc: crc, raw: raw, rows: rows}
 	s.cw = &countWriter{w: file, n: comp}
-	s.bw = bufio.NewWriterSize(ctxWriter{stop: x.stop, w: s.cw}, 64<<10)
+	s.bw = getBufWriter(ctxWriter{stop: x.stop, w: s.cw})
 	if dict == nil {
 		s.fw = newParallelDeflate(s.bw, deflateLevel, x.opt.yield, x.opt.spawn)
 	} else {
@@ -139,6 +140,8 @@ func (s *sheetRows) end() error {
 			err = s.x.ioErr("write rows", err)
 		}
 	}
+	putBufWriter(s.bw)
+	s.bw = nil
 	return err
 }
 
@@ -149,6 +152,10 @@ func (s *sheetRows) abandon() {
 	if s.fw != nil {
 		s.fw.End()
 		s.fw = nil
+	}
+	if s.bw != nil {
+		putBufWriter(s.bw)
+		s.bw = nil
 	}
 }
 
@@ -246,6 +253,11 @@ func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
 	if x.frames[i] != nil {
 		return x.frames[i], nil
 	}
+	key := x.frameKey(first)
+	if t := frames.get(key); t != nil {
+		x.frames[i] = t
+		return t, nil
+	}
 	f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
 	if err != nil {
 		return nil, err
@@ -291,7 +303,71 @@ func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
 		return nil, err
 	}
 	x.frames[i] = t
+	frames.put(key, t)
 	return t, nil
+}
+
+// frames keeps the frame templates of recent exports: a report exported again has the
+// same header and, its first rows being alike, mostly the same widths, and making a
+// frame takes an excelize file of its own (about a third of a 2,000-row export's
+// garbage). A template is never changed once made (frameFor copies), so exports share
+// them.
+var frames = frameCache{max: 64}
+
+type frameCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*frameTemplate
+}
+
+func (c *frameCache) get(key string) *frameTemplate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
+// put keeps t under key; a full cache starts again empty, which is simple and, with
+// more shapes in use than it holds, costs what no cache cost.
+func (c *frameCache) put(key string, t *frameTemplate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string]*frameTemplate, c.max)
+	}
+	c.m[key] = t
+}
+
+func (c *frameCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
+func (c *frameCache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m = nil
+}
+
+// frameKey is everything a frame is made of (frameSheet): which sheet, the number
+// formats (and so the style ids), the columns' widths and their header texts.
+func (x *xlsxWriter) frameKey(first bool) string {
+	b := make([]byte, 0, 256)
+	b = strconv.AppendBool(b, first)
+	for _, f := range x.formats {
+		b = append(b, 0)
+		b = append(b, f...)
+	}
+	b = append(b, 1)
+	for _, w := range x.widths {
+		b = strconv.AppendFloat(b, min(max(w, minColWidth), maxColWidth), 'g', -1, 64)
+		b = append(b, 0)
+	}
+	for _, c := range x.cols {
+		b = append(b, 1)
+		b = append(b, headerText(c)...)
+	}
+	return string(b)
 }
 
 // wholeCapture keeps one part of a file written through it.

@@ -169,7 +169,10 @@ func (p *sheetPart) writeEntry(zw *zip.Writer, name string, modified time.Time, 
 	if _, err := ew.Write(p.head); err != nil {
 		return err
 	}
-	if _, err := io.Copy(ew, io.NewSectionReader(p.file, 0, p.rowsComp)); err != nil {
+	buf := copyBufs.Get().(*[]byte)
+	_, err = io.CopyBuffer(ew, io.NewSectionReader(p.file, 0, p.rowsComp), *buf)
+	copyBufs.Put(buf)
+	if err != nil {
 		return err
 	}
 	_, err = ew.Write(p.tail)
