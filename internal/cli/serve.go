@@ -51,15 +51,16 @@ func serve(ctx context.Context, version string, args []string, stdout, stderr io
 	settings, log, cpuProf := sv.settings, sv.log, sv.cpuProf
 	lanes := settings.Engine()
 	if lanes.Nice > 0 && jobs.LowerPrioritySupported {
-		// Each running job holds a P on its low-priority thread even while the OS runs
-		// something else in its place; a P per worker of every lane (exports, webhooks,
-		// deliveries, [queues]) on top of the default keeps one free for every core, so
-		// requests never queue behind a job's thread.
-		workers := lanes.Workers
-		for _, n := range lanes.Queues {
-			workers += n
-		}
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + workers)
+		// Each running export holds a P on its low-priority thread even while the OS runs
+		// something else in its place; a P per export slot on top of the default keeps one
+		// free for every core, so requests never queue behind an export's thread. Only
+		// the export slots: webhooks and deliveries wait on the network, holding no P,
+		// and every P costs while the collector marks, which runs a quarter of the Ps as
+		// dedicated mark workers and each other idle P as one more. With a P for every
+		// lane's worker (8 on 2 cores at the defaults) a collection's mark phase put up to
+		// eight threads of normal priority on the two cores, and the requests it overlapped
+		// waited their turn (BENCHMARKS.md, issue 43).
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + exportSlots(lanes))
 	}
 	gcdefaults.Apply(exportSlots(lanes))
 	stopProfile, err := cpuprofile.Start(cpuProf)
