@@ -148,9 +148,9 @@ func (k *Kind) RemoveScratch() (int, error) {
 // stream writer"). So the writer makes each sheet's data rows itself (xlsx_cells.go),
 // compressed into a temporary file (a sheetPart) as they come, and excelize only the
 // small parts: the sheet's frame (frameOf) and, at the end, a "package file" with the
-// same styles, one empty sheet per part and their autofilters, which writes the
-// workbook through packageZip, a zip writer over w that puts each sheetPart's
-// compressed bytes where excelize writes the empty sheet. Memory stays flat however
+// same styles, one empty sheet per part and their autofilters (a packageTemplate,
+// xlsx_package.go), whose parts are zipped into w with each sheetPart's compressed
+// bytes where excelize wrote the empty sheet. Memory stays flat however
 // many rows and sheets there are, and excelize's own buffer stays empty (so its
 // writeZip64LFH, which patches that buffer, has nothing to do; writeEntry does its job
 // for the sheet parts, the only ones that can be that large).
@@ -175,40 +175,6 @@ func stampRaw(fh *zip.FileHeader, t time.Time) {
 	ext[4] = 1                                     // the modification time follows
 	binary.LittleEndian.PutUint32(ext[5:], uint32(t.Unix()))
 	fh.Extra = append(fh.Extra, ext[:]...)
-}
-
-// packageZip is the excelize.ZipWriter the package file writes through: archive/zip
-// over the destination, writing the finished sheets' compressed parts in place of the
-// package file's empty sheets. Not covered: an archive whose compressed size passes
-// 4 GiB (tens of GiB of sheet XML) gets archive/zip's ZIP64 offsets with version 2.0
-// in both headers; Go and Python read it, Excel is untested.
-type packageZip struct {
-	zw     *zip.Writer
-	sheets map[string]*sheetPart // by the part name excelize writes each sheet as
-	// modified is every entry's time: zip.Writer.Create leaves it zero.
-	modified time.Time
-	// zip64Threshold is xlsxOptions.zip64Threshold, for writeEntry.
-	zip64Threshold int64
-}
-
-// Create implements excelize.ZipWriter.
-func (p *packageZip) Create(name string) (io.Writer, error) {
-	if part, ok := p.sheets[name]; ok {
-		delete(p.sheets, name)
-		return io.Discard, part.writeEntry(p.zw, name, p.modified, p.zip64Threshold)
-	}
-	return p.zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Deflate, Modified: p.modified})
-}
-
-// AddFS implements excelize.ZipWriter.
-func (p *packageZip) AddFS(fsys fs.FS) error { return p.zw.AddFS(fsys) }
-
-// Close implements excelize.ZipWriter.
-func (p *packageZip) Close() error {
-	if len(p.sheets) > 0 {
-		return fmt.Errorf("excelize wrote %d sheets fewer than expected", len(p.sheets))
-	}
-	return p.zw.Close()
 }
 
 // ctxWriter fails its writes once stop returns an error, so that a cancel also stops
@@ -315,45 +281,19 @@ func (x *xlsxWriter) warnings() []string {
 	return out
 }
 
-// writePackage writes the workbook to w: a package file with the same styles and one
-// empty sheet (with its autofilter's defined name) per part, zipped through a
-// packageZip that puts the parts in place of the empty sheets, each entry stamped with
+// writePackage writes the workbook to w: the package file's parts (packageTemplate)
+// with the finished sheet parts in place of its empty sheets, each entry stamped with
 // modified. w's writes fail once ctx is done. The document properties name title,
 // sheetq as creator and application, and modified as the creation time.
 func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, title string, modified time.Time) error {
-	f, _, err := newFile(x.tmpDir, x.formats, &x.styles)
+	t, err := x.packageTemplate(title)
 	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := x.setProperties(f, title, modified); err != nil {
 		return err
 	}
 	// zip.NewWriter reuses a *bufio.Writer this large instead of adding its own 4 KiB one.
 	bw := getBufWriter(ctxWriter{stop: ctx.Err, w: w})
 	defer putBufWriter(bw)
-	pz := &packageZip{zw: zip.NewWriter(bw), sheets: map[string]*sheetPart{}, modified: modified,
-		zip64Threshold: x.opt.zip64Threshold}
-	for i, p := range x.parts {
-		if i == 0 {
-			err = f.SetSheetName(f.GetSheetName(0), p.name) // reuse the new file's "Sheet1"
-		} else {
-			_, err = f.NewSheet(p.name)
-		}
-		if err != nil {
-			return fmt.Errorf("add sheet %q: %w", p.name, err)
-		}
-		if err := f.AutoFilter(p.name, p.ref, nil); err != nil {
-			return fmt.Errorf("autofilter: %w", err)
-		}
-		// A new file's sheets are xl/worksheets/sheet1.xml, sheet2.xml, ... in order.
-		pz.sheets["xl/worksheets/sheet"+strconv.Itoa(i+1)+".xml"] = p
-	}
-	f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return pz })
-	buf, err := f.WriteToBuffer() // closes pz, which writes the central directory
-	if err == nil && buf.Len() > 0 {
-		err = fmt.Errorf("excelize put %d bytes in its own buffer instead of the zip writer", buf.Len())
-	}
+	err = t.write(zip.NewWriter(bw), x.parts, modified, propertiesStamp(modified), x.opt.zip64Threshold)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -367,10 +307,14 @@ func (x *xlsxWriter) writePackage(ctx context.Context, w io.Writer, title string
 	}
 }
 
+// propertiesStamp is how the document properties state t: W3CDTF, which core.xml's
+// dates are.
+func propertiesStamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
 // setProperties replaces excelize's document properties (creator "xuri", created
 // 2006-09-16, application "Go Excelize") with the export's.
 func (x *xlsxWriter) setProperties(f *excelize.File, title string, at time.Time) error {
-	stamp := at.UTC().Format(time.RFC3339) // W3CDTF, which core.xml's dates are
+	stamp := propertiesStamp(at)
 	if err := f.SetDocProps(&excelize.DocProperties{
 		Title: title, Creator: "sheetq", LastModifiedBy: "sheetq", Created: stamp, Modified: stamp,
 	}); err != nil {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/klauspost/compress/flate"
 	"github.com/xuri/excelize/v2"
@@ -312,42 +311,7 @@ func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
 // frame takes an excelize file of its own (about a third of a 2,000-row export's
 // garbage). A template is never changed once made (frameFor copies), so exports share
 // them.
-var frames = frameCache{max: 64}
-
-type frameCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*frameTemplate
-}
-
-func (c *frameCache) get(key string) *frameTemplate {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[key]
-}
-
-// put keeps t under key; a full cache starts again empty, which is simple and, with
-// more shapes in use than it holds, costs what no cache cost.
-func (c *frameCache) put(key string, t *frameTemplate) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[string]*frameTemplate, c.max)
-	}
-	c.m[key] = t
-}
-
-func (c *frameCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}
-
-func (c *frameCache) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m = nil
-}
+var frames = templateCache[*frameTemplate]{max: 64}
 
 // frameKey is everything a frame is made of (frameSheet): which sheet, the number
 // formats (and so the style ids), the columns' widths and their header texts.
