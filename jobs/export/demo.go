@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"sheetq/jobs"
@@ -47,6 +48,33 @@ var (
 	demoNotes = []string{"rush order", "gift wrap", "call before delivery", "second attempt"}
 	demoEpoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 )
+
+// demoDays is how many order dates the demo rows spread over, from demoEpoch.
+const demoDays = 730
+
+// demoBoxes holds the demo's values that repeat across rows, already in interfaces: a
+// row reuses them instead of allocating a name, a note or a date per row (issue 43: an
+// export's garbage per row sets how often a busy server collects). Values in an
+// interface are immutable, so rows may share them, also once the pipe has copied a row.
+type demoBoxes struct {
+	names [100]any // demoFirst[i/10] + " " + demoLast[i%10]
+	notes []any    // demoNotes
+	days  [demoDays]any
+}
+
+var demoBoxed = sync.OnceValue(func() *demoBoxes {
+	b := &demoBoxes{notes: make([]any, len(demoNotes))}
+	for i := range b.names {
+		b.names[i] = demoFirst[i/10] + " " + demoLast[i%10]
+	}
+	for i, n := range demoNotes {
+		b.notes[i] = n
+	}
+	for i := range b.days {
+		b.days[i] = demoEpoch.AddDate(0, 0, i)
+	}
+	return b
+})
 
 // demoSource is the built-in source: deterministic synthetic rows.
 type demoSource struct{}
@@ -106,19 +134,21 @@ func (demoSource) Stream(ctx context.Context, q Query, w RowWriter) error {
 }
 
 // demoRow fills vals with row i. Each row derives from a hash of its index alone,
-// so rows do not depend on how many came before.
+// so rows do not depend on how many came before. The name, the note and the order date
+// come from demoBoxed, so only the id, the amount and the time allocate.
 func demoRow(vals []any, i int64) {
+	b := demoBoxed()
 	h := splitmix64(demoSeed + uint64(i))
-	day := demoEpoch.AddDate(0, 0, int(h>>8%730))
+	d := h >> 8 % demoDays
 	vals[0] = i + 1
-	vals[1] = demoFirst[h%10] + " " + demoLast[h>>4%10]
+	vals[1] = b.names[h%10*10+h>>4%10]
 	vals[2] = float64(h>>20%1_000_000) / 100
 	vals[3] = h>>40%4 != 0
-	vals[4] = day
-	vals[5] = day.Add(time.Duration(h>>44%86_400) * time.Second)
+	vals[4] = b.days[d]
+	vals[5] = b.days[d].(time.Time).Add(time.Duration(h>>44%86_400) * time.Second)
 	vals[6] = nil
-	if n := h >> 60; n < uint64(len(demoNotes)) {
-		vals[6] = demoNotes[n]
+	if n := h >> 60; n < uint64(len(b.notes)) {
+		vals[6] = b.notes[n]
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"sheetq/jobs"
 )
@@ -99,6 +100,51 @@ func TestDemoSourceDeterministic(t *testing.T) {
 				t.Fatalf("row %d column %s differs: %v vs %v", i, demoColumns[j].Name, a[j], b[j])
 			}
 		}
+	}
+}
+
+// TestDemoRowsUnchanged holds demoRow, with its shared boxes, to the rows it made when
+// each row built its own values: files and tests depend on the demo's values.
+func TestDemoRowsUnchanged(t *testing.T) {
+	t.Parallel()
+	want := func(vals []any, i int64) { // demoRow before its values were shared
+		h := splitmix64(demoSeed + uint64(i))
+		day := demoEpoch.AddDate(0, 0, int(h>>8%730))
+		vals[0] = i + 1
+		vals[1] = demoFirst[h%10] + " " + demoLast[h>>4%10]
+		vals[2] = float64(h>>20%1_000_000) / 100
+		vals[3] = h>>40%4 != 0
+		vals[4] = day
+		vals[5] = day.Add(time.Duration(h>>44%86_400) * time.Second)
+		vals[6] = nil
+		if n := h >> 60; n < uint64(len(demoNotes)) {
+			vals[6] = demoNotes[n]
+		}
+	}
+	a, b := make([]any, len(demoColumns)), make([]any, len(demoColumns))
+	for i := range int64(200_000) {
+		demoRow(a, i)
+		want(b, i)
+		for j := range a {
+			// == on interfaces compares the dynamic types and the values; for a
+			// time.Time that includes its location pointer.
+			if a[j] != b[j] {
+				t.Fatalf("row %d column %s: %#v, want %#v", i, demoColumns[j].Name, a[j], b[j])
+			}
+		}
+	}
+}
+
+// A demo row allocates only its id, amount and time; the rest is shared.
+func TestDemoRowAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector adds allocations")
+	}
+	vals := make([]any, len(demoColumns))
+	i := int64(1000)
+	demoRow(vals, i) // the shared boxes
+	if n := testing.AllocsPerRun(1000, func() { demoRow(vals, i); i++ }); n > 3 {
+		t.Errorf("demoRow allocates %.1f times a row, want at most 3", n)
 	}
 }
 
