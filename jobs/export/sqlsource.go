@@ -577,7 +577,48 @@ func typeOfValue(v any) Type {
 // convert turns a scanned driver value into what a RowWriter takes for the column's
 // type. A value that does not fit the type (SQLite lets any column hold anything) is
 // passed on as it is, or as text, rather than failing the export.
+//
+// A value that is already what the writer takes is passed on in the interface it came
+// in: converting it would make an equal value and box it again, an allocation per cell
+// (issue 43). TestSQLConvertKeepsValues holds the two paths to the same values.
 func (c colSpec) convert(v any) any {
+	if c.keeps(v) {
+		return v
+	}
+	return c.convertValue(v)
+}
+
+// keeps reports whether convertValue would return a value equal to v: v is already
+// the column type's own, and normal (a datetime in UTC, a date at midnight UTC).
+func (c colSpec) keeps(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case int64:
+		return c.typ == TypeInt
+	case float64:
+		return c.typ == TypeNumber && !c.float32 && !math.IsNaN(x) && !math.IsInf(x, 0)
+	case bool:
+		return c.typ == TypeBool
+	case string:
+		return c.typ == TypeText
+	case time.Time:
+		if x.Location() != time.UTC || x.IsZero() {
+			return false
+		}
+		switch c.typ {
+		case TypeDatetime:
+			return true
+		case TypeDate:
+			h, m, s := x.Clock()
+			return h == 0 && m == 0 && s == 0 && x.Nanosecond() == 0
+		}
+	}
+	return false
+}
+
+// convertValue is convert for any value.
+func (c colSpec) convertValue(v any) any {
 	if v == nil {
 		return nil
 	}
