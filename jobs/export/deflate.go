@@ -45,6 +45,7 @@ type parallelDeflate struct {
 	buf      []byte   // the block being filled
 	dict     []byte   // the last block's final deflateWindow bytes
 	inflight []*block // in order; at most procs
+	ending   bool     // End is writing the last block: no dictionary follows it
 	err      error    // the first error: w's, or a compressor's
 }
 
@@ -141,9 +142,10 @@ func (d *parallelDeflate) start(last bool) {
 		return
 	}
 	b := &block{in: d.buf, dict: d.dict, last: last, done: make(chan struct{})}
-	if !last {
+	if !last && !d.ending {
 		// The next block's dictionary: a copy, since b.in goes back to the pool. A short
-		// block (Sync) keeps the end of the dictionary before it.
+		// block (Sync) keeps the end of the dictionary before it. The stream's last block
+		// (End) has no next one.
 		d.dict = window(d.dict, d.buf)
 	}
 	d.buf = nil
@@ -186,6 +188,7 @@ func (d *parallelDeflate) Sync() error {
 // sheet's tail), and the compressing goroutines end. Like Close, it must be called
 // even after an error.
 func (d *parallelDeflate) End() error {
+	d.ending = true
 	err := d.Sync()
 	if d.buf != nil {
 		in := d.buf

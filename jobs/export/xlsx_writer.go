@@ -193,8 +193,10 @@ type xlsxWriter struct {
 	total  int64
 	rows   int64   // data rows received
 	sample [][]any // rows held back until the widths are known
-	widths []float64
-	cut    []int64 // per column: values cut at maxCellChars
+	// sampleVals holds the values of sample's rows.
+	sampleVals []any
+	widths     []float64
+	cut        []int64 // per column: values cut at maxCellChars
 
 	styles   styles
 	formats  []string     // the columns' distinct number formats, for addStyles
@@ -352,7 +354,14 @@ func (x *xlsxWriter) Row(values []any) error {
 	}
 	x.rows++
 	if !x.started && len(x.sample) < widthSample {
-		row := make([]any, len(values))
+		if x.sample == nil {
+			// One array for all the held-back rows' values, not one a row.
+			x.sampleVals = make([]any, 0, widthSample*len(values))
+			x.sample = make([][]any, 0, widthSample)
+		}
+		n := len(x.sampleVals)
+		x.sampleVals = x.sampleVals[:n+len(values)]
+		row := x.sampleVals[n : n+len(values) : n+len(values)]
 		for i, v := range values {
 			x.widths[i] = max(x.widths[i], float64(cellWidth(v, x.cols[i])+2))
 			if b, ok := v.([]byte); ok {
@@ -431,7 +440,7 @@ func (x *xlsxWriter) flushSample() error {
 			return err
 		}
 	}
-	x.sample = nil
+	x.sample, x.sampleVals = nil, nil
 	return nil
 }
 
