@@ -90,21 +90,9 @@ func TestDemoSourceSucceedsAfterFailFirst(t *testing.T) {
 	}
 }
 
-func TestDemoSourceDeterministic(t *testing.T) {
-	a, b := make([]any, len(demoColumns)), make([]any, len(demoColumns))
-	for i := range int64(50) {
-		demoRow(a, i)
-		demoRow(b, i)
-		for j := range a {
-			if a[j] != b[j] {
-				t.Fatalf("row %d column %s differs: %v vs %v", i, demoColumns[j].Name, a[j], b[j])
-			}
-		}
-	}
-}
-
 // TestDemoRowsUnchanged holds demoRow, with its shared boxes, to the rows it made when
-// each row built its own values: files and tests depend on the demo's values.
+// each row built its own values: files and tests depend on the demo's values, and a
+// row depends on its number alone.
 func TestDemoRowsUnchanged(t *testing.T) {
 	t.Parallel()
 	want := func(vals []any, i int64) { // demoRow before its values were shared
