@@ -27,8 +27,12 @@ import (
 // back. Its methods are safe for concurrent use.
 type Gate struct {
 	active atomic.Int64
-	mu     sync.Mutex
-	idle   chan struct{} // closed when active drops to zero; nil while nothing is active
+	mu     sync.Mutex // taken by request handlers only (Foreground), never by workers
+	// idle is closed when active drops to zero; nil while nothing is active. Workers
+	// read it without the lock: they run on threads of lowered priority, and one that the
+	// OS set aside while it held a lock would hold up every request that needs it, for
+	// as long as the OS runs others first (BENCHMARKS.md, issue 43).
+	idle atomic.Pointer[chan struct{}]
 
 	burst *burstGate
 
@@ -61,8 +65,9 @@ func (g *Gate) Foreground() (done func()) {
 	g.burst.accepted()
 	if g.active.Add(1) == 1 {
 		g.mu.Lock()
-		if g.idle == nil {
-			g.idle = make(chan struct{})
+		if g.idle.Load() == nil {
+			ch := make(chan struct{})
+			g.idle.Store(&ch)
 		}
 		g.mu.Unlock()
 	}
@@ -72,9 +77,9 @@ func (g *Gate) Foreground() (done func()) {
 			if g.active.Add(-1) == 0 {
 				g.mu.Lock()
 				// Another Foreground may have started since; close only if still idle.
-				if g.active.Load() == 0 && g.idle != nil {
-					close(g.idle)
-					g.idle = nil
+				if ch := g.idle.Load(); g.active.Load() == 0 && ch != nil {
+					close(*ch)
+					g.idle.Store(nil)
 				}
 				g.mu.Unlock()
 			}
@@ -110,12 +115,11 @@ func (g *Gate) Await() bool {
 	if g.active.Load() == 0 {
 		return false
 	}
-	g.mu.Lock()
-	idle := g.idle
-	g.mu.Unlock()
-	if idle == nil {
+	ch := g.idle.Load()
+	if ch == nil {
 		return false
 	}
+	idle := *ch
 	t := time.NewTimer(maxYieldWait)
 	defer t.Stop()
 	select {
@@ -146,6 +150,14 @@ type burstGate struct {
 	now   func() time.Time
 	sleep func(time.Duration)
 
+	// oldest is starts[next] as nanoseconds after base, plus one; 0: none yet. Workers
+	// read it without the lock to learn that no burst is going on, which is nearly every
+	// time they ask: they ask between every few dozen rows, on threads of lowered
+	// priority, and one that the OS set aside while it held mu held up every request
+	// that records itself here (accepted), for as long as the OS ran others first.
+	oldest atomic.Int64
+	base   time.Time
+
 	mu      sync.Mutex
 	starts  [burstCount]time.Time // the latest accepts, a ring; starts[next] is the oldest
 	next    int
@@ -155,7 +167,7 @@ type burstGate struct {
 }
 
 func newBurstGate(now func() time.Time, sleep func(time.Duration)) *burstGate {
-	return &burstGate{now: now, sleep: sleep}
+	return &burstGate{now: now, sleep: sleep, base: now()}
 }
 
 // accepted records that a request is being accepted.
@@ -163,6 +175,11 @@ func (g *burstGate) accepted() {
 	g.mu.Lock()
 	g.starts[g.next] = g.now()
 	g.next = (g.next + 1) % burstCount
+	if o := g.starts[g.next]; o.IsZero() {
+		g.oldest.Store(0)
+	} else {
+		g.oldest.Store(int64(o.Sub(g.base)) + 1)
+	}
 	g.mu.Unlock()
 }
 
@@ -182,6 +199,9 @@ func (g *burstGate) hold() bool {
 // wait is how long a caller should wait before asking again: until the burst seen now
 // could be over, or 0 to go on.
 func (g *burstGate) wait() time.Duration {
+	if o := g.oldest.Load(); o == 0 || g.now().Sub(g.base)-time.Duration(o-1) >= burstSpan {
+		return 0 // the latest burstCount accepts span more than burstSpan: no burst
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.off {

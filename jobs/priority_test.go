@@ -46,7 +46,7 @@ func TestYieldWaitsForForeground(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.idle != nil {
+	if g.idle.Load() != nil {
 		t.Fatal("the idle channel is still open with nothing active")
 	}
 }
@@ -194,4 +194,42 @@ func TestBurstGate(t *testing.T) {
 	if !g.hold() {
 		t.Error("no new hold after a pause of burstHold")
 	}
+}
+
+// Workers ask the gate between every few dozen rows on threads of lowered priority, so
+// outside a burst they must not take the locks that request handlers take: a worker's
+// thread set aside by the OS while it held one would hold up the requests. Here the test
+// holds both locks; a worker's Await must still answer, at 100 requests a second (no
+// burst) with a request in flight, and so must Yield once none is.
+func TestWorkersAskWithoutTheHandlersLocks(t *testing.T) {
+	t.Parallel()
+	ft := &fakeTime{t: time.Date(2026, 12, 8, 1, 0, 0, 0, time.UTC)}
+	g := NewGate(ft.now, ft.sleep)
+	for range burstCount * 2 {
+		g.Foreground()()
+		ft.t = ft.t.Add(10 * time.Millisecond)
+	}
+	end := g.Foreground()
+	g.mu.Lock()
+	g.burst.mu.Lock()
+	asked := make(chan bool)
+	go func() { asked <- g.Await() }() // waits for the request, at most maxYieldWait
+	select {
+	case waited := <-asked:
+		if !waited {
+			t.Error("Await did not wait for the request in flight")
+		}
+	case <-time.After(10 * time.Second): // a deadlock guard, not a measurement
+		t.Fatal("Await waited for a lock the request handlers hold")
+	}
+	g.active.Add(-1) // what end would have done, but for the locks the test holds
+	go func() { g.Yield(); asked <- true }()
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Yield waited for a lock the request handlers hold")
+	}
+	g.burst.mu.Unlock()
+	g.mu.Unlock()
+	_ = end
 }
