@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -222,6 +223,12 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 
 // finishTx ends a running attempt. A finished job's total is the rows it wrote, also
 // when it ended before a heartbeat carried the total.
+//
+// It reads the row by id and updates it by rowid, still fenced (rule 3), instead of one
+// UPDATE ... RETURNING: RETURNING made SQLite build and drop a temporary table inside
+// the writer's critical section at every end. tx holds the one writer, so nothing comes
+// between the read and the update. The job returned is the row as read with the end's
+// changes applied; TestWritesReturnTheStoredJob holds it to what Get reads back.
 func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status store.Status, res store.FileResult) (store.Job, error) {
 	now := ms(s.now())
 	var warnings sql.NullString
@@ -232,12 +239,34 @@ func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int
 		}
 		warnings = sql.NullString{String: string(b), Valid: true}
 	}
-	job, err := scanJob(tx.StmtContext(ctx, s.stmts.finish).QueryRowContext(ctx,
-		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
-	if errors.Is(err, store.ErrNotFound) {
+	job, err := scanJob(tx.StmtContext(ctx, s.stmts.byID).QueryRowContext(ctx, id))
+	if errors.Is(err, store.ErrNotFound) || err == nil && (job.Attempt != attempt || job.Status != store.StatusProcessing) {
 		return store.Job{}, store.ErrLeaseLost
 	}
-	return job, err
+	if err != nil {
+		return store.Job{}, err
+	}
+	r, err := tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx,
+		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, job.Seq, attempt)
+	if err != nil {
+		return store.Job{}, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return store.Job{}, cmp.Or(err, store.ErrLeaseLost)
+	}
+	at := time.UnixMilli(now).UTC()
+	job.Status, job.FinishedAt, job.HeartbeatAt, job.Worker = status, at, at, ""
+	if res.Rows > 0 {
+		job.ProgressRows, job.ProgressTotal = res.Rows, res.Rows
+	}
+	job.FileName, job.FileSize, job.FileSHA256 = res.Name, res.Size, res.SHA256
+	job.Warnings = nil
+	if warnings.Valid {
+		if err := json.Unmarshal([]byte(warnings.String), &job.Warnings); err != nil {
+			return store.Job{}, err
+		}
+	}
+	return job, nil
 }
 
 // Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
