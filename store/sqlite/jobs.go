@@ -107,7 +107,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj store.NewJob) (job
 	if err == nil {
 		// The row is what was just written: a new PENDING job with the columns' defaults.
 		// Building it here instead of RETURNING it spares SQLite a temporary table and
-		// the scan (a third of an accept's statement time); TestEnqueueReturnsStoredJob
+		// the scan (a third of an accept's statement time); TestWritesReturnTheStoredJob
 		// holds it to what Get reads back.
 		job = store.Job{ID: nj.ID, Kind: nj.Kind, Args: slices.Clone(nj.Args), Status: store.StatusPending,
 			Priority: nj.Priority, RunAt: time.UnixMilli(ms(nj.RunAt)).UTC(), MaxAttempts: nj.MaxAttempts,
