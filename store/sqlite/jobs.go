@@ -433,12 +433,16 @@ func listQuery(o store.ListOptions) (string, []any) {
 		}
 		return q + ` ORDER BY rowid DESC LIMIT ?`, append(slices.Clone(args), o.Limit)
 	}
-	// The partial indexes hold no PENDING job, so a query that uses one says so.
-	const settled = `status <> 'PENDING'`
+	// The partial indexes of ended jobs hold no PENDING or PROCESSING job (migration
+	// 0015), so a query that uses one says so, in the index's own two terms. Running
+	// jobs, as few as the workers, are read through jobs_running and sorted.
+	const settled = `status <> 'PENDING' AND status <> 'PROCESSING'`
 	var q string
 	switch {
 	case o.Status == store.StatusPending:
 		q, args = part("jobs_claim", `status = 'PENDING'`)
+	case o.Status == store.StatusProcessing:
+		q, args = part("jobs_running", `status = 'PROCESSING'`)
 	case o.Status != "":
 		index := "jobs_settled_status"
 		switch {
@@ -452,17 +456,18 @@ func listQuery(o store.ListOptions) (string, []any) {
 		// status = ? comes after the shared conditions; its argument goes before the limit.
 		args = slices.Insert(args, len(args)-1, any(o.Status))
 	case o.Report != "" || o.CreatedBy != "":
-		// Any status, one report or one person's: the newest PENDING and the newest
-		// settled jobs, each at most a page, merged. seq is the last column (rowid).
+		// Any status, one report or one person's: the newest PENDING, running and ended
+		// jobs, each at most a page, merged. seq is the last column (rowid).
 		index := "jobs_settled_report"
 		if o.CreatedBy != "" {
 			index = "jobs_settled_created_by"
 		}
 		pq, pa := part("jobs_claim", `status = 'PENDING'`)
+		rq, ra := part("jobs_running", `status = 'PROCESSING'`)
 		sq, sa := part(index, settled)
-		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
+		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + rq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
 			strconv.Itoa(strings.Count(jobColumns, ",")+1) + ` DESC LIMIT ?`
-		args = append(append(pa, sa...), o.Limit)
+		args = append(append(append(pa, ra...), sa...), o.Limit)
 	default:
 		q, args = part("")
 	}

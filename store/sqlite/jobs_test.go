@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -651,5 +652,63 @@ func TestWritesReturnTheStoredJob(t *testing.T) {
 	}
 	if got := get(t, st, c.ID); !reflect.DeepEqual(got, c) {
 		t.Fatalf("stale success changed the job:\n%+v\nwas:\n%+v", got, c)
+	}
+}
+
+// TestListFindsEveryState: every filter of List, alone and together, finds the jobs of
+// every state, newest first, whichever index holds them (running jobs are in none of the
+// listing indexes of ended jobs since migration 0015).
+func TestListFindsEveryState(t *testing.T) {
+	s, _ := openStore(t, sqlite.Options{})
+	ctx := context.Background()
+	var all []string
+	for i := range 12 {
+		id := fmt.Sprintf("job%02d", i)
+		args := fmt.Sprintf(`{"report":"r%d"}`, i%2)
+		if _, _, err := s.Enqueue(ctx, store.NewJob{ID: id, Kind: "export", Args: []byte(args), CreatedBy: fmt.Sprintf("p%d", i%3)}); err != nil {
+			t.Fatal(err)
+		}
+		all = append([]string{id}, all...)
+	}
+	for range 8 {
+		claim(t, s, "w")
+	}
+	for _, id := range []string{"job00", "job03"} {
+		j := get(t, s, id)
+		if _, err := s.Succeed(ctx, id, j.Attempt, store.FileResult{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Cancel(ctx, "job10"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]store.Job{}
+	for _, id := range all {
+		jobs[id] = get(t, s, id)
+	}
+	for _, st := range []store.Status{"", store.StatusPending, store.StatusProcessing, store.StatusSucceeded, store.StatusCanceled} {
+		for _, report := range []string{"", "r1"} {
+			for _, by := range []string{"", "p1"} {
+				o := store.ListOptions{Kind: "export", Status: st, Report: report, CreatedBy: by}
+				var want []string
+				for _, id := range all {
+					j := jobs[id]
+					if (st == "" || j.Status == st) && (report == "" || strings.Contains(string(j.Args), report)) && (by == "" || j.CreatedBy == by) {
+						want = append(want, id)
+					}
+				}
+				js, err := s.List(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, j := range js {
+					got = append(got, j.ID)
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("List(%+v) = %v, want %v", o, got, want)
+				}
+			}
+		}
 	}
 }
