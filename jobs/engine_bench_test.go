@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,6 +120,15 @@ func stats(ds []time.Duration) (mean, p95 time.Duration) {
 	return sum / time.Duration(len(s)), s[(len(s)*95+99)/100-1]
 }
 
+// cpuTime is the process's CPU time so far, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // calledFrom reports whether fn is on the caller's stack.
 func calledFrom(fn string) bool {
 	var pcs [16]uintptr
@@ -189,6 +199,7 @@ func BenchmarkOneByOne(b *testing.B) {
 			before := d.WriteStats()
 			var busy atomic.Int64
 			d.ObserveWrites(func(t time.Duration) { busy.Add(int64(t)) })
+			cpu0 := cpuTime(b)
 			b.ResetTimer()
 			for range b.N {
 				enqueue(b, e, "noop", 0)
@@ -207,6 +218,9 @@ func BenchmarkOneByOne(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+			// The process's CPU time a job took (user and system, every goroutine): unlike
+			// jobs/s it hardly moves with what else the machine runs.
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-us/job")
 			if !mode.unbatched {
 				after := d.WriteStats()
 				b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/job")

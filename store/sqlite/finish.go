@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sheetq/store"
-	"slices"
 	"time"
 )
 
@@ -26,48 +25,76 @@ import (
 // run_at, then insertion order), sets each PROCESSING, increments its attempt (the
 // fencing token), stamps worker and heartbeat and appends its "started" event, all in one
 // transaction. The jobs come back in claim order; none is an empty slice and no error.
-// jobs_claim (migration 0009) starts with the queue, so the pick reads the index in
-// order and stops after limit entries. The limit is "? + 0", not a bare parameter: with a
-// bare one SQLite re-prepares (parses again) the statement whenever the bound limit
-// differs from the last, as a lane's free slots do from one claim to the next, and that
-// was 40% of a claim's CPU time at 100 workers (BENCHMARKS.md, "One commit for every write").
 func (s *Store) ClaimBatch(ctx context.Context, worker, queue string, limit int) ([]store.Job, error) {
 	var claimed []store.Job
 	op := &writeOp{steps: []func(context.Context, *sql.Tx, *txState) error{func(ctx context.Context, tx *sql.Tx, _ *txState) error {
-		claimed = claimed[:0]
-		now := ms(s.now())
-		rows, err := tx.StmtContext(ctx, s.stmts.claim).QueryContext(ctx, worker, now, now, queue, now, limit)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			j, err := scanJob(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			claimed = append(claimed, j)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		// RETURNING gives rows in no promised order: put them back in claim order.
-		slices.SortFunc(claimed, func(a, b store.Job) int {
-			return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.Seq, b.Seq))
-		})
-		for _, j := range claimed {
-			if err := s.addEvent(ctx, tx, j.ID, store.EventStarted, store.StatusProcessing, j.Attempt, store.StartedData{Worker: worker}); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		claimed, err = s.claimTx(ctx, tx, worker, queue, limit)
+		return err
 	}}}
 	s.write(ctx, op)
 	if err := op.result(0); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return claimed, nil
+}
+
+// claimTx is ClaimBatch inside tx, which holds SQLite's one writer: nothing can come
+// between the pick and the updates, so the two are one atomic claim (rule 2).
+//
+// The pick reads the jobs in claim order from jobs_claim (migration 0009 starts it with
+// the queue), stops after limit entries, and the row of each is updated by its rowid.
+// The claim was one UPDATE ... WHERE rowid IN (SELECT ...) RETURNING: SQLite built and
+// dropped two temporary tables for it (the IN list and RETURNING's rows) inside the
+// writer's critical section, and sorted the rows back into claim order in Go. The job
+// returned is the row as read with the claim's own changes applied, as enqueueTx builds
+// an accepted job; TestClaimReturnsStoredJob holds it to what Get reads back.
+//
+// The limit is "? + 0", not a bare parameter: with a bare one SQLite re-prepares (parses
+// again) the statement whenever the bound limit differs from the last, as a lane's free
+// slots do from one claim to the next, and that was 40% of a claim's CPU time at 100
+// workers (BENCHMARKS.md, "One commit for every write").
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, worker, queue string, limit int) ([]store.Job, error) {
+	t := s.now()
+	now := ms(t)
+	rows, err := tx.StmtContext(ctx, s.stmts.claimPick).QueryContext(ctx, queue, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	var claimed []store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		claimed = append(claimed, j)
+	}
+	// The pick's cursor is closed before its rows are updated: the updates move them out
+	// of the index it reads.
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	at := time.UnixMilli(now).UTC()
+	update := tx.StmtContext(ctx, s.stmts.claimOne)
+	for i := range claimed {
+		j := &claimed[i]
+		res, err := update.ExecContext(ctx, worker, now, now, j.Seq)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, cmp.Or(err, fmt.Errorf("claim %s: %d rows changed", j.ID, n))
+		}
+		j.Status, j.Attempt, j.Worker = store.StatusProcessing, j.Attempt+1, worker
+		j.StartedAt, j.HeartbeatAt = at, at
+		j.ProgressRows, j.ProgressTotal, j.ErrorCode, j.ErrorMessage = 0, -1, "", ""
+		if err := s.addEvent(ctx, tx, j.ID, store.EventStarted, store.StatusProcessing, j.Attempt, store.StartedData{Worker: worker}); err != nil {
+			return nil, err
+		}
 	}
 	return claimed, nil
 }
@@ -212,22 +239,24 @@ func (s *Store) finishCanceledTx(ctx context.Context, tx *sql.Tx, id string, att
 // stmts are the statements of claims and ends, prepared once on the writer (like
 // insertEvent): parsing the claim's UPDATE was a third of a no-op job's CPU time.
 type stmts struct {
-	claim, finish, fail, requeue, finishCanceled, heartbeat *sql.Stmt
-	checkpoint                                              *sql.Stmt
-	savepoint, rollbackTo, release                          *sql.Stmt
+	claimPick, claimOne                              *sql.Stmt
+	finish, fail, requeue, finishCanceled, heartbeat *sql.Stmt
+	checkpoint, byID                                 *sql.Stmt
+	savepoint, rollbackTo, release                   *sql.Stmt
 }
 
 const (
-	claimSQL = `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
+	claimPickSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
+		ORDER BY priority, run_at, rowid LIMIT ? + 0`
+	claimOneSQL = `UPDATE jobs SET status = 'PROCESSING', attempt = attempt + 1,
 		worker = ?, started_at = ?, heartbeat_at = ?, progress_rows = 0, progress_total = NULL,
 		error_code = NULL, error_message = NULL
-		WHERE rowid IN (SELECT rowid FROM jobs WHERE status = 'PENDING' AND queue = ? AND run_at <= ?
-			ORDER BY priority, run_at, rowid LIMIT ? + 0)
-		RETURNING ` + jobColumns
+		WHERE rowid = ? AND status = 'PENDING'`
 	finishSQL = `UPDATE jobs SET status = ?, finished_at = ?, heartbeat_at = ?,
 		progress_rows = CASE WHEN ? > 0 THEN ? ELSE progress_rows END,
 		progress_total = CASE WHEN ? > 0 THEN ? ELSE progress_total END,
-		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL, checkpoint = NULL` + fence + ` RETURNING ` + jobColumns
+		file_name = ?, file_size = ?, file_sha256 = ?, warnings = ?, worker = NULL, checkpoint = NULL
+		WHERE rowid = ? AND attempt = ? AND status = 'PROCESSING'`
 	failSQL = `UPDATE jobs SET
 		status = CASE WHEN cancel_requested THEN 'CANCELED'
 			WHEN ? OR attempt >= max_attempts THEN 'FAILED' ELSE 'PENDING' END,
@@ -245,8 +274,8 @@ const (
 
 func (st *stmts) prepare(ctx context.Context, w *sql.DB) error {
 	return prepareEach(ctx, w, []toPrepare{
-		{&st.claim, claimSQL}, {&st.finish, finishSQL}, {&st.fail, failSQL}, {&st.requeue, requeueSQL},
-		{&st.finishCanceled, finishCanceledSQL}, {&st.heartbeat, heartbeatSQL}, {&st.checkpoint, checkpointSQL},
+		{&st.claimPick, claimPickSQL}, {&st.claimOne, claimOneSQL}, {&st.finish, finishSQL}, {&st.fail, failSQL}, {&st.requeue, requeueSQL},
+		{&st.finishCanceled, finishCanceledSQL}, {&st.heartbeat, heartbeatSQL}, {&st.checkpoint, checkpointSQL}, {&st.byID, getSQL},
 		{&st.savepoint, `SAVEPOINT finish`}, {&st.rollbackTo, `ROLLBACK TO finish`}, {&st.release, `RELEASE finish`},
 	})
 }

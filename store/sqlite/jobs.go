@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -106,7 +107,7 @@ func (s *Store) enqueueTx(ctx context.Context, tx *sql.Tx, nj store.NewJob) (job
 	if err == nil {
 		// The row is what was just written: a new PENDING job with the columns' defaults.
 		// Building it here instead of RETURNING it spares SQLite a temporary table and
-		// the scan (a third of an accept's statement time); TestEnqueueReturnsStoredJob
+		// the scan (a third of an accept's statement time); TestWritesReturnTheStoredJob
 		// holds it to what Get reads back.
 		job = store.Job{ID: nj.ID, Kind: nj.Kind, Args: slices.Clone(nj.Args), Status: store.StatusPending,
 			Priority: nj.Priority, RunAt: time.UnixMilli(ms(nj.RunAt)).UTC(), MaxAttempts: nj.MaxAttempts,
@@ -222,6 +223,12 @@ func (s *Store) CompleteFromFile(ctx context.Context, id string, attempt int, re
 
 // finishTx ends a running attempt. A finished job's total is the rows it wrote, also
 // when it ended before a heartbeat carried the total.
+//
+// It reads the row by id and updates it by rowid, still fenced (rule 3), instead of one
+// UPDATE ... RETURNING: RETURNING made SQLite build and drop a temporary table inside
+// the writer's critical section at every end. tx holds the one writer, so nothing comes
+// between the read and the update. The job returned is the row as read with the end's
+// changes applied; TestWritesReturnTheStoredJob holds it to what Get reads back.
 func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int, status store.Status, res store.FileResult) (store.Job, error) {
 	now := ms(s.now())
 	var warnings sql.NullString
@@ -232,12 +239,34 @@ func (s *Store) finishTx(ctx context.Context, tx *sql.Tx, id string, attempt int
 		}
 		warnings = sql.NullString{String: string(b), Valid: true}
 	}
-	job, err := scanJob(tx.StmtContext(ctx, s.stmts.finish).QueryRowContext(ctx,
-		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, id, attempt))
-	if errors.Is(err, store.ErrNotFound) {
+	job, err := scanJob(tx.StmtContext(ctx, s.stmts.byID).QueryRowContext(ctx, id))
+	if errors.Is(err, store.ErrNotFound) || err == nil && (job.Attempt != attempt || job.Status != store.StatusProcessing) {
 		return store.Job{}, store.ErrLeaseLost
 	}
-	return job, err
+	if err != nil {
+		return store.Job{}, err
+	}
+	r, err := tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx,
+		status, now, now, res.Rows, res.Rows, res.Rows, res.Rows, nullString(res.Name), res.Size, nullString(res.SHA256), warnings, job.Seq, attempt)
+	if err != nil {
+		return store.Job{}, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return store.Job{}, cmp.Or(err, store.ErrLeaseLost)
+	}
+	at := time.UnixMilli(now).UTC()
+	job.Status, job.FinishedAt, job.HeartbeatAt, job.Worker = status, at, at, ""
+	if res.Rows > 0 {
+		job.ProgressRows, job.ProgressTotal = res.Rows, res.Rows
+	}
+	job.FileName, job.FileSize, job.FileSHA256 = res.Name, res.Size, res.SHA256
+	job.Warnings = nil
+	if warnings.Valid {
+		if err := json.Unmarshal([]byte(warnings.String), &job.Warnings); err != nil {
+			return store.Job{}, err
+		}
+	}
+	return job, nil
 }
 
 // Recover takes back an attempt whose heartbeat was lost (a crash, a hung process) and
@@ -404,12 +433,16 @@ func listQuery(o store.ListOptions) (string, []any) {
 		}
 		return q + ` ORDER BY rowid DESC LIMIT ?`, append(slices.Clone(args), o.Limit)
 	}
-	// The partial indexes hold no PENDING job, so a query that uses one says so.
-	const settled = `status <> 'PENDING'`
+	// The partial indexes of ended jobs hold no PENDING or PROCESSING job (migration
+	// 0015), so a query that uses one says so, in the index's own two terms. Running
+	// jobs, as few as the workers, are read through jobs_running and sorted.
+	const settled = `status <> 'PENDING' AND status <> 'PROCESSING'`
 	var q string
 	switch {
 	case o.Status == store.StatusPending:
 		q, args = part("jobs_claim", `status = 'PENDING'`)
+	case o.Status == store.StatusProcessing:
+		q, args = part("jobs_running", `status = 'PROCESSING'`)
 	case o.Status != "":
 		index := "jobs_settled_status"
 		switch {
@@ -423,17 +456,18 @@ func listQuery(o store.ListOptions) (string, []any) {
 		// status = ? comes after the shared conditions; its argument goes before the limit.
 		args = slices.Insert(args, len(args)-1, any(o.Status))
 	case o.Report != "" || o.CreatedBy != "":
-		// Any status, one report or one person's: the newest PENDING and the newest
-		// settled jobs, each at most a page, merged. seq is the last column (rowid).
+		// Any status, one report or one person's: the newest PENDING, running and ended
+		// jobs, each at most a page, merged. seq is the last column (rowid).
 		index := "jobs_settled_report"
 		if o.CreatedBy != "" {
 			index = "jobs_settled_created_by"
 		}
 		pq, pa := part("jobs_claim", `status = 'PENDING'`)
+		rq, ra := part("jobs_running", `status = 'PROCESSING'`)
 		sq, sa := part(index, settled)
-		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
+		q = `SELECT * FROM (` + pq + `) UNION ALL SELECT * FROM (` + rq + `) UNION ALL SELECT * FROM (` + sq + `) ORDER BY ` +
 			strconv.Itoa(strings.Count(jobColumns, ",")+1) + ` DESC LIMIT ?`
-		args = append(append(pa, sa...), o.Limit)
+		args = append(append(append(pa, ra...), sa...), o.Limit)
 	default:
 		q, args = part("")
 	}

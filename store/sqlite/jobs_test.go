@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -567,5 +568,147 @@ func TestRunningByHeartbeatAge(t *testing.T) {
 	}
 	if len(all) != 2 || all[0].ID != old.ID || all[1].ID != fresh.ID {
 		t.Fatalf("all running = %+v, want %s then %s", all, old.ID, fresh.ID)
+	}
+}
+
+// TestWritesReturnTheStoredJob: the job an enqueue, a claim and a success return is the
+// row as committed. The store builds each from what it read and what it wrote rather
+// than by RETURNING (claimTx, finishTx, enqueueTx), so a column it forgets to set would
+// show here. A claim of several jobs returns them in claim order.
+func TestWritesReturnTheStoredJob(t *testing.T) {
+	clk := newClock()
+	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
+	ctx := context.Background()
+	t0 := clk.Now()
+	var enqueued []store.Job
+	for i, nj := range []store.NewJob{
+		{RunAt: t0.Add(2 * time.Second), IdempotencyKey: "a", RequestHash: "h", CreatedBy: "ann", NotifyURL: "https://example.com/h"},
+		{RunAt: t0.Add(time.Second), Priority: -1, MaxAttempts: 5},
+		{RunAt: t0.Add(time.Second)},
+		{RunAt: t0.Add(time.Hour)},
+	} {
+		nj.ID, nj.Kind, nj.Args = fmt.Sprintf("job%d", i), "test", json.RawMessage(`{"report":"r"}`)
+		r, existed, err := st.Enqueue(ctx, nj)
+		if err != nil || existed {
+			t.Fatalf("enqueue %d: %v, existed %v", i, err, existed)
+		}
+		if got := get(t, st, r.ID); !reflect.DeepEqual(got, r) {
+			t.Fatalf("enqueued job:\n%+v\nstored:\n%+v", r, got)
+		}
+		enqueued = append(enqueued, r)
+	}
+	// A job that failed once comes back with its error cleared and its checkpoint kept.
+	clk.Advance(10 * time.Second)
+	j := claim(t, st, "w0")
+	if _, err := st.Fail(ctx, j.ID, j.Attempt, store.AttemptError{Code: "x", Message: "m"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.ClaimBatch(ctx, "w1", store.DefaultQueue, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range claimed {
+		ids = append(ids, c.ID)
+		if got := get(t, st, c.ID); !reflect.DeepEqual(got, c) {
+			t.Fatalf("claimed job:\n%+v\nstored:\n%+v", c, got)
+		}
+		if c.Status != store.StatusProcessing || c.Worker != "w1" || c.ErrorCode != "" || !c.StartedAt.Equal(clk.Now()) {
+			t.Fatalf("claimed job: %+v", c)
+		}
+	}
+	if want := []string{"job1", "job2", "job0"}; !slices.Equal(ids, want) {
+		t.Fatalf("claimed %v, want %v in claim order (job3 is not due)", ids, want)
+	}
+	if claimed[0].Attempt != 2 || claimed[1].Attempt != 1 {
+		t.Fatalf("attempts %d, %d; want 2 (claimed before), 1", claimed[0].Attempt, claimed[1].Attempt)
+	}
+	clk.Advance(time.Second)
+	for i, res := range []store.FileResult{
+		{Name: "a.csv", Size: 10, SHA256: "abc", Rows: 7, Warnings: []string{"w"}},
+		{}, // no file, no rows: progress stays as the heartbeats left it
+	} {
+		c := claimed[i]
+		if i == 1 {
+			if _, err := st.Heartbeat(ctx, c.ID, c.Attempt, 3, 9); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := st.Succeed(ctx, c.ID, c.Attempt, res, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, st, c.ID); !reflect.DeepEqual(got, r) {
+			t.Fatalf("succeeded job:\n%+v\nstored:\n%+v", r, got)
+		}
+		if _, err := st.Succeed(ctx, c.ID, c.Attempt, res, nil); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("second success: %v, want ErrLeaseLost", err)
+		}
+	}
+	// A stale attempt's success is fenced out and changes nothing.
+	c := claimed[2]
+	if _, err := st.Succeed(ctx, c.ID, c.Attempt-1, store.FileResult{Name: "x"}, nil); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale success: %v, want ErrLeaseLost", err)
+	}
+	if got := get(t, st, c.ID); !reflect.DeepEqual(got, c) {
+		t.Fatalf("stale success changed the job:\n%+v\nwas:\n%+v", got, c)
+	}
+}
+
+// TestListFindsEveryState: every filter of List, alone and together, finds the jobs of
+// every state, newest first, whichever index holds them (running jobs are in none of the
+// listing indexes of ended jobs since migration 0015).
+func TestListFindsEveryState(t *testing.T) {
+	s, _ := openStore(t, sqlite.Options{})
+	ctx := context.Background()
+	var all []string
+	for i := range 12 {
+		id := fmt.Sprintf("job%02d", i)
+		args := fmt.Sprintf(`{"report":"r%d"}`, i%2)
+		if _, _, err := s.Enqueue(ctx, store.NewJob{ID: id, Kind: "export", Args: []byte(args), CreatedBy: fmt.Sprintf("p%d", i%3)}); err != nil {
+			t.Fatal(err)
+		}
+		all = append([]string{id}, all...)
+	}
+	for range 8 {
+		claim(t, s, "w")
+	}
+	for _, id := range []string{"job00", "job03"} {
+		j := get(t, s, id)
+		if _, err := s.Succeed(ctx, id, j.Attempt, store.FileResult{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Cancel(ctx, "job10"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]store.Job{}
+	for _, id := range all {
+		jobs[id] = get(t, s, id)
+	}
+	for _, st := range []store.Status{"", store.StatusPending, store.StatusProcessing, store.StatusSucceeded, store.StatusCanceled} {
+		for _, report := range []string{"", "r1"} {
+			for _, by := range []string{"", "p1"} {
+				o := store.ListOptions{Kind: "export", Status: st, Report: report, CreatedBy: by}
+				var want []string
+				for _, id := range all {
+					j := jobs[id]
+					if (st == "" || j.Status == st) && (report == "" || strings.Contains(string(j.Args), report)) && (by == "" || j.CreatedBy == by) {
+						want = append(want, id)
+					}
+				}
+				js, err := s.List(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, j := range js {
+					got = append(got, j.ID)
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("List(%+v) = %v, want %v", o, got, want)
+				}
+			}
+		}
 	}
 }

@@ -23,7 +23,8 @@ func TestAcceptWritesNoListingIndex(t *testing.T) {
 	defer rows.Close()
 	allowed := map[string]bool{"sqlite_autoindex_jobs_1": true, "jobs_claim": true, "jobs_idempotency_key": true}
 	// jobs_parent (migration 0008) holds only follow-ups, which Enqueue never writes.
-	skipsPending := []string{`WHERE status <> 'PENDING'`, `WHERE status = 'PROCESSING'`, `WHERE parent_id IS NOT NULL`}
+	skipsPending := []string{`WHERE status <> 'PENDING'`, `WHERE status <> 'PENDING' AND status <> 'PROCESSING'`,
+		`WHERE status = 'PROCESSING'`, `WHERE parent_id IS NOT NULL`}
 	for rows.Next() {
 		var name, def string
 		if err := rows.Scan(&name, &def); err != nil {
@@ -38,6 +39,33 @@ func TestAcceptWritesNoListingIndex(t *testing.T) {
 		}
 		if !ok {
 			t.Errorf("index %s is written for every accepted job: %s", name, def)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClaimWritesNoListingIndex guards migration 0015: a claim, inside the writer's one
+// transaction (rule 31), changes the job's row, jobs_claim (it leaves) and jobs_running
+// (it enters); the listing indexes hold ended jobs only. An index of every job would be
+// written too, but a claim changes none of its columns (the id, the key, the parent).
+func TestClaimWritesNoListingIndex(t *testing.T) {
+	s := openBench(t)
+	rows, err := driverOf(s).r.Query(`SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	allowed := map[string]bool{"sqlite_autoindex_jobs_1": true, "jobs_claim": true, "jobs_running": true,
+		"jobs_idempotency_key": true, "jobs_parent": true}
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		if !allowed[name] && !strings.HasSuffix(strings.TrimSpace(def), `WHERE status <> 'PENDING' AND status <> 'PROCESSING'`) {
+			t.Errorf("index %s is written by every claim: %s", name, def)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -63,6 +91,12 @@ func TestListPlans(t *testing.T) {
 			}
 		}
 	}
+	// Running jobs too, which List reads through jobs_running.
+	for range 20 {
+		if _, err := s.Claim(ctx, "w", store.DefaultQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := driverOf(s).w.Exec(`ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +110,10 @@ func TestListPlans(t *testing.T) {
 		{"pending", store.ListOptions{Kind: "export", Status: store.StatusPending}, []string{"USING INDEX jobs_claim"}},
 		{"canceled", store.ListOptions{Kind: "export", Status: store.StatusCanceled}, []string{"USING INDEX jobs_settled_status (kind=? AND status=?)"}},
 		{"canceled, after a cursor", store.ListOptions{Kind: "export", Status: store.StatusCanceled, Before: 100}, []string{"USING INDEX jobs_settled_status (kind=? AND status=? AND rowid<?)"}},
-		{"report", store.ListOptions{Kind: "export", Report: "r3"}, []string{"USING INDEX jobs_claim", "USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
+		{"report", store.ListOptions{Kind: "export", Report: "r3"}, []string{"USING INDEX jobs_claim", "USING INDEX jobs_running", "USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
 		{"report and status", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusCanceled}, []string{"USING INDEX jobs_settled_report (kind=? AND <expr>=?)"}},
 		{"report and pending", store.ListOptions{Kind: "export", Report: "r3", Status: store.StatusPending}, []string{"USING INDEX jobs_claim"}},
+		{"running", store.ListOptions{Kind: "export", Status: store.StatusProcessing}, []string{"USING INDEX jobs_running"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,9 +124,9 @@ func TestListPlans(t *testing.T) {
 					t.Errorf("plan has no %q:\n%s", w, plan)
 				}
 			}
-			// Only the PENDING part may sort (it is bounded by the queue); nothing filtered
-			// reads the whole table.
-			if tt.o.Status != store.StatusPending && tt.o.Report == "" && strings.Contains(plan, "TEMP B-TREE") {
+			// Only the PENDING and running parts may sort (bounded by the queue and by the
+			// workers); nothing filtered reads the whole table.
+			if tt.o.Status != store.StatusPending && tt.o.Status != store.StatusProcessing && tt.o.Report == "" && strings.Contains(plan, "TEMP B-TREE") {
 				t.Errorf("plan sorts:\n%s", plan)
 			}
 			if (tt.o.Status != "" || tt.o.Report != "") && strings.Contains(plan, "SCAN jobs\n") {
