@@ -199,10 +199,6 @@ func (d *parallelDeflate) End() error {
 	return err
 }
 
-// Dict is the window that the next block starts from: the last 32 KiB of what was
-// written, which a resumed stream passes to resumeParallelDeflate.
-func (d *parallelDeflate) Dict() []byte { return window(d.dict, d.buf) }
-
 // resumeParallelDeflate is newParallelDeflate for a stream that continues one ended
 // by Sync, whose last deflateWindow bytes were dict.
 func resumeParallelDeflate(w io.Writer, level int, dict []byte, yield func(), spawn func(func())) *parallelDeflate {
