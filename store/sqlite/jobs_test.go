@@ -580,7 +580,6 @@ func TestWritesReturnTheStoredJob(t *testing.T) {
 	st, _ := openStore(t, sqlite.Options{Now: clk.Now})
 	ctx := context.Background()
 	t0 := clk.Now()
-	var enqueued []store.Job
 	for i, nj := range []store.NewJob{
 		{RunAt: t0.Add(2 * time.Second), IdempotencyKey: "a", RequestHash: "h", CreatedBy: "ann", NotifyURL: "https://example.com/h"},
 		{RunAt: t0.Add(time.Second), Priority: -1, MaxAttempts: 5},
@@ -595,7 +594,6 @@ func TestWritesReturnTheStoredJob(t *testing.T) {
 		if got := get(t, st, r.ID); !reflect.DeepEqual(got, r) {
 			t.Fatalf("enqueued job:\n%+v\nstored:\n%+v", r, got)
 		}
-		enqueued = append(enqueued, r)
 	}
 	// A job that failed once comes back with its error cleared and its checkpoint kept.
 	clk.Advance(10 * time.Second)
