@@ -177,7 +177,7 @@ func noisyWorkbook(t *testing.T, rows int) []byte {
 // password and prints one line: "opened N rows equal" when every sheet's cells are the
 // plain file's, "opened, cells differ", or "not opened: why".
 const unoScript = `
-import sys, time, uno
+import os, sys, time, uno
 from com.sun.star.beans import PropertyValue
 from com.sun.star.connection import NoConnectException
 from com.sun.star.lang import IllegalArgumentException
@@ -236,4 +236,8 @@ finally:
         desktop.terminate()
     except Exception:
         pass  # the bridge goes as soffice exits
+# Every answer is out. Python's own exit would now tear down the UNO bridge whose other
+# end has just gone, which crashed it at times (a segmentation fault after the last line).
+sys.stdout.flush()
+os._exit(0)
 `
