@@ -96,7 +96,7 @@ func TestTemplateCacheStaysBounded(t *testing.T) {
 			t.Fatalf("after %d puts the cache holds %d frames, more than its 3", i+1, c.len())
 		}
 	}
-	if c.get(strings.Repeat("k", 10)) == nil {
+	if _, ok := c.get(strings.Repeat("k", 10)); !ok {
 		t.Error("the last frame put is not in the cache")
 	}
 }

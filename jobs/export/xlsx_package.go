@@ -75,7 +75,7 @@ func (x *xlsxWriter) packageKey(title string) string {
 // made now.
 func (x *xlsxWriter) packageTemplate(title string) (*packageTemplate, error) {
 	key := x.packageKey(title)
-	if t := packages.get(key); t != nil {
+	if t, ok := packages.get(key); ok {
 		return t, nil
 	}
 	t, err := x.makePackageTemplate(title)
@@ -249,19 +249,21 @@ func (r *partRecorder) Close() error {
 	return nil
 }
 
-// templateCache is a small cache of templates by key, shared by every export; a
-// template is never changed once made. A full cache starts again empty: simple, and
-// with more shapes in use than it holds it costs what no cache costs.
-type templateCache[T comparable] struct {
+// templateCache is a small cache of what an export makes once per shape (style ids,
+// frames, package templates), by key, shared by every export; an entry is never changed
+// once made. A full cache starts again empty: simple, and with more shapes in use than
+// it holds it costs what no cache costs.
+type templateCache[T any] struct {
 	mu  sync.Mutex
 	max int
 	m   map[string]T
 }
 
-func (c *templateCache[T]) get(key string) T {
+func (c *templateCache[T]) get(key string) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[key]
+	t, ok := c.m[key]
+	return t, ok
 }
 
 func (c *templateCache[T]) put(key string, t T) {

@@ -253,7 +253,7 @@ func (x *xlsxWriter) frameOf(first bool) (*frameTemplate, error) {
 		return x.frames[i], nil
 	}
 	key := x.frameKey(first)
-	if t := frames.get(key); t != nil {
+	if t, ok := frames.get(key); ok {
 		x.frames[i] = t
 		return t, nil
 	}

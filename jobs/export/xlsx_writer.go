@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -330,20 +329,20 @@ func (x *xlsxWriter) setColumns(cols []Column) error {
 // styleIDs caches, by the columns' number formats, the style ids a new file gives the
 // workbook's styles (addStyles): the same every time, and making a file to learn them
 // cost a small export a tenth of its time.
-var styleIDs sync.Map // string (the formats joined by NUL) -> styles
+var styleIDs = templateCache[styles]{max: 64} // by the formats joined by NUL
 
 // stylesOf returns the style ids of a workbook with formats.
 func stylesOf(tmpDir string, formats []string) (styles, error) {
 	key := strings.Join(formats, "\x00")
-	if st, ok := styleIDs.Load(key); ok {
-		return st.(styles), nil
+	if st, ok := styleIDs.get(key); ok {
+		return st, nil
 	}
 	f, st, err := newFile(tmpDir, formats, nil)
 	if err != nil {
 		return st, err
 	}
 	f.Close()
-	styleIDs.Store(key, st)
+	styleIDs.put(key, st)
 	return st, nil
 }
 
